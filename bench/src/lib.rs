@@ -1,0 +1,1 @@
+//! The lab library behind `fleet-lab`.

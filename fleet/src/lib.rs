@@ -1,0 +1,13 @@
+//! `fleet`: one bounded worker fleet for every execution resource of a
+//! latency-critical bot.
+//!
+//! The model (roles, slot state machine, budget authority, quota detection,
+//! plan, posture, census, status) and the lane interface (host pump, seat
+//! sink, receipts, outcome ledger). This crate spawns no threads of its own;
+//! the bindings in `fleet-bindings` map lanes to threads. See `DESIGN.md` §3.
+
+pub mod guard;
+pub mod role;
+
+pub use guard::GuardSnapshot;
+pub use role::{CordonClass, Hosting, WorkerRole, ALL_ROLES};
