@@ -7,7 +7,9 @@
 //! the bindings in `fleet-bindings` map lanes to threads. See `DESIGN.md` §3.
 
 pub mod guard;
+pub mod outcome;
 pub mod role;
 
 pub use guard::GuardSnapshot;
+pub use outcome::{FailReason, PathOutcome};
 pub use role::{CordonClass, Hosting, WorkerRole, ALL_ROLES};
