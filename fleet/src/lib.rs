@@ -7,9 +7,25 @@
 //! the bindings in `fleet-bindings` map lanes to threads. See `DESIGN.md` §3.
 
 pub mod guard;
+pub mod ledger;
 pub mod outcome;
 pub mod role;
+pub mod admission;
+pub mod pump;
+pub mod receipt;
+pub mod shell;
+pub mod sink;
+pub mod slot;
+pub mod unit;
+pub mod waker;
 
 pub use guard::GuardSnapshot;
 pub use outcome::{FailReason, PathOutcome};
 pub use role::{CordonClass, Hosting, WorkerRole, ALL_ROLES};
+pub mod budget;
+pub mod census;
+pub mod plan;
+pub mod quota;
+pub mod posture;
+pub mod status;
+pub mod config;

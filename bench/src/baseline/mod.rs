@@ -1,0 +1,45 @@
+//! The designs the fleet replaces, as [`CycleHost`]s driven by the same
+//! replay harness on the same units (`DESIGN.md` §6; seed 000 §1 and seed
+//! 001 "Context"):
+//!
+//! - [`PileOfPools`]: a solve runtime with a thread per bin, a sim semaphore
+//!   sized `leftover × 2`, one short-lived OS thread spawned per sim, the
+//!   Rayon global-style pool for resolve, a merge sidecar thread, and an
+//!   ambient runtime — each sized on its own from the CPU count;
+//! - [`PlainTokio`]: one multi-thread Tokio runtime, `spawn_blocking` for
+//!   CPU units;
+//! - [`RayonTokio`]: a Rayon pool for CPU units plus a Tokio runtime for sims.
+//!
+//! Every host counts the OS threads it spawns itself, so the report can
+//! show threads created even when they live too briefly to be sampled.
+
+mod pile;
+mod plain;
+
+pub use pile::PileOfPools;
+pub use plain::{PlainTokio, RayonTokio};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Counts threads a baseline spawns (runtime workers, rayon threads, the
+/// sidecar, and every per-sim thread).
+#[derive(Debug, Default, Clone)]
+pub struct SpawnCounter(Arc<AtomicU64>);
+
+impl SpawnCounter {
+    /// One more thread.
+    pub fn add(&self) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Threads counted so far.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The CPUs this process may run on (the affinity mask), at least 1.
+pub fn cpu_count() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}

@@ -1,0 +1,155 @@
+//! The pile of pools: every mechanism sizes itself from the CPU count and
+//! nothing bounds their sum.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{unbounded, Sender};
+use fleet::ledger::{BinWitness, MergeDrain};
+use fleet::receipt::{receipt_pair, Receipt};
+use fleet::{FailReason, WorkerRole};
+use fleet_workloads::corpus::{CycleCase, PathCase};
+use fleet_workloads::pools::PoolSet;
+use fleet_workloads::replay::host::Merged;
+use fleet_workloads::replay::record::BinRecord;
+use fleet_workloads::replay::units::{resolve_step, simulate_blocking, walk_bin, CycleShared, Scale, SimJoin};
+use fleet_workloads::replay::CycleHost;
+use futures::FutureExt;
+
+use super::{cpu_count, SpawnCounter};
+
+type MergeJob = (MergeDrain, Sender<Merged>);
+
+/// The legacy design, reproduced as a comparison baseline.
+pub struct PileOfPools {
+    solve_rt: tokio::runtime::Runtime,
+    ambient_rt: tokio::runtime::Runtime,
+    resolve_pool: rayon::ThreadPool,
+    sims: Arc<tokio::sync::Semaphore>,
+    merge_tx: Option<Sender<MergeJob>>,
+    sidecar: Option<JoinHandle<()>>,
+    spawned: SpawnCounter,
+    scale: Scale,
+}
+
+impl PileOfPools {
+    /// Builds every pool, each sized on its own from the CPU count: a solve
+    /// runtime with one worker per bin (6), a sim semaphore of
+    /// `leftover × 2` where leftover = max(1, cpus − 1), a resolve pool of
+    /// `cpus` threads, one merge sidecar, an ambient runtime of `cpus` workers.
+    pub fn new(scale: f64, bins: usize) -> std::io::Result<Self> {
+        let cpus = cpu_count();
+        let spawned = SpawnCounter::default();
+        let count = |c: &SpawnCounter| {
+            let c = c.clone();
+            move || c.add()
+        };
+        let solve_rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(bins.max(1))
+            .thread_name("solve-exec")
+            .on_thread_start(count(&spawned))
+            .enable_all()
+            .build()?;
+        let ambient_rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(cpus)
+            .thread_name("ambient-io")
+            .on_thread_start(count(&spawned))
+            .enable_all()
+            .build()?;
+        let c = spawned.clone();
+        let resolve_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(cpus)
+            .thread_name(|i| format!("rayon-{i}"))
+            .start_handler(move |_| c.add())
+            .build()
+            .map_err(std::io::Error::other)?;
+        let leftover = cpus.saturating_sub(1).max(1);
+        let (merge_tx, merge_rx) = unbounded::<MergeJob>();
+        spawned.add();
+        let sidecar = std::thread::Builder::new().name("merge-sidecar".into()).spawn(move || {
+            for (drain, reply) in merge_rx {
+                let _ = reply.send(futures::executor::block_on(drain.drain()).ok());
+            }
+        })?;
+        Ok(PileOfPools {
+            solve_rt,
+            ambient_rt,
+            resolve_pool,
+            sims: Arc::new(tokio::sync::Semaphore::new(leftover * 2)),
+            merge_tx: Some(merge_tx),
+            sidecar: Some(sidecar),
+            spawned,
+            scale: Scale(scale),
+        })
+    }
+
+    /// Threads this baseline has spawned so far.
+    pub fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+
+    fn sim_join(&self) -> SimJoin {
+        let sims = self.sims.clone();
+        let spawned = self.spawned.clone();
+        let scale = self.scale;
+        Arc::new(move |sim, pools: Arc<PoolSet>, path: PathCase| {
+            let sims = sims.clone();
+            let spawned = spawned.clone();
+            async move {
+                let _permit = sims.acquire_owned().await.map_err(|_| FailReason::SimRefused)?;
+                let (tx, rx) = futures::channel::oneshot::channel();
+                spawned.add();
+                std::thread::Builder::new()
+                    .name("arb-sim".into())
+                    .spawn(move || {
+                        let _ = tx.send(simulate_blocking(&sim, &pools, &path, scale));
+                    })
+                    .map_err(|_| FailReason::SimRefused)?;
+                rx.await.map_err(|_| FailReason::LaneDeath)
+            }
+            .boxed()
+        })
+    }
+}
+
+impl CycleHost for PileOfPools {
+    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+        Ok(self.resolve_pool.install(|| resolve_step(&prev, &case, scale)))
+    }
+
+    fn solve(
+        &self,
+        shared: Arc<CycleShared>,
+        witnesses: Vec<BinWitness>,
+        drain: MergeDrain,
+    ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
+        let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
+        self.merge_tx.as_ref().ok_or("merge sidecar gone")?.send((drain, reply_tx)).map_err(|e| e.to_string())?;
+        let walks: Vec<_> = witnesses
+            .into_iter()
+            .enumerate()
+            .map(|(b, w)| self.solve_rt.spawn(walk_bin(shared.clone(), b, w, self.sim_join())))
+            .collect();
+        let bins = walks.into_iter().map(|h| self.solve_rt.block_on(h).ok()).collect();
+        let merged = reply_rx.recv().map_err(|e| e.to_string())?;
+        Ok((bins, merged))
+    }
+
+    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+        let (tx, rx) = receipt_pair();
+        self.ambient_rt.spawn_blocking(move || {
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            tx.complete(Box::new(()));
+        });
+        Ok(rx)
+    }
+}
+
+impl Drop for PileOfPools {
+    fn drop(&mut self) {
+        self.merge_tx.take();
+        if let Some(h) = self.sidecar.take() {
+            let _ = h.join();
+        }
+    }
+}

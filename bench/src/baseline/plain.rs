@@ -1,0 +1,164 @@
+//! Plain Tokio, and Rayon plus Tokio: the off-the-shelf alternatives.
+
+use std::sync::Arc;
+
+use fleet::ledger::{BinWitness, MergeDrain};
+use fleet::receipt::{receipt_pair, Receipt};
+use fleet::{FailReason, WorkerRole};
+use fleet_workloads::corpus::{CycleCase, PathCase};
+use fleet_workloads::pools::PoolSet;
+use fleet_workloads::replay::host::Merged;
+use fleet_workloads::replay::record::BinRecord;
+use fleet_workloads::replay::units::{resolve_step, simulate, walk_bin, CycleShared, Scale, SimJoin};
+use fleet_workloads::replay::CycleHost;
+use futures::FutureExt;
+
+use super::{cpu_count, SpawnCounter};
+
+fn runtime(workers: usize, name: &str, spawned: &SpawnCounter) -> std::io::Result<tokio::runtime::Runtime> {
+    let c = spawned.clone();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name(name)
+        .on_thread_start(move || c.add())
+        .enable_all()
+        .build()
+}
+
+fn tokio_sim_join(handle: tokio::runtime::Handle, scale: Scale) -> SimJoin {
+    Arc::new(move |sim, pools: Arc<PoolSet>, path: PathCase| {
+        let task = handle.spawn(simulate(sim, pools, path, scale));
+        async move { task.await.map_err(|_| FailReason::LaneDeath) }.boxed()
+    })
+}
+
+/// One multi-thread Tokio runtime sized to the CPU count; CPU units
+/// (resolve, walks) go to `spawn_blocking`, sims are tasks.
+pub struct PlainTokio {
+    rt: tokio::runtime::Runtime,
+    spawned: SpawnCounter,
+}
+
+impl PlainTokio {
+    /// Builds the runtime (`cpus` workers, Tokio's default blocking pool).
+    pub fn new() -> std::io::Result<Self> {
+        let spawned = SpawnCounter::default();
+        Ok(PlainTokio { rt: runtime(cpu_count(), "tokio-rt", &spawned)?, spawned })
+    }
+
+    /// Threads this baseline has spawned so far (workers and blocking threads).
+    pub fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+}
+
+impl CycleHost for PlainTokio {
+    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+        let task = self.rt.spawn_blocking(move || resolve_step(&prev, &case, scale));
+        self.rt.block_on(task).map_err(|e| e.to_string())
+    }
+
+    fn solve(
+        &self,
+        shared: Arc<CycleShared>,
+        witnesses: Vec<BinWitness>,
+        drain: MergeDrain,
+    ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
+        let merge = self.rt.spawn(async move { drain.drain().await.ok() });
+        let walks: Vec<_> = witnesses
+            .into_iter()
+            .enumerate()
+            .map(|(b, w)| {
+                let handle = self.rt.handle().clone();
+                let join = tokio_sim_join(handle.clone(), shared.scale);
+                let shared = shared.clone();
+                self.rt.spawn_blocking(move || handle.block_on(walk_bin(shared, b, w, join)))
+            })
+            .collect();
+        let bins = walks.into_iter().map(|h| self.rt.block_on(h).ok()).collect();
+        let merged = self.rt.block_on(merge).map_err(|e| e.to_string())?;
+        Ok((bins, merged))
+    }
+
+    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+        let (tx, rx) = receipt_pair();
+        self.rt.spawn_blocking(move || {
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            tx.complete(Box::new(()));
+        });
+        Ok(rx)
+    }
+}
+
+/// A Rayon pool (`cpus` threads) for CPU units plus a Tokio runtime
+/// (`cpus` workers) for sims and the merge.
+pub struct RayonTokio {
+    pool: rayon::ThreadPool,
+    rt: tokio::runtime::Runtime,
+    spawned: SpawnCounter,
+}
+
+impl RayonTokio {
+    /// Builds both pools, each sized to the CPU count.
+    pub fn new() -> std::io::Result<Self> {
+        let spawned = SpawnCounter::default();
+        let c = spawned.clone();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(cpu_count())
+            .thread_name(|i| format!("rayon-cpu-{i}"))
+            .start_handler(move |_| c.add())
+            .build()
+            .map_err(std::io::Error::other)?;
+        Ok(RayonTokio { pool, rt: runtime(cpu_count(), "tokio-sim", &spawned)?, spawned })
+    }
+
+    /// Threads this baseline has spawned so far.
+    pub fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+}
+
+impl CycleHost for RayonTokio {
+    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+        Ok(self.pool.install(|| resolve_step(&prev, &case, scale)))
+    }
+
+    fn solve(
+        &self,
+        shared: Arc<CycleShared>,
+        witnesses: Vec<BinWitness>,
+        drain: MergeDrain,
+    ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
+        let merge = self.rt.spawn(async move { drain.drain().await.ok() });
+        let handle = self.rt.handle().clone();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        // The scope returns when every walk has finished.
+        self.pool.scope(|s| {
+            for (b, w) in witnesses.into_iter().enumerate() {
+                let join = tokio_sim_join(handle.clone(), shared.scale);
+                let shared = shared.clone();
+                let tx = tx.clone();
+                s.spawn(move |_| {
+                    let rec = futures::executor::block_on(walk_bin(shared, b, w, join));
+                    let _ = tx.send((b, rec));
+                });
+            }
+        });
+        drop(tx);
+        let mut slots: Vec<Option<BinRecord>> = vec![None; shared.case.bins.len()];
+        for (b, rec) in rx.iter() {
+            slots[b] = Some(rec);
+        }
+        let merged = self.rt.block_on(merge).map_err(|e| e.to_string())?;
+        Ok((slots, merged))
+    }
+
+    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+        let (tx, rx) = receipt_pair();
+        self.pool.spawn(move || {
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            tx.complete(Box::new(()));
+        });
+        Ok(rx)
+    }
+}

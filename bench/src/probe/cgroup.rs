@@ -1,0 +1,320 @@
+//! A real child cgroup with a CPU quota for a run: create it, move this
+//! process in, change the quota mid-run, read real throttle counts, and move
+//! back and remove it — on success, on error (Drop) and on Ctrl-C.
+//!
+//! cgroup v2 (`cpu.max`) is used where the unified hierarchy has the `cpu`
+//! controller; otherwise cgroup v1 (`cpu.cfs_quota_us` / `cpu.cfs_period_us`).
+//! `DESIGN.md` §6 "run inside a real cgroup".
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Why a cgroup could not be made or driven. Each names the path it tried.
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    /// No hierarchy with a usable `cpu` controller.
+    #[error("no cgroup with a cpu controller: tried {tried}; run as root on a host with cgroup v1 `cpu` or v2 with `cpu` enabled in cgroup.subtree_control")]
+    NoController {
+        /// The paths looked at.
+        tried: String,
+    },
+    /// A file could not be read or written.
+    #[error("cgroup file {path}: {source} (are you root, and is the controller writable?)")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A quota below what the kernel accepts.
+    #[error("cgroup quota {cores} cores is invalid: give a positive number of cores (at least 0.01)")]
+    BadQuota {
+        /// The requested cores.
+        cores: f64,
+    },
+    /// `cpu.stat` had no throttle counters.
+    #[error("cgroup file {path}: no throttle counters in cpu.stat")]
+    NoThrottleCounters {
+        /// The `cpu.stat` path.
+        path: PathBuf,
+    },
+}
+
+/// Which cgroup version the child lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CgroupVersion {
+    /// Unified hierarchy, `cpu.max`.
+    V2,
+    /// Per-controller hierarchy, `cpu.cfs_quota_us`.
+    V1,
+}
+
+/// Cumulative throttle counters of a cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ThrottleCounters {
+    /// Enforcement periods elapsed.
+    pub nr_periods: u64,
+    /// Periods in which the group was throttled.
+    pub nr_throttled: u64,
+    /// Total throttled time, µs.
+    pub throttled_us: u64,
+}
+
+impl ThrottleCounters {
+    /// Parses `cpu.stat` text (v1 `throttled_time` in ns, v2 `throttled_usec`).
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut c = ThrottleCounters::default();
+        let (mut have_thr, mut have_time) = (false, false);
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(k), Some(v)) = (it.next(), it.next()) else { continue };
+            let Ok(v) = v.parse::<u64>() else { continue };
+            match k {
+                "nr_periods" => c.nr_periods = v,
+                "nr_throttled" => {
+                    c.nr_throttled = v;
+                    have_thr = true
+                }
+                "throttled_time" => {
+                    c.throttled_us = v / 1000;
+                    have_time = true
+                }
+                "throttled_usec" => {
+                    c.throttled_us = v;
+                    have_time = true
+                }
+                _ => {}
+            }
+        }
+        (have_thr && have_time).then_some(c)
+    }
+
+    /// The counters accumulated since `earlier`.
+    pub fn since(&self, earlier: &ThrottleCounters) -> ThrottleCounters {
+        ThrottleCounters {
+            nr_periods: self.nr_periods.saturating_sub(earlier.nr_periods),
+            nr_throttled: self.nr_throttled.saturating_sub(earlier.nr_throttled),
+            throttled_us: self.throttled_us.saturating_sub(earlier.throttled_us),
+        }
+    }
+}
+
+/// Paths to clean up on Ctrl-C: (child dir, original cgroup.procs).
+static LIVE: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError + '_ {
+    move |source| CgroupError::Io { path: path.to_path_buf(), source }
+}
+
+/// A child cgroup this process runs in until it is dropped.
+#[derive(Debug)]
+pub struct ChildCgroup {
+    dir: PathBuf,
+    parent_procs: PathBuf,
+    version: CgroupVersion,
+    period_us: u64,
+    removed: bool,
+}
+
+impl ChildCgroup {
+    /// Creates `fleet-lab-<pid>` under the live `cpu` hierarchy with a quota
+    /// of `cores` and moves this whole process (every thread) into it.
+    pub fn enter(cores: f64) -> Result<Self, CgroupError> {
+        Self::enter_at(Path::new("/sys/fs/cgroup"), cores)
+    }
+
+    /// As [`ChildCgroup::enter`], with the cgroup mount root given.
+    pub fn enter_at(mount_root: &Path, cores: f64) -> Result<Self, CgroupError> {
+        if !(cores.is_finite() && cores >= 0.01) {
+            return Err(CgroupError::BadQuota { cores });
+        }
+        let (base, version) = find_cpu_hierarchy(mount_root)?;
+        let pid = std::process::id();
+        let dir = base.join(format!("fleet-lab-{pid}"));
+        if !dir.exists() {
+            fs::create_dir(&dir).map_err(io(&dir))?;
+        }
+        let mut cg = ChildCgroup {
+            parent_procs: base.join("cgroup.procs"),
+            dir,
+            version,
+            period_us: 100_000,
+            removed: false,
+        };
+        install_ctrlc_cleanup();
+        LIVE.lock().unwrap().push((cg.dir.clone(), cg.parent_procs.clone()));
+        cg.set_quota(cores)?;
+        let procs = cg.dir.join("cgroup.procs");
+        fs::write(&procs, pid.to_string()).map_err(io(&procs))?;
+        Ok(cg)
+    }
+
+    /// The child cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The cgroup version in use.
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    /// Sets the quota to `cores` (period 100 ms) on the live cgroup.
+    pub fn set_quota(&mut self, cores: f64) -> Result<(), CgroupError> {
+        if !(cores.is_finite() && cores >= 0.01) {
+            return Err(CgroupError::BadQuota { cores });
+        }
+        let quota = (cores * self.period_us as f64).round() as u64;
+        match self.version {
+            CgroupVersion::V2 => {
+                let p = self.dir.join("cpu.max");
+                fs::write(&p, format!("{quota} {}", self.period_us)).map_err(io(&p))
+            }
+            CgroupVersion::V1 => {
+                let period = self.dir.join("cpu.cfs_period_us");
+                fs::write(&period, self.period_us.to_string()).map_err(io(&period))?;
+                let p = self.dir.join("cpu.cfs_quota_us");
+                fs::write(&p, quota.to_string()).map_err(io(&p))
+            }
+        }
+    }
+
+    /// Reads the cumulative throttle counters.
+    pub fn counters(&self) -> Result<ThrottleCounters, CgroupError> {
+        let p = self.dir.join("cpu.stat");
+        let text = fs::read_to_string(&p).map_err(io(&p))?;
+        ThrottleCounters::parse(&text).ok_or(CgroupError::NoThrottleCounters { path: p })
+    }
+
+    /// Moves the process back to the parent cgroup and removes the child.
+    pub fn leave(mut self) -> Result<(), CgroupError> {
+        self.cleanup()
+    }
+
+    fn cleanup(&mut self) -> Result<(), CgroupError> {
+        if self.removed {
+            return Ok(());
+        }
+        self.removed = true;
+        LIVE.lock().unwrap().retain(|(d, _)| d != &self.dir);
+        remove_child(&self.dir, &self.parent_procs)
+    }
+}
+
+impl Drop for ChildCgroup {
+    fn drop(&mut self) {
+        if let Err(e) = self.cleanup() {
+            eprintln!("fleet-lab: could not remove cgroup {}: {e}", self.dir.display());
+        }
+    }
+}
+
+fn remove_child(dir: &Path, parent_procs: &Path) -> Result<(), CgroupError> {
+    let procs = dir.join("cgroup.procs");
+    // Move every process still in the child back to the parent (v1 moves
+    // all threads of a process when its pid is written to cgroup.procs).
+    for _ in 0..50 {
+        let members = fs::read_to_string(&procs).unwrap_or_default();
+        let pids: Vec<&str> = members.split_whitespace().collect();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            let _ = fs::write(parent_procs, pid);
+        }
+        // Threads can still be listed in `tasks` for a moment.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let mut last = None;
+    for _ in 0..50 {
+        match fs::remove_dir(dir) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Err(CgroupError::Io { path: dir.to_path_buf(), source: last.expect("a failed attempt") })
+}
+
+fn find_cpu_hierarchy(root: &Path) -> Result<(PathBuf, CgroupVersion), CgroupError> {
+    let mut tried = Vec::new();
+    for v2 in [root.to_path_buf(), root.join("unified")] {
+        let ctl = v2.join("cgroup.subtree_control");
+        tried.push(ctl.display().to_string());
+        if let Ok(text) = fs::read_to_string(&ctl) {
+            if text.split_whitespace().any(|c| c == "cpu") {
+                return Ok((v2, CgroupVersion::V2));
+            }
+        }
+    }
+    for v1 in ["cpu", "cpu,cpuacct", "cpuacct,cpu"] {
+        let dir = root.join(v1);
+        let quota = dir.join("cpu.cfs_quota_us");
+        tried.push(quota.display().to_string());
+        if quota.exists() {
+            return Ok((dir, CgroupVersion::V1));
+        }
+    }
+    Err(CgroupError::NoController { tried: tried.join(", ") })
+}
+
+fn install_ctrlc_cleanup() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = ctrlc::set_handler(|| {
+            let live = LIVE.lock().map(|v| v.clone()).unwrap_or_default();
+            for (dir, parent) in live {
+                let _ = remove_child(&dir, &parent);
+            }
+            eprintln!("fleet-lab: interrupted; child cgroups removed");
+            std::process::exit(130);
+        });
+    });
+}
+
+/// Whether this host lets us create a child cgroup with a CPU quota; the
+/// error says which path was tried and why not.
+pub fn probe_writable() -> Result<PathBuf, CgroupError> {
+    let (base, _) = find_cpu_hierarchy(Path::new("/sys/fs/cgroup"))?;
+    let probe = base.join(format!("fleet-lab-probe-{}", std::process::id()));
+    fs::create_dir(&probe).map_err(io(&probe))?;
+    let _ = fs::remove_dir(&probe);
+    Ok(base)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_v1_and_v2_cpu_stat() {
+        let v1 = "nr_periods 23\nnr_throttled 20\nthrottled_time 1500000000\n";
+        assert_eq!(
+            ThrottleCounters::parse(v1),
+            Some(ThrottleCounters { nr_periods: 23, nr_throttled: 20, throttled_us: 1_500_000 })
+        );
+        let v2 = "usage_usec 10\nnr_periods 5\nnr_throttled 2\nthrottled_usec 7000\n";
+        assert_eq!(
+            ThrottleCounters::parse(v2),
+            Some(ThrottleCounters { nr_periods: 5, nr_throttled: 2, throttled_us: 7000 })
+        );
+        assert_eq!(ThrottleCounters::parse("garbage"), None);
+    }
+
+    #[test]
+    fn a_fixture_root_without_a_cpu_controller_names_what_it_tried() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = ChildCgroup::enter_at(dir.path(), 1.0).unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.contains("cpu.cfs_quota_us") && msg.contains("subtree_control"), "{msg}");
+    }
+
+    #[test]
+    fn bad_quota_is_refused_before_touching_anything() {
+        assert!(matches!(ChildCgroup::enter_at(Path::new("/nonexistent"), 0.0), Err(CgroupError::BadQuota { .. })));
+    }
+}

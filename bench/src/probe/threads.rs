@@ -1,0 +1,157 @@
+//! Thread census of this process from `/proc/self/task`, sampled while a
+//! run lasts: threads at start, peak, threads created during the run, and
+//! peak runnable threads (state `R`).
+//!
+//! Threads that are born and die between two samples are invisible to
+//! sampling; runners that spawn threads themselves also report their own
+//! spawn counts, and the report takes the larger figure.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// One read of `/proc/self/task`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TaskSnapshot {
+    /// Thread ids present.
+    pub tids: BTreeSet<u32>,
+    /// How many were runnable (`R`) at the read.
+    pub runnable: u32,
+}
+
+/// Reads the thread ids and the runnable count of this process.
+pub fn snapshot() -> TaskSnapshot {
+    let mut snap = TaskSnapshot::default();
+    let Ok(dir) = fs::read_dir("/proc/self/task") else { return snap };
+    for entry in dir.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        snap.tids.insert(tid);
+        if let Ok(stat) = fs::read_to_string(entry.path().join("stat")) {
+            if task_state(&stat) == Some('R') {
+                snap.runnable += 1;
+            }
+        }
+    }
+    snap
+}
+
+/// The names (`comm`) of this process's threads, sorted (duplicates kept).
+pub fn thread_names() -> Vec<String> {
+    let mut names = Vec::new();
+    if let Ok(dir) = fs::read_dir("/proc/self/task") {
+        for entry in dir.flatten() {
+            if let Ok(comm) = fs::read_to_string(entry.path().join("comm")) {
+                names.push(comm.trim_end().to_string());
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+/// The state letter of a `/proc/<pid>/task/<tid>/stat` line (the field after
+/// the parenthesised command, which may itself contain spaces and parens).
+pub fn task_state(stat: &str) -> Option<char> {
+    let close = stat.rfind(')')?;
+    stat[close + 1..].split_whitespace().next()?.chars().next()
+}
+
+/// Figures from a sampled run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadFigures {
+    /// Threads when sampling began.
+    pub at_start: u32,
+    /// Most threads seen at once.
+    pub peak: u32,
+    /// Distinct thread ids seen that were not there at the start.
+    pub created_during_run: u32,
+    /// Most runnable threads seen at once (this sampler's own thread excluded).
+    pub peak_runnable: u32,
+    /// Samples taken.
+    pub samples: u64,
+}
+
+/// A background sampler of `/proc/self/task` (its own thread is excluded
+/// from every figure).
+pub struct ThreadMonitor {
+    stop: Arc<AtomicBool>,
+    join: Option<JoinHandle<ThreadFigures>>,
+}
+
+impl ThreadMonitor {
+    /// Starts sampling every `period` (1 ms is a good default).
+    pub fn start(period: Duration) -> std::io::Result<Self> {
+        let start = snapshot();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let join = std::thread::Builder::new().name("lab-threadmon".into()).spawn(move || {
+            let me = unsafe { libc::gettid() } as u32;
+            let mut seen: BTreeSet<u32> = start.tids.clone();
+            let mut figures = ThreadFigures { at_start: start.tids.len() as u32, ..Default::default() };
+            loop {
+                let snap = snapshot();
+                let others = snap.tids.iter().filter(|t| **t != me).count() as u32;
+                figures.peak = figures.peak.max(others);
+                // The sampler itself is running while it reads.
+                figures.peak_runnable = figures.peak_runnable.max(snap.runnable.saturating_sub(1));
+                for tid in snap.tids {
+                    if tid != me && seen.insert(tid) {
+                        figures.created_during_run += 1;
+                    }
+                }
+                figures.samples += 1;
+                if flag.load(Ordering::Relaxed) {
+                    break;
+                }
+                std::thread::sleep(period);
+            }
+            figures
+        })?;
+        Ok(ThreadMonitor { stop, join: Some(join) })
+    }
+
+    /// Stops sampling and returns the figures.
+    pub fn finish(mut self) -> ThreadFigures {
+        self.stop.store(true, Ordering::Relaxed);
+        self.join.take().map(|j| j.join().unwrap_or_default()).unwrap_or_default()
+    }
+}
+
+impl Drop for ThreadMonitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(j) = self.join.take() {
+            let _ = j.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_state_reads_past_a_command_with_parens_and_spaces() {
+        assert_eq!(task_state("123 (work (x) y) R 1 2 3"), Some('R'));
+        assert_eq!(task_state("123 (sleep) S 1"), Some('S'));
+        assert_eq!(task_state("garbage"), None);
+    }
+
+    #[test]
+    fn monitor_sees_threads_created_during_the_run() {
+        let mon = ThreadMonitor::start(Duration::from_micros(200)).unwrap();
+        let handles: Vec<_> = (0..3)
+            .map(|_| std::thread::spawn(|| std::thread::sleep(Duration::from_millis(30))))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let f = mon.finish();
+        assert!(f.created_during_run >= 3, "{f:?}");
+        assert!(f.peak >= f.at_start + 3, "{f:?}");
+        assert!(f.samples > 0);
+    }
+}

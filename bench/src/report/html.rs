@@ -1,0 +1,286 @@
+//! `report.html`: one self-contained page for one run or several side by
+//! side (issue 7 "Report with plots").
+//!
+//! The page has inline CSS and inline SVG only: no scripts, no links, no
+//! fetches, so it works offline and from a CI artifact. Sections: the
+//! summary table (the same [`COLUMNS`] as the terminal), run details, the
+//! makespan CDF (all runs on one chart), per-bin walk time, sim latency, one
+//! posture/throttle timeline per run, and the timeline events.
+
+use std::fmt::Write as _;
+
+use hdrhistogram::Histogram;
+
+use super::model::{CounterValue, RunReport};
+use super::plot;
+use super::summary::COLUMNS;
+use super::ReportError;
+
+/// Timeline events listed per run in the events table; the rest are
+/// counted, not listed, to keep the page small.
+pub const MAX_EVENT_ROWS: usize = 200;
+
+const CSS: &str = "\
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1100px;color:#1a1a1a;background:#fff;padding:0 16px}\
+h1{font-size:26px;margin:0 0 4px}h2{font-size:20px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}\
+p.meta{color:#555;margin:0 0 12px}\
+table{border-collapse:collapse;font-size:14px;margin:6px 0 12px}\
+th,td{border:1px solid #d0d0d0;padding:4px 8px}th{background:#f3f3f3;text-align:left}\
+td.num{text-align:right;font-variant-numeric:tabular-nums}\
+td.fail{color:#b00020;font-weight:bold}td.ok{color:#176d2c;font-weight:bold}\
+figure{margin:8px 0 16px}figure svg{max-width:100%;height:auto;border:1px solid #e4e4e4}\
+figcaption{font-size:13px;color:#555}\
+th{white-space:nowrap}#details td{font-size:13px}";
+
+/// Escapes text for HTML element content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Strips an XML declaration so the SVG can sit inline in HTML.
+fn inline_svg(svg: &str) -> &str {
+    match (svg.starts_with("<?xml"), svg.find("?>")) {
+        (true, Some(end)) => svg[end + 2..].trim_start(),
+        _ => svg,
+    }
+}
+
+fn figure(out: &mut String, id: &str, svg: &str, caption: &str) {
+    let _ = write!(
+        out,
+        "<figure class=\"plot\" id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
+        escape(id),
+        inline_svg(svg),
+        escape(caption)
+    );
+}
+
+fn summary_table(out: &mut String, runs: &[RunReport]) {
+    out.push_str("<table id=\"summary\"><thead><tr>");
+    for c in &COLUMNS {
+        let _ = write!(out, "<th>{}</th>", escape(c.header));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    for r in runs {
+        out.push_str("<tr>");
+        for c in &COLUMNS {
+            let text = (c.cell)(r);
+            let class = match (c.header, text.as_str()) {
+                ("parity", "ok") => "ok",
+                ("parity", _) => "fail",
+                _ if c.text => "",
+                _ => "num",
+            };
+            let _ = write!(out, "<td class=\"{class}\">{}</td>", escape(&text));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+/// One run's detail rows: (key, value), the same keys in the same order for
+/// every run; perf counters are added by [`details_table`].
+fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut kv = |k: &str, v: String| rows.push((k.to_string(), v));
+    kv(
+        "profile / binding",
+        format!("{} / {}{}", r.profile, r.binding, if r.oversubscribed { " (oversubscribed)" } else { "" }),
+    );
+    kv("scale", r.scale.to_string());
+    kv("cycles / paths", format!("{} / {}", r.cycles, r.paths));
+    kv(
+        "outcomes",
+        format!("{} solved, {} suppressed, {} failed", r.outcomes.solved, r.outcomes.suppressed, r.outcomes.failed),
+    );
+    let parity = match (&r.first_mismatch, r.parity) {
+        (_, true) => "ok".to_string(),
+        (Some(m), false) => format!(
+            "FAIL at cycle {} path {}: expected {:?}, got {:?}",
+            m.cycle, m.path, m.expected, m.got
+        ),
+        (None, false) => "FAIL".to_string(),
+    };
+    kv("parity", parity);
+    let quota = r.machine.quota.map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
+    kv("machine", format!("{} cpus, quota {quota}", r.machine.cpus));
+    kv("corpus", format!("{} v{} ({})", r.corpus.path, r.corpus.version, r.corpus.checksum));
+    kv(
+        "threads",
+        format!(
+            "{} at start, peak {}, {} created, peak runnable {}",
+            r.threads.at_start, r.threads.peak, r.threads.created_during_run, r.threads.peak_runnable
+        ),
+    );
+    kv("cpu / wall", format!("{:.2} s / {:.2} s", r.cpu_seconds, r.wall_seconds));
+    let throttle = r.throttle.map_or_else(
+        || "not measured".to_string(),
+        |t| {
+            format!(
+                "{} events, {:.1} ms ({:.2} % of wall), from {}",
+                t.events,
+                t.throttled_ms,
+                t.throttled_share * 100.0,
+                t.source.as_str()
+            )
+        },
+    );
+    kv("throttle", throttle);
+    kv(
+        "posture",
+        format!(
+            "{} enters, {} exits, {:.1} ms cordoned, {} intakes suppressed",
+            r.posture.enters, r.posture.exits, r.posture.cordoned_ms, r.posture.intake_suppressed
+        ),
+    );
+    kv("values above histogram range", r.histograms_out_of_range.to_string());
+    for (name, p) in [
+        ("makespan ms", &r.makespan_ms),
+        ("makespan / lower bound", &r.makespan_over_lower_bound),
+        ("bin walk ms", &r.bin_walk_ms),
+        ("sim latency ms", &r.sim_latency_ms),
+    ] {
+        kv(
+            name,
+            format!(
+                "p50 {:.3} · p95 {:.3} · p99 {:.3} · max {:.3} · mean {:.3} · n {}",
+                p.p50, p.p95, p.p99, p.max, p.mean, p.count
+            ),
+        );
+    }
+    rows
+}
+
+/// The details table: one row per key, one column per run (side by side).
+fn details_table(out: &mut String, runs: &[RunReport]) {
+    out.push_str("<table id=\"details\"><thead><tr><th></th>");
+    for r in runs {
+        let _ = write!(out, "<th>{}</th>", escape(&r.label));
+    }
+    out.push_str("</tr></thead><tbody>\n");
+    let per_run: Vec<Vec<(String, String)>> = runs.iter().map(detail_rows).collect();
+    let mut counters: Vec<&String> =
+        runs.iter().filter_map(|r| r.perf_counters.as_ref()).flat_map(|c| c.keys()).collect();
+    counters.sort();
+    counters.dedup();
+    let row = |out: &mut String, key: &str, cells: Vec<String>| {
+        let _ = write!(out, "<tr><th>{}</th>", escape(key));
+        for c in cells {
+            let _ = write!(out, "<td>{}</td>", escape(&c));
+        }
+        out.push_str("</tr>\n");
+    };
+    for (i, (key, _)) in per_run[0].iter().enumerate() {
+        row(out, key, per_run.iter().map(|rows| rows[i].1.clone()).collect());
+    }
+    for name in counters {
+        let cells = runs
+            .iter()
+            .map(|r| match r.perf_counters.as_ref().and_then(|c| c.get(name)) {
+                Some(CounterValue::Value(n)) => n.to_string(),
+                Some(CounterValue::Skipped { skipped }) => format!("skipped: {skipped}"),
+                None => "-".to_string(),
+            })
+            .collect();
+        row(out, &format!("perf {name}"), cells);
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+fn events_table(out: &mut String, r: &RunReport) {
+    let _ = write!(
+        out,
+        "<table class=\"events\"><caption>{}: {} events</caption><thead><tr><th>t (ms)</th><th>kind</th><th>detail</th></tr></thead><tbody>",
+        escape(&r.label),
+        r.timeline.len()
+    );
+    for e in r.timeline.iter().take(MAX_EVENT_ROWS) {
+        let _ = write!(
+            out,
+            "<tr><td class=\"num\">{:.1}</td><td>{}</td><td>{}</td></tr>",
+            e.t_ms,
+            e.kind.as_str(),
+            escape(&e.detail)
+        );
+    }
+    if r.timeline.len() > MAX_EVENT_ROWS {
+        let _ = write!(
+            out,
+            "<tr><td colspan=\"3\">… {} more in report.json</td></tr>",
+            r.timeline.len() - MAX_EVENT_ROWS
+        );
+    }
+    out.push_str("</tbody></table>\n");
+}
+
+/// [`render_html_with`] without histograms: the sim-latency plot shows each
+/// run's percentile points only.
+///
+/// Errors: as [`render_html_with`].
+pub fn render_html(runs: &[RunReport]) -> Result<String, ReportError> {
+    render_html_with(runs, &[])
+}
+
+/// Renders the page for `runs` (one run, or several side by side in the
+/// order given). The page holds `3 + runs.len()` inline SVGs: makespan CDF,
+/// bin walk, sim latency, then one timeline per run. `sim_latency[i]`, where
+/// present, is run `i`'s sim-latency histogram (µs ticks, as read back from
+/// `sim_latency.hlog`), drawn as a full percentile spectrum.
+///
+/// Errors: [`ReportError::NoRuns`] for an empty slice, [`ReportError::Plot`]
+/// when a plot cannot be drawn.
+pub fn render_html_with(
+    runs: &[RunReport],
+    sim_latency: &[Option<Histogram<u64>>],
+) -> Result<String, ReportError> {
+    if runs.is_empty() {
+        return Err(ReportError::NoRuns);
+    }
+    let labels: Vec<&str> = runs.iter().map(|r| r.label.as_str()).collect();
+    let mut out = String::with_capacity(256 * 1024);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\
+         <title>fleet-lab report: {}</title><style>{CSS}</style></head><body>\n",
+        escape(&labels.join(" vs "))
+    );
+    let _ = write!(out, "<h1>fleet-lab report</h1><p class=\"meta\">{} run(s): {}</p>\n", runs.len(), escape(&labels.join(", ")));
+    out.push_str("<h2>Summary</h2>\n");
+    summary_table(&mut out, runs);
+    out.push_str("<p class=\"meta\">Makespan is end − intended start per cycle; /lb is makespan over the cycle's lower bound; thr created counts threads created during the run; oor counts values above the histogram range.</p>\n");
+    out.push_str("<h2>Runs</h2>\n");
+    details_table(&mut out, runs);
+    out.push_str("<h2>Cycle makespan</h2>\n");
+    figure(&mut out, "makespan-cdf", &plot::makespan_cdf_svg(runs)?, "Empirical CDF of cycle makespan, one line per run, log-scale x axis.");
+    out.push_str("<h2>Bin walk time</h2>\n");
+    figure(&mut out, "bin-walk", &plot::bin_walk_svg(runs)?, "Each bin's solver walk over every cycle: box = quartiles, bar = median, whiskers = min and max, dots = cycles.");
+    out.push_str("<h2>Simulation latency</h2>\n");
+    figure(&mut out, "sim-latency", &plot::sim_latency_svg(runs, sim_latency)?, "Every simulation's latency by percentile; the x axis spreads the tail (90 %, 99 %, 99.9 % one decade apart); the last point of each line is the max.");
+    out.push_str("<h2>Posture and throttle timeline</h2>\n");
+    for (i, r) in runs.iter().enumerate() {
+        figure(
+            &mut out,
+            &format!("timeline-{i}"),
+            &plot::timeline_svg(r)?,
+            &format!("{}: cycle makespan at its intended start; shaded = cordoned; red ticks = throttle events; purple lines = retunes.", r.label),
+        );
+    }
+    out.push_str("<h2>Timeline events</h2>\n");
+    for r in runs {
+        events_table(&mut out, r);
+    }
+    out.push_str("</body></html>\n");
+    Ok(out)
+}

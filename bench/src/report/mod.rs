@@ -1,0 +1,96 @@
+//! The run report: its model, the terminal table, the HdrHistogram logs and
+//! the HTML page with plots (`DESIGN.md` §6; issues 5–7).
+//!
+//! The replay driver fills a [`RunReport`] and [`LatencyRecorder`]s, then
+//! calls [`write_report_dir`]; `fleet-lab report A.json B.json` reloads
+//! earlier runs and renders them side by side ([`compare`]).
+//!
+//! A report directory holds `report.json` ([`RunReport`]), `report.html`
+//! (self-contained, works offline), one `*.hlog` interval log per metric, the
+//! produced outcomes (`outcomes.jsonl`) and any extra files the run adds. It
+//! is written into a temporary sibling and renamed into place, so it is
+//! either whole or absent.
+
+pub mod compare;
+pub mod hdr;
+pub mod html;
+pub mod model;
+mod plot;
+pub mod sample;
+pub mod summary;
+pub mod write;
+
+pub use compare::{load_run, load_runs, load_sim_latency};
+pub use hdr::{read_interval_log, read_log_histogram, HdrLog, LatencyRecorder, Metric, ReadInterval};
+pub use html::{render_html, render_html_with};
+pub use model::{
+    CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts,
+    Percentiles, PostureCounts, RunReport, ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
+    TimelineKind,
+};
+pub use summary::{render_compare_table, render_run_summary};
+pub use write::{
+    write_compare_dir, write_dir_atomically, write_report_dir, write_report_dir_with, ExtraFile,
+    OUTCOMES_FILE, REPORT_HTML, REPORT_JSON,
+};
+
+use std::path::PathBuf;
+
+/// What can go wrong building, writing or reading a report.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// A file or directory could not be written or read.
+    #[error("{action} {path}: {error} (check the path exists and is writable)")]
+    Io {
+        /// What was being done (`"create"`, `"write"`, `"rename"`, `"read"`).
+        action: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error (in the message, so not repeated as a source).
+        error: std::io::Error,
+    },
+    /// A `report.json` did not parse as a [`RunReport`].
+    #[error("{path} is not a run report: {error} (was it written by `fleet-lab run`?)")]
+    BadReport {
+        /// The file read.
+        path: PathBuf,
+        /// Where and why parsing failed (line and column included).
+        error: serde_json::Error,
+    },
+    /// A report could not be serialized.
+    #[error("cannot serialize the report: {0}")]
+    Serialize(serde_json::Error),
+    /// A file name for the report directory is not a plain name.
+    #[error("file name {0:?} is not a plain file name (no '/', '..' or empty names)")]
+    BadFileName(String),
+    /// Two files of one report directory have the same name.
+    #[error("file name {0:?} is given twice for one report directory")]
+    DuplicateFileName(String),
+    /// An interval log could not be written or read back.
+    #[error("interval log of {metric}: {reason}")]
+    HdrLog {
+        /// The metric's tag (or `"interval log"` when reading).
+        metric: &'static str,
+        /// What failed.
+        reason: String,
+    },
+    /// Two recorders of different metrics were merged.
+    #[error("cannot merge {from} values into the {into} recorder")]
+    MetricMismatch {
+        /// The receiving recorder's metric tag.
+        into: &'static str,
+        /// The other recorder's metric tag.
+        from: &'static str,
+    },
+    /// A plot could not be drawn.
+    #[error("plot {plot}: {reason}")]
+    Plot {
+        /// Which plot.
+        plot: &'static str,
+        /// The plotting library's error.
+        reason: String,
+    },
+    /// `fleet-lab report` was given no reports.
+    #[error("no run reports given: pass one or more report.json files")]
+    NoRuns,
+}

@@ -1,0 +1,314 @@
+//! The run report: what one replay of the corpus measured, as data.
+//!
+//! [`RunReport`] is written as `report.json` next to `report.html` and the
+//! HdrHistogram logs (`DESIGN.md` §6: "a report (table on the terminal; JSON;
+//! an HTML page with plots; histograms in HdrHistogram's log format)"). Its
+//! keys are snake_case and stable: CI gates and scripts read them by name, so
+//! renaming a field is a breaking change. Optional parts are written as
+//! `null`, never left out, so every key is always present.
+//!
+//! Units are in the field names: `_ms` is milliseconds, `_seconds` seconds,
+//! `quota` cores; ratios have no unit.
+
+use std::collections::BTreeMap;
+
+use fleet::PathOutcome;
+use serde::{Deserialize, Serialize};
+
+/// One replay of the corpus under one profile, as measured by the driver.
+///
+/// Filled by the replay driver (or a baseline), rendered by
+/// [`crate::report::summary`] and [`crate::report::html`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Free text naming the run in tables and legends, e.g. `"fleet auto"` or
+    /// `"pile of pools"`.
+    pub label: String,
+    /// The profile asked for: `auto`, `pinned` or `serial` (issue 5), or a
+    /// baseline's name.
+    pub profile: String,
+    /// The binding the profile resolved to (`pinned` or `serial`), or the
+    /// baseline's name.
+    pub binding: String,
+    /// True when the plan grants more seats than the quota's cores (the
+    /// forced-`pinned` CI profile B, `DESIGN.md` §6).
+    pub oversubscribed: bool,
+    /// The time scale: CPU and I/O durations are multiplied by it (`DESIGN.md`
+    /// §5). Always `> 0`.
+    pub scale: f64,
+    /// Cycles replayed.
+    pub cycles: u64,
+    /// Paths replayed over all cycles.
+    pub paths: u64,
+    /// How many paths ended in each outcome kind.
+    pub outcomes: OutcomeCounts,
+    /// True when every produced outcome equals the golden one.
+    pub parity: bool,
+    /// The first produced outcome that differs from the golden one; `null`
+    /// when `parity` is true.
+    pub first_mismatch: Option<Mismatch>,
+    /// Cycle makespan (end − intended start), milliseconds.
+    pub makespan_ms: Percentiles,
+    /// Cycle makespan divided by the cycle's lower bound (the larger of its
+    /// critical path and its total CPU over the plan's granted cores); `≥ 1`
+    /// for a sound bound.
+    pub makespan_over_lower_bound: Percentiles,
+    /// One bin's solver walk, milliseconds.
+    pub bin_walk_ms: Percentiles,
+    /// One simulation, submit to result, milliseconds.
+    pub sim_latency_ms: Percentiles,
+    /// Thread counts of the process.
+    pub threads: ThreadCounts,
+    /// CPU time of the process during the run (user + system), seconds.
+    pub cpu_seconds: f64,
+    /// Wall-clock time of the run, seconds.
+    pub wall_seconds: f64,
+    /// CPU throttling seen during the run; `null` where nothing could be read.
+    pub throttle: Option<Throttle>,
+    /// Posture counters (`DESIGN.md` §3 "Posture").
+    pub posture: PostureCounts,
+    /// Perf counters by name (e.g. `context_switches`); each is a value or
+    /// the reason it was skipped. `null` when counters were not asked for.
+    pub perf_counters: Option<BTreeMap<String, CounterValue>>,
+    /// Values recorded above the histograms' range, over all metrics. Such a
+    /// value is counted here and never clamped (issue 6); a gate fails on any.
+    pub histograms_out_of_range: u64,
+    /// One row per cycle, in cycle order.
+    pub per_cycle: Vec<CycleRow>,
+    /// Posture, throttle and retune events in time order.
+    pub timeline: Vec<TimelineEvent>,
+    /// The machine the run used.
+    pub machine: Machine,
+    /// The corpus replayed.
+    pub corpus: CorpusRef,
+}
+
+/// How many paths ended in each outcome kind ([`PathOutcome::kind`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutcomeCounts {
+    /// Paths with outcome `solved`.
+    pub solved: u64,
+    /// Paths with outcome `suppressed`.
+    pub suppressed: u64,
+    /// Paths with outcome `failed`.
+    pub failed: u64,
+}
+
+impl OutcomeCounts {
+    /// Counts one outcome into its kind.
+    pub fn add(&mut self, outcome: &PathOutcome) {
+        match outcome {
+            PathOutcome::Solved { .. } => self.solved += 1,
+            PathOutcome::Suppressed => self.suppressed += 1,
+            PathOutcome::Failed { .. } => self.failed += 1,
+        }
+    }
+
+    /// All paths counted.
+    pub fn total(&self) -> u64 {
+        self.solved + self.suppressed + self.failed
+    }
+}
+
+/// The first path whose produced outcome differs from the golden one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// Cycle index in the corpus (0-based).
+    pub cycle: u64,
+    /// Path index within the cycle (0-based).
+    pub path: u64,
+    /// The golden outcome.
+    pub expected: PathOutcome,
+    /// The outcome the run produced.
+    pub got: PathOutcome,
+}
+
+/// Summary statistics of one latency (or ratio) metric.
+///
+/// `p50`..`p99` and `mean` come from an HdrHistogram with 3 significant
+/// digits (relative error ≤ 0.1 %) over the in-range values; `max` is the
+/// exact largest value seen, out-of-range values included; `count` is the
+/// number of in-range values. All zero when nothing was recorded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Largest value seen.
+    pub max: f64,
+    /// Arithmetic mean of the in-range values.
+    pub mean: f64,
+    /// Number of in-range values.
+    pub count: u64,
+}
+
+/// Thread counts of the process (from `/proc/self/task` or equivalent).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadCounts {
+    /// Threads alive when the run started.
+    pub at_start: u64,
+    /// Most threads alive at once during the run.
+    pub peak: u64,
+    /// Threads created while the run lasted (0 for the fleet, issue 6).
+    pub created_during_run: u64,
+    /// Most threads runnable at once (state `R`), sampled during the run.
+    pub peak_runnable: u64,
+}
+
+/// Where throttle figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThrottleSource {
+    /// A cgroup v2 `cpu.stat` (`nr_throttled`, `throttled_usec`).
+    CgroupV2,
+    /// A cgroup v1 `cpu.stat` (`nr_throttled`, `throttled_time` in ns).
+    CgroupV1,
+    /// Throttle events injected by a test or a simulated quota, not the kernel.
+    Injected,
+}
+
+impl ThrottleSource {
+    /// The snake_case name used in JSON and on the page.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ThrottleSource::CgroupV2 => "cgroup_v2",
+            ThrottleSource::CgroupV1 => "cgroup_v1",
+            ThrottleSource::Injected => "injected",
+        }
+    }
+}
+
+/// CPU throttling seen during the run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Throttle {
+    /// Throttled periods (`nr_throttled` delta over the run).
+    pub events: u64,
+    /// Time throttled, milliseconds.
+    pub throttled_ms: f64,
+    /// `throttled_ms` over the run's wall time, in `[0, 1]`.
+    pub throttled_share: f64,
+    /// Where the figures came from.
+    pub source: ThrottleSource,
+}
+
+/// Posture counters over the run (`DESIGN.md` §3 "Posture").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PostureCounts {
+    /// Times the posture entered cordon.
+    pub enters: u64,
+    /// Times the posture left cordon.
+    pub exits: u64,
+    /// Time spent cordoned, milliseconds.
+    pub cordoned_ms: f64,
+    /// Units whose intake was suppressed (floored or held) while cordoned.
+    pub intake_suppressed: u64,
+}
+
+/// One perf counter's reading: a value, or why it was skipped.
+///
+/// JSON: a bare number, or `{"skipped": "reason"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum CounterValue {
+    /// The counter's value over the run (events, or ns for `task_clock`).
+    Value(u64),
+    /// The counter could not be read, e.g. `"not supported"` for hardware
+    /// events on a host without a PMU (issue 7).
+    Skipped {
+        /// The reason, as the kernel or library gave it.
+        skipped: String,
+    },
+}
+
+/// One cycle's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CycleRow {
+    /// Cycle index in the corpus (0-based).
+    pub cycle: u64,
+    /// When the cycle was meant to start, milliseconds since the run started.
+    pub intended_start_ms: f64,
+    /// End − intended start, milliseconds.
+    pub makespan_ms: f64,
+    /// The cycle's lower bound (see [`RunReport::makespan_over_lower_bound`]),
+    /// milliseconds.
+    pub lower_bound_ms: f64,
+    /// Each bin's walk time, milliseconds, indexed by bin (6 bins at scale 1,
+    /// `DESIGN.md` §5).
+    pub bins_walk_ms: Vec<f64>,
+}
+
+/// What happened at a timeline instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimelineKind {
+    /// The posture entered cordon.
+    PostureEnter,
+    /// The posture left cordon.
+    PostureExit,
+    /// A throttle event (one or more throttled periods) was observed.
+    Throttle,
+    /// The posture policy was changed at runtime by an operator.
+    Retune,
+}
+
+impl TimelineKind {
+    /// Every kind, in the order the timeline legend lists them.
+    pub const ALL: [TimelineKind; 4] = [
+        TimelineKind::PostureEnter,
+        TimelineKind::PostureExit,
+        TimelineKind::Throttle,
+        TimelineKind::Retune,
+    ];
+
+    /// The snake_case name used in JSON and on the page.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TimelineKind::PostureEnter => "posture_enter",
+            TimelineKind::PostureExit => "posture_exit",
+            TimelineKind::Throttle => "throttle",
+            TimelineKind::Retune => "retune",
+        }
+    }
+}
+
+/// One timeline event.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEvent {
+    /// Milliseconds since the run started.
+    pub t_ms: f64,
+    /// What happened.
+    pub kind: TimelineKind,
+    /// Free text: the cause, the changed keys, the throttled periods.
+    pub detail: String,
+}
+
+/// The machine a run used.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// Online CPUs of the host.
+    pub cpus: u64,
+    /// The CPU quota the plan was derived from, cores; `null` when unlimited.
+    pub quota: Option<f64>,
+}
+
+/// Which corpus was replayed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CorpusRef {
+    /// Path of the corpus file as given.
+    pub path: String,
+    /// The corpus format version.
+    pub version: String,
+    /// The corpus checksum as written in its header.
+    pub checksum: String,
+}
+
+/// Several runs rendered side by side (`fleet-lab report A.json B.json`,
+/// `fleet-lab compare`), in the order given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// The runs, in the order they were given.
+    pub runs: Vec<RunReport>,
+}

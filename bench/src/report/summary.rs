@@ -1,0 +1,223 @@
+//! The terminal summary: one run's key figures, and the compare table.
+//!
+//! The compare table's columns are data ([`COLUMNS`]), shared with the HTML
+//! page so the terminal and the page always show the same figures (issue 6:
+//! makespan p50/p95/p99/max, ratio to the lower bound, threads created, peak
+//! runnable threads, CPU seconds, throttle events, parity).
+
+use std::fmt::Write as _;
+
+use super::model::{CounterValue, RunReport};
+
+/// One column of the compare table.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// Header text (short; units in brackets).
+    pub header: &'static str,
+    /// True for text columns (left-aligned); numbers are right-aligned.
+    pub text: bool,
+    /// The cell's text for one run.
+    pub cell: fn(&RunReport) -> String,
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn ratio(v: f64) -> String {
+    format!("{v:.2}")
+}
+
+/// The compare table's columns, in order.
+pub const COLUMNS: [Column; 14] = [
+    Column { header: "run", text: true, cell: |r| r.label.clone() },
+    Column { header: "binding", text: true, cell: |r| r.binding.clone() },
+    Column { header: "p50 ms", text: false, cell: |r| ms(r.makespan_ms.p50) },
+    Column { header: "p95 ms", text: false, cell: |r| ms(r.makespan_ms.p95) },
+    Column { header: "p99 ms", text: false, cell: |r| ms(r.makespan_ms.p99) },
+    Column { header: "max ms", text: false, cell: |r| ms(r.makespan_ms.max) },
+    Column { header: "/lb p95", text: false, cell: |r| ratio(r.makespan_over_lower_bound.p95) },
+    Column { header: "/lb p99", text: false, cell: |r| ratio(r.makespan_over_lower_bound.p99) },
+    Column {
+        header: "thr created",
+        text: false,
+        cell: |r| r.threads.created_during_run.to_string(),
+    },
+    Column { header: "peak run", text: false, cell: |r| r.threads.peak_runnable.to_string() },
+    Column { header: "cpu s", text: false, cell: |r| format!("{:.2}", r.cpu_seconds) },
+    Column {
+        header: "throttle ev",
+        text: false,
+        cell: |r| r.throttle.map_or_else(|| "-".to_string(), |t| t.events.to_string()),
+    },
+    Column {
+        header: "oor",
+        text: false,
+        cell: |r| r.histograms_out_of_range.to_string(),
+    },
+    Column {
+        header: "parity",
+        text: true,
+        cell: |r| if r.parity { "ok".to_string() } else { "FAIL".to_string() },
+    },
+];
+
+/// The compare table: a header line, a rule, then one aligned row per run,
+/// in the order given. Every line ends with `\n`.
+pub fn render_compare_table(runs: &[RunReport]) -> String {
+    let cells: Vec<Vec<String>> =
+        runs.iter().map(|r| COLUMNS.iter().map(|c| (c.cell)(r)).collect()).collect();
+    let widths: Vec<usize> = COLUMNS
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            cells
+                .iter()
+                .map(|row| row[i].chars().count())
+                .chain(std::iter::once(c.header.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |texts: Vec<&str>| {
+        let mut s = String::new();
+        for (i, (t, c)) in texts.iter().zip(COLUMNS.iter()).enumerate() {
+            if i > 0 {
+                s.push_str("  ");
+            }
+            let pad = widths[i].saturating_sub(t.chars().count());
+            if c.text {
+                s.push_str(t);
+                s.extend(std::iter::repeat_n(' ', pad));
+            } else {
+                s.extend(std::iter::repeat_n(' ', pad));
+                s.push_str(t);
+            }
+        }
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(COLUMNS.iter().map(|c| c.header).collect());
+    let rule_len = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    out.push_str(&"-".repeat(rule_len));
+    out.push('\n');
+    for row in &cells {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+/// One run's summary: a few `key: value` lines (run, corpus, outcomes,
+/// parity with the first mismatch, latencies, threads, CPU, throttle,
+/// posture, out-of-range count, perf counters), then the one-row table.
+pub fn render_run_summary(r: &RunReport) -> String {
+    let mut s = String::new();
+    let quota = r.machine.quota.map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
+    let _ = writeln!(
+        s,
+        "run:        {} (profile {}, binding {}{}), scale {}, {} cycles, {} paths",
+        r.label,
+        r.profile,
+        r.binding,
+        if r.oversubscribed { ", oversubscribed" } else { "" },
+        r.scale,
+        r.cycles,
+        r.paths
+    );
+    let _ = writeln!(
+        s,
+        "machine:    {} cpus, quota {quota}; corpus {} v{} ({})",
+        r.machine.cpus, r.corpus.path, r.corpus.version, r.corpus.checksum
+    );
+    let _ = writeln!(
+        s,
+        "outcomes:   {} solved, {} suppressed, {} failed",
+        r.outcomes.solved, r.outcomes.suppressed, r.outcomes.failed
+    );
+    match (&r.first_mismatch, r.parity) {
+        (_, true) => {
+            let _ = writeln!(s, "parity:     ok (every outcome equals the golden one)");
+        }
+        (Some(m), false) => {
+            let _ = writeln!(
+                s,
+                "parity:     FAIL at cycle {} path {}: expected {:?}, got {:?}",
+                m.cycle, m.path, m.expected, m.got
+            );
+        }
+        (None, false) => {
+            let _ = writeln!(s, "parity:     FAIL");
+        }
+    }
+    for (name, p, unit) in [
+        ("makespan", &r.makespan_ms, " ms"),
+        ("/lower bd", &r.makespan_over_lower_bound, ""),
+        ("bin walk", &r.bin_walk_ms, " ms"),
+        ("sim", &r.sim_latency_ms, " ms"),
+    ] {
+        let _ = writeln!(
+            s,
+            "{:<11} p50 {}{unit}  p95 {}{unit}  p99 {}{unit}  max {}{unit}  mean {}{unit}  (n = {})",
+            format!("{name}:"),
+            ms(p.p50),
+            ms(p.p95),
+            ms(p.p99),
+            ms(p.max),
+            ms(p.mean),
+            p.count
+        );
+    }
+    let _ = writeln!(
+        s,
+        "threads:    {} at start, peak {}, {} created during the run, peak runnable {}",
+        r.threads.at_start, r.threads.peak, r.threads.created_during_run, r.threads.peak_runnable
+    );
+    let _ = writeln!(s, "cpu:        {:.2} s over {:.2} s wall", r.cpu_seconds, r.wall_seconds);
+    match r.throttle {
+        Some(t) => {
+            let _ = writeln!(
+                s,
+                "throttle:   {} events, {:.1} ms throttled ({:.1} % of wall), from {}",
+                t.events,
+                t.throttled_ms,
+                t.throttled_share * 100.0,
+                t.source.as_str()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "throttle:   not measured");
+        }
+    }
+    let _ = writeln!(
+        s,
+        "posture:    {} enters, {} exits, {:.1} ms cordoned, {} intakes suppressed",
+        r.posture.enters, r.posture.exits, r.posture.cordoned_ms, r.posture.intake_suppressed
+    );
+    if r.histograms_out_of_range > 0 {
+        let _ = writeln!(
+            s,
+            "WARNING:    {} values above the histogram range (not recorded, not clamped)",
+            r.histograms_out_of_range
+        );
+    }
+    if let Some(counters) = &r.perf_counters {
+        let list: Vec<String> = counters
+            .iter()
+            .map(|(k, v)| match v {
+                CounterValue::Value(n) => format!("{k} {n}"),
+                CounterValue::Skipped { skipped } => format!("{k} skipped ({skipped})"),
+            })
+            .collect();
+        let _ = writeln!(s, "perf:       {}", list.join(", "));
+    }
+    s.push('\n');
+    s.push_str(&render_compare_table(std::slice::from_ref(r)));
+    s
+}

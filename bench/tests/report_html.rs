@@ -1,0 +1,159 @@
+//! The HTML page's structure: the summary table, one SVG per plot with its
+//! axis descriptions and run labels, nothing fetched from anywhere.
+
+use fleet_bench::report::sample::{sample_run, sample_run_with_logs, SampleShape};
+use fleet_bench::report::summary::COLUMNS;
+use fleet_bench::report::{
+    read_log_histogram, render_html, render_html_with, Metric, ReportError, RunReport,
+};
+
+fn svgs(page: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("every svg is closed") + start + 6;
+        out.push(&rest[start..end]);
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// The text of every `<text>` element of an SVG, trimmed.
+fn texts(svg: &str) -> Vec<String> {
+    svg.split("<text")
+        .skip(1)
+        .map(|t| {
+            let body = &t[t.find('>').unwrap() + 1..];
+            body[..body.find("</text>").unwrap()].trim().to_string()
+        })
+        .collect()
+}
+
+/// The axis descriptions each plot must carry, in page order.
+const AXES: [(&str, &str); 4] = [
+    ("cycle makespan, ms (log scale)", "fraction of cycles ≤ x"),
+    ("bin index", "walk time, ms"),
+    ("percentile (log scale of 1 / (1 − q))", "sim latency, ms (log scale)"),
+    ("time since the run started, s", "cycle makespan, ms"),
+];
+
+fn assert_offline(page: &str) {
+    for banned in ["<script", "<link", "src=", "@import", "url(", "<iframe", "<img", "<object"] {
+        assert!(!page.contains(banned), "page contains {banned:?}");
+    }
+    // The only "http" on the page is the SVG namespace, which is a name,
+    // never fetched.
+    let ns = "http://www.w3.org/2000/svg";
+    assert_eq!(page.matches("http").count(), page.matches(ns).count());
+}
+
+fn check_page(page: &str, runs: &[RunReport]) {
+    assert!(page.starts_with("<!DOCTYPE html>"));
+    assert!(page.contains("<meta charset=\"utf-8\">"));
+    assert!(page.contains("<style>"));
+    assert!(page.trim_end().ends_with("</html>"));
+    assert_offline(page);
+
+    // The summary table: every column header, one row per run with its label.
+    let table_start = page.find("<table id=\"summary\">").expect("summary table");
+    let table = &page[table_start..table_start + page[table_start..].find("</table>").unwrap()];
+    for c in &COLUMNS {
+        assert!(table.contains(&format!("<th>{}</th>", c.header)), "column {}", c.header);
+    }
+    assert_eq!(table.matches("<tr>").count(), 1 + runs.len());
+    for r in runs {
+        assert!(table.contains(&format!("<td class=\"\">{}</td>", r.label)), "row for {}", r.label);
+    }
+    assert!(page.contains("<table id=\"details\">"));
+
+    // 3 shared plots + one timeline per run.
+    let svgs = svgs(page);
+    assert_eq!(svgs.len(), 3 + runs.len());
+    for (i, svg) in svgs.iter().enumerate() {
+        let t = texts(svg);
+        let (x, y) = AXES[i.min(3)];
+        assert!(t.iter().any(|s| s == x), "svg {i} lacks x axis label {x:?}: {t:?}");
+        assert!(t.iter().any(|s| s == y), "svg {i} lacks y axis label {y:?}: {t:?}");
+        let numeric_ticks = t.iter().filter(|s| s.parse::<f64>().is_ok()).count();
+        if i != 2 {
+            assert!(numeric_ticks >= 4, "svg {i} has {numeric_ticks} numeric tick labels");
+        }
+        let labels: Vec<&RunReport> = if i < 3 { runs.iter().collect() } else { vec![&runs[i - 3]] };
+        for r in labels {
+            assert!(
+                t.iter().any(|s| s.contains(&r.label)),
+                "svg {i} does not name run {:?}: {t:?}",
+                r.label
+            );
+        }
+        assert!(svg.contains("viewBox="), "svg {i} scales with the page");
+    }
+    // Percentile ticks on the sim plot.
+    let sim = texts(svgs[2]);
+    for p in ["90%", "99%", "99.9%"] {
+        assert!(sim.iter().any(|s| s == p), "sim plot lacks the {p} tick: {sim:?}");
+    }
+    // Bin ticks on the bin plot.
+    let bins = texts(svgs[1]);
+    for b in 0..6 {
+        assert!(bins.iter().any(|s| *s == format!("bin {b}")), "bin {b} tick missing");
+    }
+}
+
+#[test]
+fn one_run_page_has_table_four_plots_and_no_fetches() {
+    let runs = vec![sample_run("fleet auto", SampleShape::FLEET, 120, 1.0, 5)];
+    let page = render_html(&runs).unwrap();
+    check_page(&page, &runs);
+    assert!(page.contains("(percentiles only)"), "no histogram given: percentile points");
+}
+
+#[test]
+fn compare_page_puts_every_run_on_the_shared_charts() {
+    let runs = vec![
+        sample_run("fleet auto", SampleShape::FLEET, 100, 1.0, 5),
+        sample_run("fleet pinned", SampleShape::FLEET, 100, 1.0, 6),
+        sample_run("pile of pools", SampleShape::PILE, 100, 1.0, 7),
+    ];
+    let page = render_html(&runs).unwrap();
+    check_page(&page, &runs);
+}
+
+#[test]
+fn a_histogram_gives_the_full_sim_spectrum() {
+    let (run, logs) = sample_run_with_logs("fleet auto", SampleShape::FLEET, 60, 0.1, 5);
+    let log = logs.iter().find(|l| l.file_name == Metric::SimLatency.file_name()).unwrap();
+    let h = read_log_histogram(&log.bytes).unwrap();
+    assert_eq!(h.len(), run.sim_latency_ms.count);
+    let runs = vec![run];
+    let page = render_html_with(&runs, &[Some(h)]).unwrap();
+    check_page(&page, &runs);
+    assert!(!page.contains("(percentiles only)"));
+}
+
+#[test]
+fn labels_and_details_are_escaped() {
+    let mut r = sample_run("<b>fleet & co</b>", SampleShape::FLEET, 10, 0.1, 5);
+    r.timeline[0].detail = "<script>alert(1)</script>".into();
+    let page = render_html(&[r]).unwrap();
+    assert!(!page.contains("<b>fleet"));
+    assert!(!page.contains("<script"));
+    assert!(page.contains("&lt;b&gt;fleet &amp; co&lt;/b&gt;"));
+}
+
+#[test]
+fn a_run_without_per_cycle_rows_or_events_still_renders() {
+    let mut r = sample_run("bare", SampleShape::FLEET, 10, 0.1, 5);
+    r.per_cycle.clear();
+    r.timeline.clear();
+    r.throttle = None;
+    r.perf_counters = None;
+    let page = render_html(&[r]).unwrap();
+    assert_eq!(svgs(&page).len(), 4);
+    assert_offline(&page);
+}
+
+#[test]
+fn no_runs_is_an_error() {
+    assert!(matches!(render_html(&[]), Err(ReportError::NoRuns)));
+}

@@ -1,0 +1,179 @@
+//! The submit side of a running fleet: [`FleetHandle`], unit bodies and the
+//! context a body runs with.
+//!
+//! A unit is a body (a closure that builds a future) plus its role and an
+//! optional pin key. The host pump decides when and on which seat it runs
+//! (`DESIGN.md` §3 "Lanes, hosts and the pump"); the binding decides on which
+//! thread (§4). A walk submits its sims through the [`SeatCtx::fleet`] handle
+//! and awaits their receipts: the pinned binding blocks the walk's own seat
+//! thread, the serial binding yields the one cycle thread to other units.
+
+use fleet::admission::AdmissionError;
+use fleet::plan::Binding;
+use fleet::pump::SeatId;
+use fleet::receipt::{receipt_pair, Receipt, ReceiptSender, UnitValue};
+use fleet::unit::{PinKey, UnitId, UnitMeta};
+use fleet::WorkerRole;
+use futures::future::BoxFuture;
+use std::fmt;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A unit's work: builds the future the seat runs. The future's value goes to
+/// the unit's [`Receipt`]. Sim bodies do their I/O wait with
+/// `tokio::time::sleep` (a Tokio handle is current on both bindings).
+pub type UnitBody = Box<dyn FnOnce(SeatCtx) -> BoxFuture<'static, UnitValue> + Send>;
+
+/// Boxes an `async` closure as a [`UnitBody`].
+pub fn unit_body<F, Fut>(f: F) -> UnitBody
+where
+    F: FnOnce(SeatCtx) -> Fut + Send + 'static,
+    Fut: Future<Output = UnitValue> + Send + 'static,
+{
+    Box::new(move |ctx| Box::pin(f(ctx)))
+}
+
+/// What a running unit knows about where it runs.
+#[derive(Clone, Debug)]
+pub struct SeatCtx {
+    /// The seat the pump granted (role and index).
+    pub seat: SeatId,
+    /// The seat's thread name from the plan's seat layout
+    /// (`work-fleet-solver-3`; `work-fleet-serial-0` on the serial binding).
+    pub thread_name: String,
+    /// The fleet, to submit follow-up units (a walk's sims) and await them.
+    pub fleet: FleetHandle,
+}
+
+/// The pump payload: the body and the sender of the unit's receipt.
+pub(crate) struct Job {
+    pub(crate) body: UnitBody,
+    pub(crate) receipt: ReceiptSender,
+}
+
+impl fmt::Debug for Job {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Job")
+            .field("receipt", &self.receipt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A refused submission. The body comes back: nothing is lost, the caller
+/// decides (retry later, account the unit's paths as failed).
+#[derive(thiserror::Error)]
+pub enum SubmitError {
+    /// The pump refused the unit (a full role queue, a Solver unit without a
+    /// key, a role this fleet does not host, a closed host).
+    #[error("unit of role {role} refused: {error}; the body is handed back")]
+    Refused {
+        /// The unit's role.
+        role: WorkerRole,
+        /// The pump's reason.
+        error: AdmissionError,
+        /// The body, unrun.
+        body: UnitBody,
+    },
+    /// The fleet has shut down; nothing takes units any more.
+    #[error("unit of role {role} refused: the fleet is shut down; the body is handed back")]
+    Closed {
+        /// The unit's role.
+        role: WorkerRole,
+        /// The body, unrun.
+        body: UnitBody,
+    },
+}
+
+impl SubmitError {
+    /// Takes the unrun body back.
+    pub fn into_body(self) -> UnitBody {
+        match self {
+            SubmitError::Refused { body, .. } | SubmitError::Closed { body, .. } => body,
+        }
+    }
+}
+
+impl fmt::Debug for SubmitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SubmitError::Refused { role, error, .. } => f
+                .debug_struct("Refused")
+                .field("role", role)
+                .field("error", error)
+                .finish_non_exhaustive(),
+            SubmitError::Closed { role, .. } => f
+                .debug_struct("Closed")
+                .field("role", role)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+/// How a handle reaches its host: the shell's handle.
+pub(crate) type Host = fleet::shell::HostHandle<Job>;
+
+pub(crate) struct HandleInner {
+    pub(crate) host: Host,
+    pub(crate) next_id: AtomicU64,
+    pub(crate) binding: Binding,
+}
+
+/// Submits units to a running fleet. `Clone + Send + Sync`; cheap to clone.
+/// Outlives the fleet harmlessly: after shutdown every submit is refused with
+/// the body handed back.
+#[derive(Clone)]
+pub struct FleetHandle {
+    pub(crate) inner: Arc<HandleInner>,
+}
+
+impl fmt::Debug for FleetHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FleetHandle")
+            .field("binding", &self.inner.binding)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FleetHandle {
+    pub(crate) fn new(host: Host, binding: Binding) -> Self {
+        FleetHandle {
+            inner: Arc::new(HandleInner {
+                host,
+                next_id: AtomicU64::new(1),
+                binding,
+            }),
+        }
+    }
+
+    /// The binding the fleet runs.
+    pub fn binding(&self) -> Binding {
+        self.inner.binding
+    }
+
+    /// Submits a unit of `role` (with `key` for keyed roles: the bin index for
+    /// Solver, 0 or `None` for Merge) and returns its receipt, which resolves
+    /// with the body's value or a typed terminal reason.
+    ///
+    /// Errors: [`SubmitError`] with the body handed back.
+    pub fn submit(
+        &self,
+        role: WorkerRole,
+        key: Option<PinKey>,
+        body: UnitBody,
+    ) -> Result<Receipt, SubmitError> {
+        let id: UnitId = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let meta = UnitMeta { id, role, key };
+        let (sender, receipt) = receipt_pair();
+        match self.inner.host.enqueue(
+            meta,
+            Job {
+                body,
+                receipt: sender,
+            },
+        ) {
+            Ok(_) => Ok(receipt),
+            Err(refused) => Err(crate::exec::refusal(role, refused)),
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! The pinned binding: one dedicated OS thread per seat.
+//!
+//! `DESIGN.md` §4; seed 000 §13 ("pinned — one dedicated thread per seat").
+//! Solver and Merge seats take units through per-seat keyed mailboxes (a bin
+//! key always lands on its own seat); pooled roles share one queue per role.
+//! Each seat runs its unit to completion with the ambient Tokio runtime's
+//! handle current (`Handle::block_on`), so sim bodies can use Tokio timers
+//! and a walk awaiting a sim receipt blocks only its own seat. The ambient
+//! runtime has the budget's A workers, named `work-fleet-io-N`.
+
+use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
+use crate::exec::Lane;
+use crate::handle::{FleetHandle, Job};
+use crate::running::{census_rows, spawn_named, Fleet, Running, PUMP_THREAD_NAME};
+use fleet::plan::{Binding, Plan};
+use fleet::pump::{HostPump, SeatId};
+use fleet::shell::HostShell;
+use fleet::sink::{Delivery, KeyedMailboxes, PooledQueue, SeatSink};
+use fleet::unit::UnitMeta;
+use fleet::waker::PostureWaker;
+use fleet::Hosting;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The ambient I/O workers' name prefix (the census row's thread name).
+pub const AMBIENT_THREAD_PREFIX: &str = "work-fleet-io";
+
+/// Thread name of the `n`-th ambient I/O worker.
+pub fn io_thread_name(n: usize) -> String {
+    format!("{AMBIENT_THREAD_PREFIX}-{n}")
+}
+
+/// Boots the pinned binding (see [`crate::boot`]).
+pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Fleet, BootError> {
+    let layout = plan.seat_layout();
+    let workers = layout.ambient_workers.max(1) as usize;
+    let counter = Arc::new(AtomicUsize::new(0));
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name_fn(move || io_thread_name(counter.fetch_add(1, Ordering::Relaxed)))
+        .enable_time()
+        .build()
+        .map_err(|source| BootError::Runtime {
+            which: "ambient I/O",
+            source,
+        })?;
+
+    let hl = host_layout(plan, &opts);
+    let keyed_seats: Vec<_> = hl
+        .seats
+        .iter()
+        .copied()
+        .filter(|(r, _)| r.hosting() == Hosting::Keyed)
+        .collect();
+    let pooled_roles: Vec<_> = hl
+        .seats
+        .iter()
+        .map(|(r, _)| *r)
+        .filter(|r| r.hosting() == Hosting::Pooled)
+        .collect();
+    let keyed = KeyedMailboxes::<Job>::new(&keyed_seats);
+    let pooled = PooledQueue::<Job>::new(&pooled_roles);
+    let receivers: Vec<_> = layout
+        .seats
+        .iter()
+        .map(|s| match s.role.hosting() {
+            Hosting::Keyed => keyed.mailbox(SeatId {
+                role: s.role,
+                index: s.index,
+            }),
+            Hosting::Pooled => pooled.receiver(s.role),
+        })
+        .collect();
+    let sink = move |seat: SeatId, meta: UnitMeta, job: Job| match seat.role.hosting() {
+        Hosting::Keyed => keyed.deliver(seat, meta, job),
+        Hosting::Pooled => pooled.deliver(seat, meta, job),
+    };
+
+    let posture = opts.posture.clone();
+    let guard_posture = posture.clone();
+    let (shell, host) = HostShell::new(
+        HostPump::new(hl, opts.pump),
+        move || guard_posture.guard(),
+        sink,
+        |_meta, job: Job, reason| job.receipt.terminal(reason),
+    );
+    let handle = FleetHandle::new(host.clone(), Binding::Pinned);
+    let waker = Arc::new(PostureWaker::new());
+    waker.register_host(&host);
+    let pump = spawn_named(PUMP_THREAD_NAME, move || shell.run().map(|p| p.counts()))?;
+    let mut running = Running {
+        pump,
+        seats: Vec::new(),
+        io: Some(io),
+    };
+    let lane = Lane {
+        fleet: handle.clone(),
+        posture: posture.clone(),
+        waker: waker.clone(),
+    };
+
+    let mut started = Vec::new();
+    for (k, (spec, rx)) in layout.seats.iter().zip(receivers).enumerate() {
+        let rx = rx.expect("every seat of the layout has a mailbox or a pooled queue");
+        let cpu = pins.cpu_for(k);
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Option<usize>>(1);
+        let (lane, name) = (lane.clone(), spec.thread_name.clone());
+        let rt = running
+            .io
+            .as_ref()
+            .expect("the ambient runtime lives until shutdown")
+            .handle()
+            .clone();
+        let spawned = spawn_named(&spec.thread_name, move || {
+            let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
+            let _ = ready_tx.send(pinned);
+            let _enter = rt.enter();
+            seat_loop(&lane, &rt, &name, rx);
+        });
+        match spawned {
+            Ok(t) => {
+                running.seats.push((spec.thread_name.clone(), t));
+                started.push(ready_rx);
+            }
+            Err(e) => {
+                let _ = running.stop(&handle);
+                return Err(e);
+            }
+        }
+    }
+    let seat_cpus: Vec<Option<usize>> = started.iter().map(|rx| rx.recv().ok().flatten()).collect();
+    Ok(Fleet {
+        census: census_rows(plan, &seat_cpus, None),
+        plan: plan.clone(),
+        posture,
+        waker,
+        handle,
+        pins,
+        running: Some(running),
+    })
+}
+
+/// A seat thread's life: run each delivery to completion until the host
+/// closes (every sender of its mailbox or queue dropped).
+fn seat_loop(
+    lane: &Lane,
+    rt: &tokio::runtime::Handle,
+    name: &str,
+    rx: crossbeam_channel::Receiver<Delivery<Job>>,
+) {
+    while let Ok(d) = rx.recv() {
+        lane.run_blocking(rt, name, d);
+    }
+}

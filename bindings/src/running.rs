@@ -1,0 +1,236 @@
+//! A running fleet: its handle, census, posture, and clean shutdown.
+
+use crate::boot::{BootError, PinPlan};
+use crate::handle::FleetHandle;
+use fleet::census::{CensusBinding, CensusRow};
+use fleet::plan::Plan;
+use fleet::posture::PostureOwner;
+use fleet::pump::{PumpCounts, PumpFailure};
+use fleet::waker::PostureWaker;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Name of the thread that runs the host's pump shell.
+pub const PUMP_THREAD_NAME: &str = "work-fleet-pump-0";
+
+/// What the pump thread returns: the pump's final counts, or its loud failure.
+pub(crate) type PumpThread = JoinHandle<Result<PumpCounts, PumpFailure>>;
+
+/// The threads and runtime a binding started; joined on shutdown.
+pub(crate) struct Running {
+    pub(crate) pump: PumpThread,
+    pub(crate) seats: Vec<(String, JoinHandle<()>)>,
+    pub(crate) io: Option<tokio::runtime::Runtime>,
+}
+
+impl Running {
+    /// Closes the host and joins every thread; returns what shutdown saw.
+    pub(crate) fn stop(self, handle: &FleetHandle) -> Result<ShutdownReport, ShutdownError> {
+        handle.inner.host.close();
+        let pump = self.pump.join();
+        let mut panicked = Vec::new();
+        let mut joined = 1;
+        for (name, t) in self.seats {
+            joined += 1;
+            if t.join().is_err() {
+                panicked.push(name);
+            }
+        }
+        let io_workers = match self.io {
+            Some(rt) => {
+                rt.shutdown_timeout(Duration::from_secs(10));
+                true
+            }
+            None => false,
+        };
+        let counts = match pump {
+            Ok(Ok(counts)) => counts,
+            Ok(Err(failure)) => return Err(ShutdownError::PumpFailed(failure)),
+            Err(_) => {
+                return Err(ShutdownError::ThreadPanicked {
+                    threads: vec![PUMP_THREAD_NAME.to_string()],
+                })
+            }
+        };
+        if !panicked.is_empty() {
+            return Err(ShutdownError::ThreadPanicked { threads: panicked });
+        }
+        Ok(ShutdownReport {
+            pump: counts,
+            threads_joined: joined,
+            io_runtime_stopped: io_workers,
+        })
+    }
+}
+
+/// What a clean shutdown saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// The pump's final counts (safety S holds: `pump.conserved()`).
+    pub pump: PumpCounts,
+    /// Threads joined (pump and seat threads; the I/O runtime's workers are
+    /// stopped by the runtime itself).
+    pub threads_joined: usize,
+    /// The ambient I/O runtime was shut down (pinned binding).
+    pub io_runtime_stopped: bool,
+}
+
+/// Shutdown found a problem; every thread was still joined.
+#[derive(Debug, thiserror::Error)]
+pub enum ShutdownError {
+    /// The pump had failed loudly before shutdown (its hook already ran).
+    #[error("the host pump had failed loudly: {0}")]
+    PumpFailed(PumpFailure),
+    /// A fleet thread itself panicked (outside any unit: a binding bug).
+    #[error(
+        "fleet threads panicked outside any unit: {threads:?}; this is a binding bug, report it"
+    )]
+    ThreadPanicked {
+        /// The threads' names.
+        threads: Vec<String>,
+    },
+}
+
+/// A running fleet of one binding. Dropping it shuts it down (errors are
+/// logged); call [`Fleet::shutdown`] to see them. Never drop or shut down a
+/// fleet from one of its own seats.
+pub struct Fleet {
+    pub(crate) plan: Plan,
+    pub(crate) posture: Arc<PostureOwner>,
+    pub(crate) waker: Arc<PostureWaker>,
+    pub(crate) handle: FleetHandle,
+    pub(crate) census: Vec<CensusRow>,
+    pub(crate) pins: PinPlan,
+    pub(crate) running: Option<Running>,
+}
+
+impl std::fmt::Debug for Fleet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fleet")
+            .field("binding", &self.plan.binding)
+            .field("oversubscribed", &self.plan.oversubscribed)
+            .field("pins", &self.pins)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Fleet {
+    /// A handle to submit units with (`Clone + Send + Sync`).
+    pub fn handle(&self) -> FleetHandle {
+        self.handle.clone()
+    }
+
+    /// The plan the fleet was booted from.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// The posture owner (shared with the pump's guard).
+    pub fn posture(&self) -> Arc<PostureOwner> {
+        self.posture.clone()
+    }
+
+    /// The posture waker the host is registered with: a posture feeder calls
+    /// `notify(seq)` / `observe(guard)` on it after it changes the posture.
+    pub fn waker(&self) -> Arc<PostureWaker> {
+        self.waker.clone()
+    }
+
+    /// Whether and where seats were pinned.
+    pub fn pins(&self) -> &PinPlan {
+        &self.pins
+    }
+
+    /// The census: the plan's projection with what boot actually did (the
+    /// pump thread, each pinned seat's CPU, the binding label per row:
+    /// `pinned` dedicated threads, `shared` runtimes, `logical` lanes riding
+    /// another thread) and the oversubscribed mark.
+    pub fn census(&self) -> Vec<CensusRow> {
+        self.census.clone()
+    }
+
+    /// `runtime_status()` for this booted fleet (`fleet_booted: true`, the
+    /// plan with its oversubscribed mark, the budget table, these census
+    /// rows) against the detected `quota`.
+    pub fn status(&self, quota: &fleet::quota::QuotaReport) -> fleet::status::RuntimeStatus {
+        let census = fleet::census::Census::new();
+        for row in &self.census {
+            census.register(row.clone());
+        }
+        fleet::status::runtime_status(&self.plan, quota, Some(&census))
+    }
+
+    /// Closes the host (queued and held units resolve `HostClosed`; in-flight
+    /// units finish), then joins every thread the fleet started and stops the
+    /// ambient I/O runtime.
+    ///
+    /// Errors: [`ShutdownError`] (all threads are joined regardless).
+    pub fn shutdown(mut self) -> Result<ShutdownReport, ShutdownError> {
+        let running = self.running.take().expect("a live fleet holds its threads");
+        running.stop(&self.handle)
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if let Some(running) = self.running.take() {
+            if let Err(e) = running.stop(&self.handle) {
+                tracing::error!(%e, "fleet shutdown on drop found a problem");
+            }
+        }
+    }
+}
+
+/// The census rows of a booted plan: the projection, the pump row, and the
+/// pinned CPUs (`cpus[k]` for the `k`-th seat of the layout).
+pub(crate) fn census_rows(
+    plan: &Plan,
+    seat_cpus: &[Option<usize>],
+    serial_cpu: Option<usize>,
+) -> Vec<CensusRow> {
+    let mut rows = plan.census_projection();
+    let layout = plan.seat_layout();
+    for row in rows.iter_mut() {
+        if let Some(k) = layout.seats.iter().position(|s| {
+            Some(s.role) == row.role && format!("{}-{}", s.role.thread_label(), s.index) == row.name
+        }) {
+            row.pinned_cpu = seat_cpus.get(k).copied().flatten();
+        }
+        if row.thread_name == fleet::plan::SERIAL_THREAD_NAME && row.role.is_none() {
+            row.pinned_cpu = serial_cpu;
+        }
+        if row.name == "ambient_io" && plan.binding == fleet::plan::Binding::Serial {
+            // The serial binding has no ambient runtime: I/O rides the cycle
+            // thread's current-thread runtime.
+            row.thread_name = fleet::plan::SERIAL_THREAD_NAME.to_string();
+            row.binding = CensusBinding::Logical;
+            row.sizing_rule = format!("{} (rides the serial thread)", row.sizing_rule);
+        }
+    }
+    rows.push(CensusRow {
+        name: "pump-0".into(),
+        role: None,
+        count: 1,
+        sizing_rule: "one pump shell thread per host".into(),
+        thread_name: PUMP_THREAD_NAME.into(),
+        binding: CensusBinding::Pinned,
+        oversubscribed: plan.oversubscribed,
+        pinned_cpu: None,
+    });
+    rows
+}
+
+/// Spawns a named thread.
+pub(crate) fn spawn_named<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> Result<JoinHandle<T>, BootError> {
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(f)
+        .map_err(|source| BootError::Spawn {
+            thread: name.to_string(),
+            source,
+        })
+}

@@ -1,0 +1,176 @@
+//! The seat layout: the single source of the seats a binding creates, and
+//! the census projection derived from it.
+//!
+//! Source: `DESIGN.md` §3 "Census and status", §4 (thread names); seed 000 §13.
+
+use super::{Binding, Plan};
+use crate::budget::BudgetShape;
+use crate::census::{CensusBinding, CensusRow};
+use crate::role::WorkerRole;
+use serde::{Deserialize, Serialize};
+
+/// The one thread every seat of the serial binding rides.
+pub const SERIAL_THREAD_NAME: &str = "work-fleet-serial-0";
+
+/// Thread name of the ambient I/O runtime's workers.
+pub const AMBIENT_THREAD_NAME: &str = "work-fleet-io";
+
+/// One logical seat.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SeatSpec {
+    /// The role the seat hosts.
+    pub role: WorkerRole,
+    /// The seat's index within its role (solver seat `k` hosts bin `k`).
+    pub index: u32,
+    /// The OS thread that runs the seat: `work-fleet-{label}-{index}` under
+    /// the pinned binding, [`SERIAL_THREAD_NAME`] under the serial binding.
+    pub thread_name: String,
+}
+
+/// Every seat a binding must create, plus the admission numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeatLayout {
+    /// The binding the layout is for.
+    pub binding: Binding,
+    /// Seats in creation order: solver 0..6, sim 0..cap, resolve, merge,
+    /// pool-state updater, registrar, verifier, submitter.
+    pub seats: Vec<SeatSpec>,
+    /// Bin walks admitted at once. Pinned: `S` (the solver share, cores).
+    /// Serial: all solver pins — every bin may be open on the one thread,
+    /// interleaving at its sim waits; the thread itself bounds CPU to one
+    /// core, and admitting fewer would serialise the sim I/O waits.
+    pub walk_admission: u32,
+    /// Sim seats (and sims in flight at nominal posture).
+    pub sim_slot_cap: u32,
+    /// Ambient I/O runtime workers.
+    pub ambient_workers: u32,
+}
+
+impl SeatLayout {
+    /// Seats of one role, in index order.
+    pub fn seats_of(&self, role: WorkerRole) -> impl Iterator<Item = &SeatSpec> {
+        self.seats.iter().filter(move |s| s.role == role)
+    }
+}
+
+fn seat_rule(role: WorkerRole) -> &'static str {
+    match role {
+        WorkerRole::Solver => "one pin per bin (6); S walks at once",
+        WorkerRole::SimDriver => "sim slot cap (4); I/O-bound, duty-counted",
+        WorkerRole::Resolve => "fixed R = 1",
+        WorkerRole::Merge => "exactly one merge pin",
+        WorkerRole::PoolStateUpdater | WorkerRole::Registrar | WorkerRole::Verifier => {
+            "one background seat; deferrable under cordon"
+        }
+        WorkerRole::Submitter => "one seat; never held",
+    }
+}
+
+impl Plan {
+    /// The seats a binding must create (the only place seats are decided).
+    pub fn seat_layout(&self) -> SeatLayout {
+        let b = &self.budget;
+        let mut counts: Vec<(WorkerRole, u32)> = vec![
+            (WorkerRole::Solver, b.solver_pins),
+            (WorkerRole::SimDriver, b.sim_slot_cap),
+        ];
+        for role in [
+            WorkerRole::Resolve,
+            WorkerRole::Merge,
+            WorkerRole::PoolStateUpdater,
+            WorkerRole::Registrar,
+            WorkerRole::Verifier,
+            WorkerRole::Submitter,
+        ] {
+            counts.push((role, 1));
+        }
+        let seats = counts
+            .into_iter()
+            .flat_map(|(role, n)| (0..n).map(move |index| (role, index)))
+            .map(|(role, index)| SeatSpec {
+                role,
+                index,
+                thread_name: match self.binding {
+                    Binding::Pinned => format!("work-fleet-{}-{index}", role.thread_label()),
+                    Binding::Serial => SERIAL_THREAD_NAME.to_string(),
+                },
+            })
+            .collect();
+        let walk_admission = match (self.binding, b.shape) {
+            (Binding::Pinned, BudgetShape::Pinned) => b.solver_cpus,
+            _ => b.solver_pins,
+        };
+        SeatLayout {
+            binding: self.binding,
+            seats,
+            walk_admission,
+            sim_slot_cap: b.sim_slot_cap,
+            ambient_workers: b.ambient_workers,
+        }
+    }
+
+    /// The census rows the plan projects before boot: one row per seat
+    /// (`pinned` under the pinned binding, `logical` under serial), the
+    /// serial seat itself (serial only), the ambient I/O runtime (`shared`)
+    /// and the reserve (`shared`).
+    pub fn census_projection(&self) -> Vec<CensusRow> {
+        let layout = self.seat_layout();
+        let over = self.oversubscribed;
+        let seat_binding = match layout.binding {
+            Binding::Pinned => CensusBinding::Pinned,
+            Binding::Serial => CensusBinding::Logical,
+        };
+        let mut rows = vec![CensusRow {
+            name: "reserve".into(),
+            role: None,
+            count: self.budget.reserve_cpus,
+            sizing_rule: "fixed H: host threads, pump, telemetry".into(),
+            thread_name: "(host threads)".into(),
+            binding: CensusBinding::Shared,
+            oversubscribed: over,
+            pinned_cpu: None,
+        }];
+        let ambient_rule = self
+            .budget
+            .rows()
+            .into_iter()
+            .find(|r| r.consumer == "ambient_io")
+            .map_or_else(String::new, |r| r.sizing_rule);
+        rows.push(CensusRow {
+            name: "ambient_io".into(),
+            role: None,
+            count: layout.ambient_workers,
+            sizing_rule: ambient_rule,
+            thread_name: AMBIENT_THREAD_NAME.into(),
+            binding: CensusBinding::Shared,
+            oversubscribed: over,
+            pinned_cpu: None,
+        });
+        if layout.binding == Binding::Serial {
+            rows.push(CensusRow {
+                name: "serial-0".into(),
+                role: None,
+                count: 1,
+                sizing_rule: "one cycle thread per host; every lane rides it".into(),
+                thread_name: SERIAL_THREAD_NAME.into(),
+                binding: CensusBinding::Pinned,
+                oversubscribed: over,
+                pinned_cpu: None,
+            });
+        }
+        rows.extend(layout.seats.iter().map(|s| CensusRow {
+            name: format!("{}-{}", s.role.thread_label(), s.index),
+            role: Some(s.role),
+            count: 1,
+            sizing_rule: match layout.binding {
+                Binding::Pinned => seat_rule(s.role).to_string(),
+                Binding::Serial => format!("logical lane on {SERIAL_THREAD_NAME}"),
+            },
+            thread_name: s.thread_name.clone(),
+            binding: seat_binding,
+            oversubscribed: over,
+            pinned_cpu: None,
+        }));
+        rows
+    }
+}

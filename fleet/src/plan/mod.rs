@@ -1,0 +1,223 @@
+//! The plan: one pure function of the quota and profile resolves the host
+//! tier, the binding and the share table.
+//!
+//! Source: `DESIGN.md` §3 "Plan (host tiers)"; seed 000 §14 (the tier table).
+//! No call site decides a tier on its own: bindings read [`Plan::binding`]
+//! and [`Plan::seat_layout`].
+//!
+//! | quota (cores) | auto | forced pinned | forced serial |
+//! |---|---|---|---|
+//! | < 2 | `BelowHostFloor` | `BelowHostFloor` | `BelowHostFloor` |
+//! | 2 ≤ Q, `S < 2` | serial, carries `QuotaTooSmallForPinnedRoles` | pinned, oversubscribed, carries the refusal | serial |
+//! | `S ≥ 2` (Q ≥ 6 by default) | pinned | pinned | serial |
+
+mod layout;
+
+pub use layout::{SeatLayout, SeatSpec, SERIAL_THREAD_NAME};
+
+use crate::budget::{BudgetError, BudgetOverrides, FleetBudget, HOST_FLOOR_CPUS};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+use thiserror::Error;
+
+/// The requested profile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Profile {
+    /// Resolve the tier from the quota (the default).
+    #[default]
+    Auto,
+    /// Force the pinned binding (marked oversubscribed below the pinned floor).
+    Pinned,
+    /// Force the serial binding.
+    Serial,
+}
+
+impl Profile {
+    /// The lowercase name (`auto`, `pinned`, `serial`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Profile::Auto => "auto",
+            Profile::Pinned => "pinned",
+            Profile::Serial => "serial",
+        }
+    }
+}
+
+impl fmt::Display for Profile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A profile name that is not `auto`, `pinned` or `serial`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("unknown profile {0:?}: use auto, pinned or serial")]
+pub struct ParseProfileError(pub String);
+
+impl FromStr for Profile {
+    type Err = ParseProfileError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(Profile::Auto),
+            "pinned" => Ok(Profile::Pinned),
+            "serial" => Ok(Profile::Serial),
+            _ => Err(ParseProfileError(s.to_string())),
+        }
+    }
+}
+
+/// How lanes map to threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Binding {
+    /// One dedicated thread per seat.
+    Pinned,
+    /// One cycle thread per host runs every granted unit in grant order.
+    Serial,
+}
+
+impl Binding {
+    /// The lowercase name (`pinned`, `serial`), as in the profile metric label.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Binding::Pinned => "pinned",
+            Binding::Serial => "serial",
+        }
+    }
+}
+
+impl fmt::Display for Binding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A tier the plan could not use, carried on the plan that was chosen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum TierRefusal {
+    /// The quota leaves a solver share under 2 cores: the pinned roles do
+    /// not fit. `auto` fell to serial; a forced pinned runs oversubscribed.
+    QuotaTooSmallForPinnedRoles {
+        /// The quota, cores.
+        quota_cpus: f64,
+        /// The solver share that remained, cores (may be negative).
+        solver_cpus: i64,
+        /// ⌊Q⌋ the pinned roles need with the same fixed shares, cores.
+        needed_cpus: u32,
+    },
+}
+
+impl fmt::Display for TierRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TierRefusal::QuotaTooSmallForPinnedRoles { quota_cpus, solver_cpus, needed_cpus } => write!(
+                f,
+                "QuotaTooSmallForPinnedRoles: {quota_cpus} cores leave a solver share of {solver_cpus} (pinned roles need {needed_cpus} cores)"
+            ),
+        }
+    }
+}
+
+/// Why no plan exists. The process lives; the caller decides how to exit.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum PlanError {
+    /// Below 2 cores no tier can host the fleet.
+    #[error("BelowHostFloor: quota {quota_cpus} cores is below the host floor of {floor_cpus} cores — no tier can host the fleet; give the process at least 2 cores")]
+    BelowHostFloor {
+        /// The quota, cores.
+        quota_cpus: f64,
+        /// The floor, cores (2).
+        floor_cpus: f64,
+    },
+    /// The budget could not be derived (invalid quota, overrides above ⌊Q⌋).
+    #[error("budget refused: {0}")]
+    Budget(#[from] BudgetError),
+}
+
+/// The resolved plan (plan format 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// The profile that was requested.
+    pub profile: Profile,
+    /// The binding the plan resolved.
+    pub binding: Binding,
+    /// Integer shares exceed ⌊Q⌋ (a forced pinned on a small host).
+    pub oversubscribed: bool,
+    /// The tier refused on the way here, if any.
+    pub tier_refused: Option<TierRefusal>,
+    /// The quota the plan was resolved for, cores.
+    pub quota_cpus: f64,
+    /// The share table: the pinned table, or the serial seats' table.
+    pub budget: FleetBudget,
+}
+
+impl Plan {
+    /// Resolve the plan for `quota_cpus` cores and a profile (tier table in
+    /// the module docs). Errors: [`PlanError::BelowHostFloor`] for Q < 2;
+    /// [`PlanError::Budget`] for an invalid quota or overrides above ⌊Q⌋.
+    pub fn resolve(
+        quota_cpus: f64,
+        profile: Profile,
+        overrides: &BudgetOverrides,
+    ) -> Result<Plan, PlanError> {
+        if !quota_cpus.is_finite() || quota_cpus <= 0.0 {
+            return Err(BudgetError::InvalidQuota { quota: quota_cpus }.into());
+        }
+        if quota_cpus < HOST_FLOOR_CPUS {
+            return Err(PlanError::BelowHostFloor {
+                quota_cpus,
+                floor_cpus: HOST_FLOOR_CPUS,
+            });
+        }
+        let pinned = FleetBudget::derive(quota_cpus, overrides);
+        let refusal = match &pinned {
+            Err(BudgetError::SolverShareTooSmall {
+                quota,
+                solver_cpus,
+                needed_cpus,
+            }) => Some(TierRefusal::QuotaTooSmallForPinnedRoles {
+                quota_cpus: *quota,
+                solver_cpus: *solver_cpus,
+                needed_cpus: *needed_cpus,
+            }),
+            _ => None,
+        };
+        let serial = |tier_refused| -> Result<Plan, PlanError> {
+            Ok(Plan {
+                profile,
+                binding: Binding::Serial,
+                oversubscribed: false,
+                tier_refused,
+                quota_cpus,
+                budget: FleetBudget::derive_serial(quota_cpus, overrides)?,
+            })
+        };
+        match (profile, pinned) {
+            (Profile::Serial, _) => serial(None),
+            (_, Ok(budget)) => Ok(Plan {
+                profile,
+                binding: Binding::Pinned,
+                oversubscribed: false,
+                tier_refused: None,
+                quota_cpus,
+                budget,
+            }),
+            (Profile::Auto, Err(BudgetError::SolverShareTooSmall { .. })) => serial(refusal),
+            (Profile::Pinned, Err(BudgetError::SolverShareTooSmall { .. })) => {
+                let budget = FleetBudget::pinned_oversubscribed(quota_cpus, overrides)?;
+                Ok(Plan {
+                    profile,
+                    binding: Binding::Pinned,
+                    oversubscribed: budget.oversubscribed,
+                    tier_refused: refusal,
+                    quota_cpus,
+                    budget,
+                })
+            }
+            (_, Err(e)) => Err(e.into()),
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The thread-safe posture owner shared by the process (`Arc<PostureOwner>`).
+//!
+//! Source: `DESIGN.md` §3 "Posture"; seed 000 §6 (retune: atomic policy
+//! swap that keeps state and window; one warn line listing old → new).
+
+use super::{
+    Posture, PostureMachine, PosturePolicy, PosturePolicyPatch, PostureRetuneError, ThrottleSample,
+    Transition,
+};
+use crate::guard::GuardSnapshot;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Posture telemetry counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PostureCounters {
+    /// Nominal → Cordoned edges.
+    pub enters: u64,
+    /// Cordoned → Nominal edges.
+    pub exits: u64,
+    /// Total time cordoned, ms (including the current cordon up to the last observation).
+    pub cordoned_dwell_ms: u64,
+    /// Intake held or floored by the cordon (reported by the pump).
+    pub intake_suppressions: u64,
+}
+
+#[derive(Debug)]
+struct Inner {
+    machine: PostureMachine,
+    enters: u64,
+    exits: u64,
+    closed_dwell_ms: u64,
+    last_now_ms: u64,
+}
+
+/// Owns the posture machine for a process. `Send + Sync`.
+#[derive(Debug)]
+pub struct PostureOwner {
+    inner: Mutex<Inner>,
+    seq: AtomicU64,
+    suppressions: AtomicU64,
+    sim_slot_cap: u32,
+}
+
+impl PostureOwner {
+    /// A nominal owner with a validated `policy` and the plan's sim slot cap
+    /// (seats). Panics never; an invalid policy is the caller's config error
+    /// (validate with [`PosturePolicy::validate`] at load).
+    pub fn new(policy: PosturePolicy, sim_slot_cap: u32) -> Self {
+        PostureOwner {
+            inner: Mutex::new(Inner {
+                machine: PostureMachine::new(policy),
+                enters: 0,
+                exits: 0,
+                closed_dwell_ms: 0,
+                last_now_ms: 0,
+            }),
+            seq: AtomicU64::new(0),
+            suppressions: AtomicU64::new(0),
+            sim_slot_cap,
+        }
+    }
+
+    fn record(&self, inner: &mut Inner, t: Option<Transition>) -> Option<Transition> {
+        let t = t?;
+        match t.to {
+            Posture::Cordoned => {
+                inner.enters += 1;
+                tracing::warn!(cause = ?t.cause, at_ms = t.at_ms, "[fleet-posture] cordon entered");
+            }
+            Posture::Nominal => {
+                inner.exits += 1;
+                tracing::info!(cause = ?t.cause, at_ms = t.at_ms, "[fleet-posture] cordon exited");
+            }
+        }
+        self.seq.fetch_add(1, Ordering::AcqRel);
+        Some(t)
+    }
+
+    /// Feed one throttle sample at `now_ms` (monotonic, ms).
+    pub fn observe(&self, sample: ThrottleSample, now_ms: u64) -> Option<Transition> {
+        let mut inner = self.inner.lock();
+        let since = inner.machine.cordoned_since_ms();
+        inner.last_now_ms = inner.last_now_ms.max(now_ms);
+        let t = inner.machine.observe(sample, now_ms);
+        if let (Some(tr), Some(since)) = (&t, since) {
+            if tr.to == Posture::Nominal {
+                inner.closed_dwell_ms += tr.at_ms.saturating_sub(since);
+            }
+        }
+        self.record(&mut inner, t)
+    }
+
+    /// Latch a lane death: cordoned for the rest of this process. The edge
+    /// is stamped with the last observed time (see [`Self::mark_lane_death_at`]).
+    pub fn mark_lane_death(&self) -> Option<Transition> {
+        let now = self.inner.lock().last_now_ms;
+        self.mark_lane_death_at(now)
+    }
+
+    /// Latch a lane death at `now_ms` (monotonic, ms).
+    pub fn mark_lane_death_at(&self, now_ms: u64) -> Option<Transition> {
+        let mut inner = self.inner.lock();
+        inner.last_now_ms = inner.last_now_ms.max(now_ms);
+        let t = inner.machine.mark_lane_death(now_ms);
+        self.record(&mut inner, t)
+    }
+
+    /// Apply a partial retune atomically, keeping the posture and the sample
+    /// window. Returns the effective policy. Errors: [`PostureRetuneError`]
+    /// (nothing changes).
+    pub fn retune(&self, patch: PosturePolicyPatch) -> Result<PosturePolicy, PostureRetuneError> {
+        let mut inner = self.inner.lock();
+        let old = *inner.machine.policy();
+        let new = patch.apply(&old)?;
+        let changes = old.diff(&new);
+        inner.machine.set_policy(new);
+        let listing: Vec<String> = changes
+            .iter()
+            .map(|(k, a, b)| format!("{k}: {a} -> {b}"))
+            .collect();
+        tracing::warn!(changes = %listing.join(", "), "[fleet-posture] operator retune");
+        Ok(new)
+    }
+
+    /// The posture now.
+    pub fn posture(&self) -> Posture {
+        self.inner.lock().machine.posture()
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> PosturePolicy {
+        *self.inner.lock().machine.policy()
+    }
+
+    /// The guards for one pump step: cordoned, the sim intake cap (the slot
+    /// cap when nominal; the floor, or half the cap, when cordoned), the
+    /// sticky lane-death latch.
+    pub fn guard(&self) -> GuardSnapshot {
+        let inner = self.inner.lock();
+        let cordoned = inner.machine.posture() == Posture::Cordoned;
+        let sim_intake_cap = if cordoned {
+            inner.machine.policy().cordoned_sim_cap(self.sim_slot_cap)
+        } else {
+            self.sim_slot_cap
+        };
+        GuardSnapshot {
+            cordoned,
+            sim_intake_cap,
+            lane_dead: inner.machine.lane_dead(),
+        }
+    }
+
+    /// Bumps on every posture edge (the `PostureEdge` hint's stamp).
+    pub fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Count one intake the cordon held or floored.
+    pub fn note_intake_suppressed(&self) {
+        self.suppressions.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn counters(&self) -> PostureCounters {
+        let inner = self.inner.lock();
+        let open = inner
+            .machine
+            .cordoned_since_ms()
+            .map_or(0, |s| inner.last_now_ms.saturating_sub(s));
+        PostureCounters {
+            enters: inner.enters,
+            exits: inner.exits,
+            cordoned_dwell_ms: inner.closed_dwell_ms + open,
+            intake_suppressions: self.suppressions.load(Ordering::Relaxed),
+        }
+    }
+}

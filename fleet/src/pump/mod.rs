@@ -1,0 +1,474 @@
+//! The host pump: a pure state machine over the complete input alphabet.
+//!
+//! Each host runs one [`HostPump`]. Inputs (`Enqueue`, `SeatDone`,
+//! `BackstopTick`, `PostureEdge`, `Close`) come in with a fresh
+//! [`GuardSnapshot`]; [`Effect`]s come out. No clock, thread or I/O inside:
+//! the shell ([`crate::shell`]) turns effects into deliveries and timers.
+//! `DESIGN.md` §3 "Lanes, hosts and the pump" and "Priority"; seed 003
+//! (the liveness decision); seed 000 §4 (queues and precedence).
+//!
+//! Rules this pump keeps:
+//! - **Admission** is the pure predicate of [`crate::admission`]; a unit the
+//!   posture holds waits in the backlog (FIFO per role, never dropped), a
+//!   full queue hands the unit back.
+//! - **Held work is backlog.** Under a cordon, queued units of a held role
+//!   move back to the front of their backlog (a queued unit the posture holds
+//!   must not wait where no timer watches it), and running ones drain (T7).
+//! - **Backstop.** `ArmBackstop` is emitted iff the backlog becomes non-empty
+//!   and `DisarmBackstop` iff it empties: an idle host costs nothing.
+//! - **Every step re-reads every guard** and settles (fault, hold, drain the
+//!   backlog, grant, to a fixpoint) after applying the input; an `Enqueue`
+//!   also settles before admission, so admission sees current queues. Grants
+//!   unblocked by one input come out in precedence order.
+//! - **Faulted** comes only from the sticky lane-death latch: held units get
+//!   `Terminal(LaneDeath)`, queued and in-flight units still run.
+//! - **Stall.** K consecutive ticks on which the guard admits a backlogged
+//!   role but nothing moved (no backlog move, grant or completion) emit one
+//!   `LoudFailure`; the pump then takes nothing new.
+
+mod dispatch;
+mod types;
+
+pub use crate::admission::AdmissionError;
+pub use types::{
+    Effect, FailureKind, HostLayout, Placement, Progress, PumpConfig, PumpCounts, PumpFailure,
+    PumpInput, SeatId,
+};
+
+use crate::admission::admission;
+use crate::guard::GuardSnapshot;
+use crate::receipt::TerminalReason;
+use crate::role::{Hosting, WorkerRole, ALL_ROLES};
+use crate::slot::{SlotInput, SlotState};
+use crate::unit::{UnitId, UnitMeta};
+use std::collections::VecDeque;
+
+const ROLES: usize = ALL_ROLES.len();
+
+/// A unit waiting in a queue or the backlog.
+#[derive(Debug, Clone)]
+struct Held<P> {
+    meta: UnitMeta,
+    payload: P,
+}
+
+/// One host's pump. `P` is the opaque payload (work plus receipt sender).
+/// Cloneable when `P` is (the exhaustive exploration clones states).
+#[derive(Debug, Clone)]
+pub struct HostPump<P> {
+    layout: HostLayout,
+    config: PumpConfig,
+    /// Seats per role, indexed by `WorkerRole::index()`.
+    seats: [Vec<SlotState>; ROLES],
+    queues: [VecDeque<Held<P>>; ROLES],
+    backlog: [VecDeque<Held<P>>; ROLES],
+    submitted: u64,
+    resolved: u64,
+    progress: Progress,
+    armed: bool,
+    stall: u32,
+    moved_since_tick: bool,
+    failed: bool,
+    last_edge_seq: u64,
+}
+
+impl<P> HostPump<P> {
+    /// A pump for `layout`: every seat Idle, nothing queued, backstop disarmed.
+    pub fn new(layout: HostLayout, config: PumpConfig) -> Self {
+        let mut seats: [Vec<SlotState>; ROLES] = Default::default();
+        for role in ALL_ROLES {
+            seats[role.index()] = vec![SlotState::Idle; layout.seat_count(role) as usize];
+        }
+        HostPump {
+            layout,
+            config,
+            seats,
+            queues: Default::default(),
+            backlog: Default::default(),
+            submitted: 0,
+            resolved: 0,
+            progress: Progress::Idle,
+            armed: false,
+            stall: 0,
+            moved_since_tick: false,
+            failed: false,
+            last_edge_seq: 0,
+        }
+    }
+
+    /// Applies one input under a fresh guard read; returns the effects to
+    /// apply, in order. Pure: same state, input and guard → same effects.
+    pub fn step(&mut self, input: PumpInput<P>, guard: GuardSnapshot) -> Vec<Effect<P>> {
+        let mut fx = Vec::new();
+        let mut tick = false;
+        match input {
+            PumpInput::Enqueue { meta, payload } => {
+                // Admission sees the queues as the current guard leaves them.
+                self.settle(&guard, &mut fx);
+                self.enqueue(meta, payload, &guard, &mut fx)
+            }
+            PumpInput::SeatDone { seat, unit } => self.seat_done(seat, unit, &guard, &mut fx),
+            PumpInput::BackstopTick => tick = true,
+            PumpInput::PostureEdge { seq } => self.last_edge_seq = self.last_edge_seq.max(seq),
+            PumpInput::Close => self.close(&mut fx),
+        }
+        self.settle(&guard, &mut fx);
+        if tick {
+            self.account_tick(&guard, &mut fx);
+        }
+        self.finish_step(&mut fx);
+        fx
+    }
+
+    /// The intake progress state.
+    pub fn progress(&self) -> Progress {
+        self.progress
+    }
+
+    /// The unit counts (safety S: [`PumpCounts::conserved`]).
+    pub fn counts(&self) -> PumpCounts {
+        let in_flight = self
+            .seats
+            .iter()
+            .flatten()
+            .filter(|s| s.unit().is_some())
+            .count() as u64;
+        PumpCounts {
+            submitted: self.submitted,
+            in_flight,
+            queued: self.queues.iter().map(|q| q.len() as u64).sum(),
+            backlog: self.backlog.iter().map(|q| q.len() as u64).sum(),
+            resolved: self.resolved,
+        }
+    }
+
+    /// The intake backlog gauge: units held per role, for every role.
+    pub fn backlog_by_role(&self) -> Vec<(WorkerRole, u32)> {
+        ALL_ROLES
+            .iter()
+            .map(|r| (*r, self.backlog[r.index()].len() as u32))
+            .collect()
+    }
+
+    /// Whether the backstop is armed (iff the backlog is non-empty, unless
+    /// the backstop is disabled).
+    pub fn backstop_armed(&self) -> bool {
+        self.armed
+    }
+
+    /// Whether the pump failed loudly (it then takes nothing new).
+    pub fn has_failed(&self) -> bool {
+        self.failed
+    }
+
+    /// Consecutive no-progress ticks so far.
+    pub fn stall_ticks(&self) -> u32 {
+        self.stall
+    }
+
+    /// The highest `PostureEdge` sequence number seen.
+    pub fn last_edge_seq(&self) -> u64 {
+        self.last_edge_seq
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> &HostLayout {
+        &self.layout
+    }
+
+    /// The config.
+    pub fn config(&self) -> &PumpConfig {
+        &self.config
+    }
+
+    /// Every seat and its state, roles in `ALL_ROLES` order.
+    pub fn seats(&self) -> Vec<(SeatId, SlotState)> {
+        ALL_ROLES
+            .iter()
+            .flat_map(|r| {
+                self.seats[r.index()].iter().enumerate().map(|(i, s)| {
+                    (
+                        SeatId {
+                            role: *r,
+                            index: i as u32,
+                        },
+                        *s,
+                    )
+                })
+            })
+            .collect()
+    }
+
+    /// Units in flight: (seat, unit).
+    pub fn in_flight(&self) -> Vec<(SeatId, UnitId)> {
+        self.seats()
+            .into_iter()
+            .filter_map(|(id, s)| s.unit().map(|u| (id, u)))
+            .collect()
+    }
+
+    /// Queued units, per role in `ALL_ROLES` order, FIFO within a role.
+    pub fn queued(&self) -> Vec<UnitMeta> {
+        self.queues
+            .iter()
+            .flat_map(|q| q.iter().map(|h| h.meta))
+            .collect()
+    }
+
+    /// Backlogged units, per role in `ALL_ROLES` order, FIFO within a role.
+    pub fn backlogged(&self) -> Vec<UnitMeta> {
+        self.backlog
+            .iter()
+            .flat_map(|q| q.iter().map(|h| h.meta))
+            .collect()
+    }
+
+    fn closed(&self) -> bool {
+        self.progress == Progress::Closed
+    }
+
+    fn enqueue(
+        &mut self,
+        meta: UnitMeta,
+        payload: P,
+        guard: &GuardSnapshot,
+        fx: &mut Vec<Effect<P>>,
+    ) {
+        let role = meta.role;
+        let error = if self.closed() {
+            Some(AdmissionError::HostClosed)
+        } else if self.failed {
+            Some(AdmissionError::PumpFailed)
+        } else if self.layout.seat_count(role) == 0 {
+            Some(AdmissionError::NoSeats { role })
+        } else if role.hosting() == Hosting::Keyed && meta.pin_key().is_none() {
+            Some(AdmissionError::MissingKey { role })
+        } else {
+            None
+        };
+        if let Some(error) = error {
+            fx.push(Effect::Refused {
+                meta,
+                payload,
+                error,
+            });
+            return;
+        }
+        let ri = role.index();
+        let answer = admission(
+            self.queues[ri].len() as u32,
+            self.layout.queue_capacity,
+            guard.admits(role),
+        );
+        let placement = if answer.posture_holds() {
+            if self.progress == Progress::Faulted {
+                fx.push(Effect::Refused {
+                    meta,
+                    payload,
+                    error: AdmissionError::LaneDead { role },
+                });
+                return;
+            }
+            self.backlog[ri].push_back(Held { meta, payload });
+            Placement::Backlogged
+        } else if answer == crate::admission::Admission::Admit && self.backlog[ri].is_empty() {
+            self.queues[ri].push_back(Held { meta, payload });
+            Placement::Queued
+        } else {
+            // The posture admits the role but the queue is full (after the
+            // settle, a non-empty backlog of an admitted role means a full queue).
+            let error = AdmissionError::QueueFull {
+                role,
+                capacity: self.layout.queue_capacity,
+            };
+            fx.push(Effect::Refused {
+                meta,
+                payload,
+                error,
+            });
+            return;
+        };
+        self.submitted += 1;
+        fx.push(Effect::Admitted {
+            unit: meta.id,
+            placement,
+        });
+    }
+
+    fn seat_done(
+        &mut self,
+        seat: SeatId,
+        unit: UnitId,
+        guard: &GuardSnapshot,
+        fx: &mut Vec<Effect<P>>,
+    ) {
+        let state = self.seats[seat.role.index()]
+            .get(seat.index as usize)
+            .copied();
+        let input = match state {
+            Some(SlotState::Running { role, unit: u, .. }) if u == unit => match role {
+                WorkerRole::Solver => SlotInput::PinSolver,
+                WorkerRole::Merge => SlotInput::PinMerge,
+                _ => SlotInput::ReleasePooled,
+            },
+            Some(SlotState::Draining { unit: u, .. }) if u == unit => SlotInput::FinishDrain,
+            _ => {
+                self.fail(
+                    crate::pump::FailureKind::UnknownCompletion { seat, unit },
+                    fx,
+                );
+                return;
+            }
+        };
+        let slot = &mut self.seats[seat.role.index()][seat.index as usize];
+        *slot = slot
+            .apply(input, guard)
+            .expect("completion transitions follow the slot table");
+        self.resolved += 1;
+        self.moved_since_tick = true;
+    }
+
+    fn close(&mut self, fx: &mut Vec<Effect<P>>) {
+        if self.closed() {
+            return;
+        }
+        self.progress = Progress::Closed;
+        let reason = if self.failed {
+            TerminalReason::PumpFailed
+        } else {
+            TerminalReason::HostClosed
+        };
+        for ri in 0..ROLES {
+            let held: Vec<_> = self.queues[ri]
+                .drain(..)
+                .chain(self.backlog[ri].drain(..))
+                .collect();
+            for h in held {
+                self.resolved += 1;
+                fx.push(Effect::Terminal {
+                    meta: h.meta,
+                    payload: h.payload,
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+
+    /// Re-reads the guard: fault latch, cordon hold and drain, backlog → queue,
+    /// grants, to a fixpoint.
+    fn settle(&mut self, guard: &GuardSnapshot, fx: &mut Vec<Effect<P>>) {
+        if self.closed() {
+            return;
+        }
+        if guard.lane_dead {
+            self.progress = Progress::Faulted;
+        }
+        for role in ALL_ROLES {
+            if guard.admits(role) {
+                continue;
+            }
+            let ri = role.index();
+            for slot in self.seats[ri].iter_mut() {
+                if let SlotState::Running { .. } = slot {
+                    *slot = slot
+                        .apply(SlotInput::Drain, guard)
+                        .expect("T7 applies to every running seat");
+                }
+            }
+            while let Some(h) = self.queues[ri].pop_back() {
+                self.backlog[ri].push_front(h);
+            }
+        }
+        if self.progress == Progress::Faulted {
+            for ri in 0..ROLES {
+                for h in self.backlog[ri].drain(..) {
+                    self.resolved += 1;
+                    fx.push(Effect::Terminal {
+                        meta: h.meta,
+                        payload: h.payload,
+                        reason: TerminalReason::LaneDeath,
+                    });
+                }
+            }
+        }
+        loop {
+            let moved = self.drain_backlog(guard);
+            let granted = self.dispatch(guard, fx);
+            if !(moved || granted) {
+                break;
+            }
+        }
+    }
+
+    fn drain_backlog(&mut self, guard: &GuardSnapshot) -> bool {
+        let mut moved = false;
+        for role in ALL_ROLES {
+            let ri = role.index();
+            while !self.backlog[ri].is_empty()
+                && admission(
+                    self.queues[ri].len() as u32,
+                    self.layout.queue_capacity,
+                    guard.admits(role),
+                ) == crate::admission::Admission::Admit
+            {
+                let h = self.backlog[ri].pop_front().expect("non-empty");
+                self.queues[ri].push_back(h);
+                moved = true;
+            }
+        }
+        self.moved_since_tick |= moved;
+        moved
+    }
+
+    fn account_tick(&mut self, guard: &GuardSnapshot, fx: &mut Vec<Effect<P>>) {
+        if self.failed || self.closed() {
+            return;
+        }
+        let admits_held = ALL_ROLES
+            .iter()
+            .any(|r| !self.backlog[r.index()].is_empty() && guard.admits(*r));
+        if admits_held && !self.moved_since_tick {
+            self.stall += 1;
+            if self.stall >= self.config.stall_ticks.max(1) {
+                let ticks = self.stall;
+                self.fail(FailureKind::Stalled { ticks }, fx);
+            }
+        } else {
+            self.stall = 0;
+        }
+        self.moved_since_tick = false;
+    }
+
+    fn fail(&mut self, kind: FailureKind, fx: &mut Vec<Effect<P>>) {
+        if self.failed {
+            return;
+        }
+        self.failed = true;
+        fx.push(Effect::LoudFailure(PumpFailure {
+            host: self.layout.host.clone(),
+            kind,
+            counts: self.counts(),
+        }));
+    }
+
+    fn finish_step(&mut self, fx: &mut Vec<Effect<P>>) {
+        let backed = self.backlog.iter().any(|q| !q.is_empty());
+        if !matches!(self.progress, Progress::Closed | Progress::Faulted) {
+            self.progress = if backed {
+                Progress::Backed
+            } else {
+                Progress::Idle
+            };
+        }
+        let want = backed && self.config.backstop_enabled && !self.failed && !self.closed();
+        if want && !self.armed {
+            self.armed = true;
+            fx.push(Effect::ArmBackstop {
+                after_ms: self.config.backstop_interval_ms,
+            });
+        } else if !want && self.armed {
+            self.armed = false;
+            fx.push(Effect::DisarmBackstop);
+        }
+    }
+}

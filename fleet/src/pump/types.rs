@@ -1,0 +1,233 @@
+//! The pump's vocabulary: layout, config, inputs, effects, counts.
+
+use crate::admission::AdmissionError;
+use crate::receipt::TerminalReason;
+use crate::role::WorkerRole;
+use crate::unit::{UnitId, UnitMeta};
+use serde::{Deserialize, Serialize};
+
+/// A seat of a host: its role and its index among that role's seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SeatId {
+    /// The seat's role.
+    pub role: WorkerRole,
+    /// Index among the role's seats (0-based).
+    pub index: u32,
+}
+
+/// The seats and bounds of one host, frozen at boot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostLayout {
+    /// The host's name (appears in loud failures and logs).
+    pub host: String,
+    /// Seat count per role. Keyed roles: key k sits on seat `k % count`
+    /// (Solver: one seat per bin; Merge: one seat). Pooled roles take any free
+    /// seat. A role listed twice counts once (the first entry).
+    pub seats: Vec<(WorkerRole, u32)>,
+    /// Bounded queue capacity per role (units).
+    pub queue_capacity: u32,
+    /// S: the most Solver units running at once (continuations included).
+    pub walk_admission: u32,
+    /// The sim slot cap: the most SimDriver units running at once (the live
+    /// guard's `sim_intake_cap` may lower it, never raise it).
+    pub sim_slot_cap: u32,
+}
+
+impl HostLayout {
+    /// Seats of `role` on this host (0 when the role is not hosted here).
+    pub fn seat_count(&self, role: WorkerRole) -> u32 {
+        self.seats
+            .iter()
+            .find(|(r, _)| *r == role)
+            .map_or(0, |(_, n)| *n)
+    }
+}
+
+/// Pump timing and failure policy (seed 003 decisions 3 and 7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PumpConfig {
+    /// The backstop interval (ms): while the backlog is non-empty the shell
+    /// delivers a `BackstopTick` at least this often. Default 250. Any value
+    /// is safe: a deadline that would overflow means "no timed wake".
+    pub backstop_interval_ms: u64,
+    /// K: consecutive ticks that admit but make no progress before a loud
+    /// failure. Default 8. 0 behaves as 1.
+    pub stall_ticks: u32,
+    /// Test-only switch: `false` never arms the backstop (used to show the
+    /// liveness checks fail without it). Default `true`.
+    pub backstop_enabled: bool,
+}
+
+impl Default for PumpConfig {
+    fn default() -> Self {
+        PumpConfig {
+            backstop_interval_ms: 250,
+            stall_ticks: 8,
+            backstop_enabled: true,
+        }
+    }
+}
+
+/// An input to the pump: the complete alphabet (seed 003 "Decision").
+#[derive(Debug)]
+pub enum PumpInput<P> {
+    /// A unit submitted to the host.
+    Enqueue {
+        /// The unit.
+        meta: UnitMeta,
+        /// Its payload (work and receipt sender).
+        payload: P,
+    },
+    /// A seat finished `unit` (its value already went to its receipt).
+    SeatDone {
+        /// The seat.
+        seat: SeatId,
+        /// The finished unit.
+        unit: UnitId,
+    },
+    /// The backstop timer fired: re-read every guard.
+    BackstopTick,
+    /// A posture change was observed somewhere: a hint to re-read the guard
+    /// (sequence-stamped, never a value).
+    PostureEdge {
+        /// The feeder's edge sequence number.
+        seq: u64,
+    },
+    /// Close the host: held and queued units resolve terminally, in-flight
+    /// units finish.
+    Close,
+}
+
+/// Where an admitted unit went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Placement {
+    /// Into the role's bounded queue (it may have been granted at once).
+    Queued,
+    /// Into the backlog: the posture holds its role; it waits, never dropped.
+    Backlogged,
+}
+
+/// The intake progress state (seed 003 decision 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Progress {
+    /// The backlog is empty.
+    Idle,
+    /// The backlog holds units; the backstop is armed.
+    Backed,
+    /// The lane-death latch is set: held units were resolved terminally;
+    /// in-flight units finish. Sticky.
+    Faulted,
+    /// Closed: takes nothing new.
+    Closed,
+}
+
+/// Unit counts. Safety S: `submitted == in_flight + queued + backlog + resolved`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub struct PumpCounts {
+    /// Units ever admitted (refused units are not counted: they went back).
+    pub submitted: u64,
+    /// Units granted and not yet done (Running or Draining seats).
+    pub in_flight: u64,
+    /// Units in the bounded role queues.
+    pub queued: u64,
+    /// Units in the backlog (posture-held).
+    pub backlog: u64,
+    /// Units resolved: done on a seat, or given a terminal receipt.
+    pub resolved: u64,
+}
+
+impl PumpCounts {
+    /// Whether safety S holds.
+    pub const fn conserved(&self) -> bool {
+        self.submitted == self.in_flight + self.queued + self.backlog + self.resolved
+    }
+}
+
+impl std::fmt::Display for PumpCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "submitted {} in_flight {} queued {} backlog {} resolved {}",
+            self.submitted, self.in_flight, self.queued, self.backlog, self.resolved
+        )
+    }
+}
+
+/// What went wrong in a loud failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FailureKind {
+    /// K consecutive backstop ticks admitted a held role but nothing moved.
+    Stalled {
+        /// The consecutive no-progress ticks (≥ K).
+        ticks: u32,
+    },
+    /// A seat reported a unit it is not running (a wiring fault).
+    UnknownCompletion {
+        /// The reporting seat.
+        seat: SeatId,
+        /// The reported unit.
+        unit: UnitId,
+    },
+}
+
+/// A loud failure: the host must stop (log at error, then abort in
+/// production). Names the host and the counts at the time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[error("host {host}: pump failed loudly ({kind:?}); counts: {counts}; stop the process and inspect the seats of this host")]
+pub struct PumpFailure {
+    /// The host's name.
+    pub host: String,
+    /// What went wrong.
+    pub kind: FailureKind,
+    /// The counts when it failed.
+    pub counts: PumpCounts,
+}
+
+/// An effect the shell applies after a step, in order.
+#[derive(Debug)]
+pub enum Effect<P> {
+    /// The unit was admitted (answer the submitter).
+    Admitted {
+        /// The unit.
+        unit: UnitId,
+        /// Where it went.
+        placement: Placement,
+    },
+    /// The unit was refused and is handed back.
+    Refused {
+        /// The unit.
+        meta: UnitMeta,
+        /// Its payload, returned.
+        payload: P,
+        /// Why.
+        error: AdmissionError,
+    },
+    /// Deliver the unit to the seat (it is now Running there).
+    Grant {
+        /// The seat.
+        seat: SeatId,
+        /// The unit.
+        meta: UnitMeta,
+        /// Its payload.
+        payload: P,
+    },
+    /// A held or queued unit resolved terminally: resolve its receipt with `reason`.
+    Terminal {
+        /// The unit.
+        meta: UnitMeta,
+        /// Its payload (carrying its receipt sender).
+        payload: P,
+        /// Why.
+        reason: TerminalReason,
+    },
+    /// Deliver `BackstopTick` every `after_ms` until disarmed.
+    ArmBackstop {
+        /// The interval (ms).
+        after_ms: u64,
+    },
+    /// Stop delivering `BackstopTick`.
+    DisarmBackstop,
+    /// Stop loudly.
+    LoudFailure(PumpFailure),
+}

@@ -1,0 +1,236 @@
+//! Quota detection: how many cores this process may use.
+//!
+//! Source: `DESIGN.md` §3 "Quota detection"; seed 000 §5 (fractional policy).
+//! Effective budget = min(CPUs in the affinity mask, cgroup quota). The quota
+//! comes from whichever hierarchy holds the cpu controller (v1 when a v1
+//! hierarchy lists `cpu`, else v2), walking from the process's cgroup up to
+//! the mount point and taking the tightest ancestor. Everything is read under
+//! a filesystem root, so a captured tree diagnoses offline exactly like the
+//! live system. Malformed files give [`QuotaSource::Unknown`] with a reason,
+//! never a panic and never a boot failure by itself.
+//!
+//! Detection publishes the exact value (8.5 stays 8.5) and rounds *up* for
+//! threads that must be schedulable ([`QuotaReport::schedulable_cpus`]); the
+//! budget rounds *down* (⌊Q⌋).
+
+mod limits;
+mod procfs;
+mod stat;
+
+pub use limits::{parse_cpu_max, read_limit, tightest, CgroupVersion};
+pub use procfs::{
+    cgroup_dir, cpus_allowed_list, parse_cpu_list, parse_mountinfo, parse_proc_cgroup, under_root,
+    CgroupLine, CgroupMount, CpuListError,
+};
+pub use stat::{CpuStat, CpuStatError, ThrottleReading, ThrottleSampler};
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where the effective quota came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuotaSource {
+    /// A cgroup v2 `cpu.max` limit.
+    CgroupV2,
+    /// A cgroup v1 `cpu.cfs_quota_us` limit.
+    CgroupV1,
+    /// No cgroup limit: the affinity mask decides.
+    Affinity,
+    /// The cgroup files could not be understood (see `reason`); the
+    /// affinity mask decides.
+    Unknown,
+}
+
+impl QuotaSource {
+    /// The snake_case name (`cgroup_v2`, `cgroup_v1`, `affinity`, `unknown`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            QuotaSource::CgroupV2 => "cgroup_v2",
+            QuotaSource::CgroupV1 => "cgroup_v1",
+            QuotaSource::Affinity => "affinity",
+            QuotaSource::Unknown => "unknown",
+        }
+    }
+}
+
+/// The result of detection. Never an error: problems are in `reason`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaReport {
+    /// The cgroup quota in cores, exact (e.g. 8.5); `None` when no level of
+    /// the hierarchy limits the CPU or the files could not be read.
+    pub exact_cpus: Option<f64>,
+    /// CPUs in the affinity mask (`Cpus_allowed_list`).
+    pub affinity_cpus: u32,
+    /// Where the limit came from.
+    pub source: QuotaSource,
+    /// A sentence saying what was read and why this source won.
+    pub reason: String,
+    /// The process's cgroup directory in the cpu hierarchy (under the
+    /// detection root), where `cpu.stat` is sampled; `None` if not found.
+    pub cgroup_dir: Option<PathBuf>,
+    /// The directory whose limit is the tightest, when one limits.
+    pub limiting_dir: Option<PathBuf>,
+    /// The CPU indices of the affinity mask (for core pinning).
+    pub affinity_list: Vec<usize>,
+}
+
+impl QuotaReport {
+    /// Effective cores: min(affinity, exact quota), fractional allowed.
+    pub fn effective_cpus(&self) -> f64 {
+        let aff = self.affinity_cpus as f64;
+        match self.exact_cpus {
+            Some(q) if aff > 0.0 => q.min(aff),
+            Some(q) => q,
+            None => aff,
+        }
+    }
+
+    /// Effective cores rounded up: the threads that must be schedulable.
+    pub fn schedulable_cpus(&self) -> u32 {
+        self.effective_cpus().ceil() as u32
+    }
+}
+
+/// Detect on the live system (`/`).
+pub fn detect_live() -> QuotaReport {
+    detect(Path::new("/"))
+}
+
+fn read_text(root: &Path, rel: &str) -> Result<String, String> {
+    let path = root.join(rel);
+    std::fs::read_to_string(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+fn affinity(root: &Path) -> (u32, Vec<usize>, Option<String>) {
+    let fallback = |why: String| {
+        let n = std::thread::available_parallelism()
+            .map(|n| n.get() as u32)
+            .unwrap_or(1);
+        (
+            n,
+            (0..n as usize).collect(),
+            Some(format!("{why}; counted {n} CPUs from this process instead")),
+        )
+    };
+    let text = match read_text(root, "proc/self/status") {
+        Ok(t) => t,
+        Err(e) => return fallback(e),
+    };
+    let Some(list) = cpus_allowed_list(&text) else {
+        return fallback("no Cpus_allowed_list line in proc/self/status".into());
+    };
+    match parse_cpu_list(list) {
+        Ok(cpus) if !cpus.is_empty() => (cpus.len() as u32, cpus, None),
+        Ok(_) => fallback("Cpus_allowed_list is empty".into()),
+        Err(e) => fallback(e.to_string()),
+    }
+}
+
+/// Detect under a filesystem root: `root/proc/self/{cgroup,mountinfo,status}`
+/// and the cgroup files under the mount points found there.
+pub fn detect(root: &Path) -> QuotaReport {
+    let (affinity_cpus, affinity_list, aff_note) = affinity(root);
+    let mut report = QuotaReport {
+        exact_cpus: None,
+        affinity_cpus,
+        source: QuotaSource::Unknown,
+        reason: String::new(),
+        cgroup_dir: None,
+        limiting_dir: None,
+        affinity_list,
+    };
+    match detect_cgroup(root) {
+        Ok(found) => {
+            report.cgroup_dir = found.dir;
+            report.reason = found.reason;
+            if let Some((cores, dir)) = found.limit {
+                report.exact_cpus = Some(cores);
+                report.limiting_dir = Some(dir);
+                report.source = found.source;
+                if (affinity_cpus as f64) < cores {
+                    report.reason.push_str(&format!(
+                        "; the affinity mask ({affinity_cpus} CPUs) is tighter"
+                    ));
+                }
+            } else {
+                report.source = QuotaSource::Affinity;
+                report
+                    .reason
+                    .push_str(&format!("; the affinity mask gives {affinity_cpus} CPUs"));
+            }
+        }
+        Err(why) => {
+            report.reason =
+                format!("quota unknown: {why}; using the affinity mask ({affinity_cpus} CPUs)");
+        }
+    }
+    if let Some(note) = aff_note {
+        report.reason.push_str(&format!(" (affinity: {note})"));
+    }
+    report
+}
+
+struct Found {
+    source: QuotaSource,
+    dir: Option<PathBuf>,
+    limit: Option<(f64, PathBuf)>,
+    reason: String,
+}
+
+fn detect_cgroup(root: &Path) -> Result<Found, String> {
+    let lines = parse_proc_cgroup(&read_text(root, "proc/self/cgroup")?)?;
+    let mounts = parse_mountinfo(&read_text(root, "proc/self/mountinfo")?)?;
+    let v1 = lines
+        .iter()
+        .find(|l| l.hierarchy != 0 && l.controllers.iter().any(|c| c == "cpu"));
+    let (version, line, mount) = if let Some(line) = v1 {
+        let mount = mounts
+            .iter()
+            .find(|m| m.fstype == "cgroup" && m.super_options.iter().any(|o| o == "cpu"))
+            .ok_or("the cpu controller is in a v1 hierarchy but no cgroup mount lists it")?;
+        (CgroupVersion::V1, line, mount)
+    } else if let Some(line) = lines.iter().find(|l| l.hierarchy == 0) {
+        let Some(mount) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
+            return Ok(Found {
+                source: QuotaSource::Affinity,
+                dir: None,
+                limit: None,
+                reason: "a v2 cgroup is listed but no cgroup2 mount is visible".into(),
+            });
+        };
+        (CgroupVersion::V2, line, mount)
+    } else {
+        return Ok(Found {
+            source: QuotaSource::Affinity,
+            dir: None,
+            limit: None,
+            reason: "no hierarchy holds the cpu controller".into(),
+        });
+    };
+    let dir = cgroup_dir(root, mount, &line.path);
+    let top = under_root(root, &mount.mount_point);
+    let limit = tightest(&dir, &top, version)?;
+    let (source, vname, file) = match version {
+        CgroupVersion::V1 => (QuotaSource::CgroupV1, "cgroup v1", "cpu.cfs_quota_us"),
+        CgroupVersion::V2 => (QuotaSource::CgroupV2, "cgroup v2", "cpu.max"),
+    };
+    let reason = match &limit {
+        Some((cores, at)) => format!(
+            "{vname} {file} at {} limits to {cores} cores (tightest from {})",
+            at.display(),
+            line.path
+        ),
+        None => format!(
+            "{vname} cgroup {} sets no limit ({file} unset or max up to {})",
+            line.path,
+            top.display()
+        ),
+    };
+    Ok(Found {
+        source,
+        dir: Some(dir),
+        limit,
+        reason,
+    })
+}

@@ -1,0 +1,269 @@
+//! Receipts: the one-shot a unit's submitter waits on.
+//!
+//! A [`ReceiptSender`] travels with the unit (inside the pump payload); the
+//! [`Receipt`] stays with the submitter. The receipt resolves exactly once:
+//! with the unit's value, or with a typed [`TerminalReason`] (a held unit
+//! drained by a lane death, a closed host, a loud pump failure, a panic, or a
+//! sender dropped without answering — a receipt never hangs because its
+//! sender vanished). `DESIGN.md` §3 "Lanes, hosts and the pump"; seed 003
+//! decision 6 ("typed terminal receipts").
+//!
+//! A [`Receipt`] is a [`Future`] (no runtime needed: any executor, or
+//! `futures::executor::block_on`) and can be waited on from a plain thread
+//! with [`Receipt::wait`] / [`Receipt::wait_timeout`].
+
+use parking_lot::{Condvar, Mutex};
+use std::any::Any;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+/// A unit's result value, type-erased (downcast it with `Box::downcast`).
+pub type UnitValue = Box<dyn Any + Send>;
+
+/// What a receipt resolves to.
+pub type ReceiptResult = Result<UnitValue, TerminalReason>;
+
+/// Why a receipt resolved without a value. Every variant means the unit will
+/// never run (or never report): do not wait for it again, account it as failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TerminalReason {
+    /// The lane died (sticky lane-death latch): the host drained its held
+    /// units terminally. Account the unit as `Failed(LaneDeath)`; the latch
+    /// holds until a fresh process.
+    #[error("lane death: the host is faulted and drained this held unit; it will not run in this process")]
+    LaneDeath,
+    /// The host closed before the unit was granted. Resubmit to a live host
+    /// if the work is still wanted.
+    #[error("host closed before the unit was granted; resubmit to a live host if still wanted")]
+    HostClosed,
+    /// The host pump failed loudly (a stalled backlog or a wiring fault);
+    /// the process is expected to stop.
+    #[error("host pump failed loudly; the unit was abandoned")]
+    PumpFailed,
+    /// The unit panicked while running; the message is the panic payload.
+    #[error("the unit panicked while running: {message}")]
+    Panicked {
+        /// The panic payload rendered as text.
+        message: String,
+    },
+    /// The sender was dropped without completing: the unit was lost on the
+    /// way (a seat thread gone, a payload dropped). Treat as a lane death.
+    #[error("the receipt's sender was dropped without an answer: the unit was lost (treat as a lane death)")]
+    SenderDropped,
+    /// The receipt's result was already taken (polled after `Ready`).
+    #[error("the receipt's result was already taken; a receipt resolves once")]
+    AlreadyTaken,
+}
+
+#[derive(Default)]
+struct State {
+    result: Option<ReceiptResult>,
+    taken: bool,
+    waker: Option<Waker>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    ready: Condvar,
+}
+
+impl Shared {
+    /// Stores the result once; later calls are ignored. Returns whether it stored.
+    fn resolve(&self, result: ReceiptResult) -> bool {
+        let waker = {
+            let mut st = self.state.lock();
+            if st.result.is_some() || st.taken {
+                return false;
+            }
+            st.result = Some(result);
+            st.waker.take()
+        };
+        self.ready.notify_all();
+        if let Some(w) = waker {
+            w.wake();
+        }
+        true
+    }
+}
+
+/// The sending half: resolves the receipt once. Dropping it unresolved
+/// resolves the receipt with [`TerminalReason::SenderDropped`].
+pub struct ReceiptSender {
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+/// The waiting half: a future, or a blocking wait from a plain thread.
+pub struct Receipt {
+    shared: Arc<Shared>,
+}
+
+/// A fresh, connected sender/receipt pair.
+pub fn receipt_pair() -> (ReceiptSender, Receipt) {
+    let shared = Arc::new(Shared::default());
+    (
+        ReceiptSender {
+            shared: shared.clone(),
+            done: false,
+        },
+        Receipt { shared },
+    )
+}
+
+impl ReceiptSender {
+    /// Resolves the receipt with the unit's value.
+    pub fn complete(mut self, value: UnitValue) {
+        self.done = true;
+        self.shared.resolve(Ok(value));
+    }
+
+    /// Resolves the receipt with a typed terminal reason.
+    pub fn terminal(mut self, reason: TerminalReason) {
+        self.done = true;
+        self.shared.resolve(Err(reason));
+    }
+}
+
+impl Drop for ReceiptSender {
+    fn drop(&mut self) {
+        if !self.done {
+            self.shared.resolve(Err(TerminalReason::SenderDropped));
+        }
+    }
+}
+
+impl std::fmt::Debug for ReceiptSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReceiptSender")
+            .field("done", &self.done)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Receipt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receipt")
+            .field("ready", &self.is_ready())
+            .finish()
+    }
+}
+
+impl Receipt {
+    /// Whether a result is waiting (does not take it).
+    pub fn is_ready(&self) -> bool {
+        self.shared.state.lock().result.is_some()
+    }
+
+    fn take(st: &mut State) -> Option<ReceiptResult> {
+        if st.taken {
+            return Some(Err(TerminalReason::AlreadyTaken));
+        }
+        let r = st.result.take();
+        if r.is_some() {
+            st.taken = true;
+        }
+        r
+    }
+
+    /// Blocks the calling thread until the receipt resolves.
+    pub fn wait(self) -> ReceiptResult {
+        let mut st = self.shared.state.lock();
+        loop {
+            if let Some(r) = Self::take(&mut st) {
+                return r;
+            }
+            self.shared.ready.wait(&mut st);
+        }
+    }
+
+    /// Blocks up to `timeout`; `None` when it has not resolved by then (the
+    /// receipt stays usable). A huge timeout waits indefinitely.
+    pub fn wait_timeout(&self, timeout: Duration) -> Option<ReceiptResult> {
+        let deadline = std::time::Instant::now().checked_add(timeout);
+        let mut st = self.shared.state.lock();
+        loop {
+            if let Some(r) = Self::take(&mut st) {
+                return Some(r);
+            }
+            match deadline {
+                Some(d) => {
+                    if self.shared.ready.wait_until(&mut st, d).timed_out() {
+                        return Self::take(&mut st);
+                    }
+                }
+                None => self.shared.ready.wait(&mut st),
+            }
+        }
+    }
+}
+
+impl Future for Receipt {
+    type Output = ReceiptResult;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ReceiptResult> {
+        let mut st = self.shared.state.lock();
+        match Self::take(&mut st) {
+            Some(r) => Poll::Ready(r),
+            None => {
+                st.waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(r: ReceiptResult) -> u32 {
+        *r.expect("a value").downcast::<u32>().expect("a u32")
+    }
+
+    #[test]
+    fn completes_across_threads_with_a_blocking_wait() {
+        let (tx, rx) = receipt_pair();
+        let t = std::thread::spawn(move || tx.complete(Box::new(7u32)));
+        assert_eq!(value(rx.wait()), 7);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn a_dropped_sender_resolves_typed_never_hangs() {
+        let (tx, rx) = receipt_pair();
+        drop(tx);
+        assert_eq!(
+            rx.wait_timeout(Duration::from_secs(5))
+                .unwrap()
+                .unwrap_err(),
+            TerminalReason::SenderDropped
+        );
+    }
+
+    #[test]
+    fn wait_timeout_returns_none_then_the_value() {
+        let (tx, rx) = receipt_pair();
+        assert!(rx.wait_timeout(Duration::from_millis(1)).is_none());
+        tx.terminal(TerminalReason::HostClosed);
+        assert_eq!(
+            rx.wait_timeout(Duration::MAX).unwrap().unwrap_err(),
+            TerminalReason::HostClosed
+        );
+        assert_eq!(
+            rx.wait_timeout(Duration::ZERO).unwrap().unwrap_err(),
+            TerminalReason::AlreadyTaken
+        );
+    }
+
+    #[test]
+    fn is_a_future_without_a_runtime() {
+        let (tx, rx) = receipt_pair();
+        let t = std::thread::spawn(move || tx.complete(Box::new(3u32)));
+        assert_eq!(value(futures::executor::block_on(rx)), 3);
+        t.join().unwrap();
+    }
+}

@@ -1,0 +1,184 @@
+//! Quota detection on captured filesystem trees (`tests/fixtures/quota/`,
+//! rebuilt by `make-trees.sh`). Each tree goes through the same code path as
+//! the live system: `detect(root)`.
+
+use fleet::budget::{BudgetOverrides, FleetBudget};
+use fleet::quota::{detect, QuotaReport, QuotaSource};
+use std::path::{Path, PathBuf};
+
+fn tree(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/quota")
+        .join(name)
+}
+
+fn run(name: &str) -> QuotaReport {
+    let root = tree(name);
+    assert!(root.is_dir(), "missing fixture {}", root.display());
+    detect(&root)
+}
+
+#[test]
+fn v1_combined_cpu_cpuacct_mount_gives_3() {
+    let r = run("v1_cpu_cpuacct_3");
+    assert_eq!(r.source, QuotaSource::CgroupV1, "{}", r.reason);
+    assert_eq!(r.exact_cpus, Some(3.0));
+    assert_eq!(r.affinity_cpus, 16);
+    assert_eq!(r.effective_cpus(), 3.0);
+    assert!(r
+        .cgroup_dir
+        .unwrap()
+        .ends_with("sys/fs/cgroup/cpu,cpuacct/app"));
+    assert!(r.limiting_dir.unwrap().ends_with("cpu,cpuacct/app"));
+}
+
+#[test]
+fn v1_quota_minus_one_is_no_limit() {
+    let r = run("v1_no_limit");
+    assert_eq!(r.source, QuotaSource::Affinity, "{}", r.reason);
+    assert_eq!(r.exact_cpus, None);
+    assert_eq!(r.effective_cpus(), 16.0);
+    assert!(r.effective_cpus() > 0.0);
+}
+
+#[test]
+fn v1_container_mount_root_is_stripped() {
+    let r = run("v1_container_root");
+    assert_eq!(r.source, QuotaSource::CgroupV1, "{}", r.reason);
+    assert_eq!(r.exact_cpus, Some(1.5));
+    assert_eq!(r.effective_cpus(), 1.5);
+    assert_eq!(r.schedulable_cpus(), 2);
+}
+
+#[test]
+fn v2_max_is_no_limit() {
+    let r = run("v2_max");
+    assert_eq!(
+        (r.source, r.exact_cpus),
+        (QuotaSource::Affinity, None),
+        "{}",
+        r.reason
+    );
+    assert_eq!(r.effective_cpus(), 16.0);
+}
+
+#[test]
+fn v2_missing_cpu_max_is_no_limit() {
+    let r = run("v2_missing");
+    assert_eq!(
+        (r.source, r.exact_cpus),
+        (QuotaSource::Affinity, None),
+        "{}",
+        r.reason
+    );
+    assert_eq!(r.effective_cpus(), 8.0);
+}
+
+#[test]
+fn v2_tightest_ancestor_wins() {
+    let r = run("v2_parent_4");
+    assert_eq!(r.source, QuotaSource::CgroupV2, "{}", r.reason);
+    assert_eq!(r.exact_cpus, Some(4.0));
+    assert_eq!(r.effective_cpus(), 4.0);
+    assert!(r.limiting_dir.unwrap().ends_with("bot.slice"));
+    assert!(r.cgroup_dir.unwrap().ends_with("bot.slice/bot.service"));
+}
+
+#[test]
+fn v2_fraction_is_published_exact_and_rounds_each_way() {
+    let r = run("v2_fraction_8_5");
+    assert_eq!(r.source, QuotaSource::CgroupV2);
+    assert_eq!(r.exact_cpus, Some(8.5));
+    assert_eq!(r.effective_cpus(), 8.5);
+    assert_eq!(r.schedulable_cpus(), 9, "detection rounds up");
+    let b = FleetBudget::derive(r.effective_cpus(), &BudgetOverrides::default()).unwrap();
+    assert_eq!(b.integer_sum(), 8, "allocation rounds down");
+    assert_eq!(b.fractional_cpus, 0.5);
+}
+
+#[test]
+fn affinity_mask_tighter_than_quota() {
+    let r = run("v2_affinity_tighter");
+    assert_eq!(r.exact_cpus, Some(4.0));
+    assert_eq!(r.affinity_cpus, 2);
+    assert_eq!(r.affinity_list, vec![0, 2]);
+    assert_eq!(r.effective_cpus(), 2.0);
+    assert!(r.reason.contains("tighter"), "{}", r.reason);
+}
+
+#[test]
+fn hybrid_net_cls_uses_v2_root() {
+    let r = run("hybrid_net_cls");
+    assert_eq!(r.source, QuotaSource::CgroupV2, "{}", r.reason);
+    assert_eq!(r.exact_cpus, Some(3.0));
+    assert!(r.cgroup_dir.unwrap().ends_with("sys/fs/cgroup/unified"));
+}
+
+#[test]
+fn hybrid_systemd_uses_v2_init_scope() {
+    let r = run("hybrid_systemd");
+    assert_eq!(r.source, QuotaSource::CgroupV2, "{}", r.reason);
+    assert_eq!(
+        r.exact_cpus,
+        Some(2.0),
+        "the tighter of init.scope (2) and the root (6)"
+    );
+    assert!(r.cgroup_dir.unwrap().ends_with("unified/init.scope"));
+}
+
+#[test]
+fn malformed_trees_are_quota_unknown_with_a_reason() {
+    let cases = [
+        ("bad_cgroup_garbage", "not id:controllers:path"),
+        ("bad_cgroup_empty", "empty"),
+        ("bad_mountinfo_garbage", "mountinfo"),
+        ("bad_v1_quota_text", "not a number"),
+        ("bad_v1_zero_period", "period is 0"),
+        ("bad_v2_cpu_max_garbage", "is not a number"),
+        ("bad_v2_cpu_max_empty", "is empty"),
+        ("bad_v2_zero_period", "period is 0"),
+    ];
+    for (name, why) in cases {
+        let r = run(name);
+        assert_eq!(r.source, QuotaSource::Unknown, "{name}: {}", r.reason);
+        assert_eq!(r.exact_cpus, None, "{name}");
+        assert!(
+            r.reason.starts_with("quota unknown"),
+            "{name}: {}",
+            r.reason
+        );
+        assert!(
+            r.reason.contains(why),
+            "{name}: reason {:?} should mention {why:?}",
+            r.reason
+        );
+        assert_eq!(
+            r.effective_cpus(),
+            4.0,
+            "{name}: the affinity mask still counts"
+        );
+    }
+}
+
+#[test]
+fn a_missing_root_is_unknown_not_a_panic() {
+    let r = detect(Path::new("/nonexistent/fleet-quota-root"));
+    assert_eq!(r.source, QuotaSource::Unknown);
+    assert!(r.affinity_cpus >= 1, "falls back to this process's CPUs");
+    assert!(r.reason.contains("cannot read"), "{}", r.reason);
+}
+
+#[test]
+fn sampler_reads_fixture_cpu_stat_of_both_versions() {
+    use fleet::quota::CpuStat;
+    let v1 = CpuStat::read(&run("v1_cpu_cpuacct_3").cgroup_dir.unwrap()).unwrap();
+    assert_eq!(
+        (v1.nr_periods, v1.nr_throttled, v1.throttled_us),
+        (40, 3, 12_000)
+    );
+    let v2 = CpuStat::read(&run("v2_parent_4").cgroup_dir.unwrap()).unwrap();
+    assert_eq!(
+        (v2.nr_periods, v2.nr_throttled, v2.throttled_us),
+        (10, 2, 5_000)
+    );
+}

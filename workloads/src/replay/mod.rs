@@ -1,0 +1,268 @@
+//! The replay driver: feeds a corpus's cycles through a booted fleet on an
+//! open-loop arrival schedule and records what happened.
+//!
+//! Per cycle (`DESIGN.md` §5): a pool update (background, deferrable), the
+//! resolve (applies the cycle's swaps), then one walk per bin (Solver, keyed
+//! by bin index) whose sims run on the SimDriver role, and the merge (keyed,
+//! the one pin) that drains every path's outcome through the exactness
+//! ledger. A registration crawl with a bounded window of 32 runs alongside.
+//! The driver knows nothing of which binding runs the units.
+
+pub mod host;
+pub mod record;
+pub mod units;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet::ledger::{outcome_pipe, BinWitness};
+use fleet::receipt::Receipt;
+use fleet::{PathOutcome, WorkerRole};
+use futures::FutureExt;
+
+use crate::corpus::{Corpus, CycleCase};
+use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
+pub use host::{CycleHost, FleetHost};
+use units::{CycleShared, Scale};
+
+/// The registration crawl's submission window (seed 003 "Context").
+pub const CRAWL_WINDOW: usize = 32;
+
+/// CPU of one registration-crawl step at scale 1, µs.
+pub const CRAWL_UNIT_CPU_US: u64 = 200;
+
+/// Why a replay stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// A unit the cycle needs was refused or ended without a value.
+    #[error("cycle {cycle}: {role}: {reason}")]
+    Unit {
+        /// Cycle index.
+        cycle: u32,
+        /// Role of the unit.
+        role: WorkerRole,
+        /// What happened.
+        reason: String,
+    },
+    /// The scale is not a positive finite number.
+    #[error("scale {0} is invalid: give a positive number (1.0 is the live bot's timing)")]
+    BadScale(f64),
+}
+
+/// How to replay.
+pub struct ReplayOptions {
+    /// Time scale: CPU and I/O durations and the arrival interval are multiplied by it.
+    pub scale: f64,
+    /// Replay only the first N cycles (all when `None`).
+    pub cycles: Option<u32>,
+    /// Cores the plan grants the cycle's units; the lower bound divides the
+    /// cycle's total CPU by it.
+    pub cores_granted: f64,
+    /// Run the registration crawl alongside (units per cycle; 0 = none).
+    pub crawl_units_per_cycle: u32,
+    /// Called before each cycle starts (cycle index), e.g. to change a quota.
+    pub on_cycle_start: Option<Box<dyn FnMut(u32) + Send>>,
+    /// Called after each cycle with its record (progress, live metrics).
+    pub on_cycle_end: Option<Box<dyn FnMut(&CycleRecord) + Send>>,
+}
+
+impl ReplayOptions {
+    /// Defaults: the given scale, every cycle, 1 core granted, a crawl of 4
+    /// units per cycle.
+    pub fn new(scale: f64) -> Self {
+        ReplayOptions {
+            scale,
+            cycles: None,
+            cores_granted: 1.0,
+            crawl_units_per_cycle: 4,
+            on_cycle_start: None,
+            on_cycle_end: None,
+        }
+    }
+}
+
+/// The lower bound of a cycle at a scale, µs: the larger of its critical
+/// path (resolve, then the slowest bin's walk CPU plus its sims' CPU and I/O
+/// in sequence) and its total CPU divided by the granted cores.
+pub fn lower_bound_us(case: &CycleCase, scale: f64, cores_granted: f64) -> u64 {
+    let mut total_cpu = case.resolve_cpu_us as f64;
+    let mut slowest_bin = 0f64;
+    for bin in &case.bins {
+        let mut span = 0f64;
+        for &pi in bin {
+            let p = &case.paths[pi as usize];
+            span += p.walk_cpu_us as f64;
+            total_cpu += p.walk_cpu_us as f64;
+            if let Some(s) = &p.sim {
+                span += (s.cpu_us + s.io_us) as f64;
+                total_cpu += s.cpu_us as f64;
+            }
+        }
+        slowest_bin = slowest_bin.max(span);
+    }
+    let critical = case.resolve_cpu_us as f64 + slowest_bin;
+    (critical.max(total_cpu / cores_granted.max(1e-9)) * scale).round() as u64
+}
+
+/// Replays `corpus` through `host` on an open-loop arrival schedule.
+pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) -> Result<ReplayResult, ReplayError> {
+    if !(opts.scale.is_finite() && opts.scale > 0.0) {
+        return Err(ReplayError::BadScale(opts.scale));
+    }
+    let scale = Scale(opts.scale);
+    let n = opts.cycles.map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len()));
+    let interval_us = scale.us(corpus.header.cycle_interval_us);
+    let threshold = corpus.header.profit_threshold;
+    let probe = corpus.cycles.iter().flat_map(|c| c.paths.first()).next().cloned();
+
+    let t0 = Instant::now();
+    let now_us = || t0.elapsed().as_micros() as u64;
+    let mut pools = Arc::new(corpus.pools.clone());
+    let mut records = Vec::with_capacity(n);
+    let mut outcomes = Vec::new();
+    let mut background = BackgroundRecord::default();
+    let mut poolupd: Vec<Receipt> = Vec::new();
+    let mut crawl: VecDeque<Receipt> = VecDeque::new();
+
+    for (i, case) in corpus.cycles.iter().take(n).enumerate() {
+        let cycle = case.index;
+        let intended = i as u64 * interval_us;
+        // The registration crawl: collect resolved receipts from the front
+        // of its window, then submit while the window has room. It never
+        // blocks the cycles and never drops a unit: with the window full it
+        // simply stops submitting until the host resolves the oldest.
+        if let Some(probe) = &probe {
+            while let Some(front) = crawl.front_mut() {
+                match front.now_or_never() {
+                    Some(Ok(_)) => background.crawl_completed += 1,
+                    Some(Err(_)) => background.terminal += 1,
+                    None => break,
+                }
+                crawl.pop_front();
+            }
+            for _ in 0..opts.crawl_units_per_cycle {
+                if crawl.len() >= CRAWL_WINDOW {
+                    break;
+                }
+                match host.background(WorkerRole::Registrar, scale.us(CRAWL_UNIT_CPU_US), pools.clone(), probe.clone()) {
+                    Ok(r) => {
+                        background.crawl_submitted += 1;
+                        crawl.push_back(r)
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        let now = now_us();
+        if now < intended {
+            std::thread::sleep(Duration::from_micros(intended - now));
+        }
+        if let Some(f) = opts.on_cycle_start.as_mut() {
+            f(cycle);
+        }
+        let start_us = now_us();
+        let case = Arc::new(case.clone());
+
+        if let Some(probe) = &probe {
+            let cpu = scale.us(case.poolupd_cpu_us as u64);
+            if let Ok(r) = host.background(WorkerRole::PoolStateUpdater, cpu, pools.clone(), probe.clone()) {
+                background.poolupd_submitted += 1;
+                poolupd.push(r);
+            }
+        }
+
+        pools = host
+            .resolve(pools.clone(), case.clone(), scale)
+            .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Resolve, reason })?;
+
+        let shared = Arc::new(CycleShared { case: case.clone(), pools: pools.clone(), threshold, scale });
+        let (sender, drain) = outcome_pipe(cycle as u64, case.paths.len());
+        let witnesses = case
+            .bins
+            .iter()
+            .map(|bin| BinWitness::new(cycle as u64, bin.iter().map(|&pi| case.paths[pi as usize].id).collect(), sender.clone()))
+            .collect();
+        drop(sender);
+        let (bins, merged) = host
+            .solve(shared, witnesses, drain)
+            .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Solver, reason })?;
+        let end_us = now_us();
+        let bins = bins
+            .into_iter()
+            .enumerate()
+            .map(|(b, r)| {
+                // A dead walk: its witness delivered LaneDeath for what it owed.
+                r.unwrap_or(BinRecord { bin: b as u32, paths: case.bins[b].len() as u32, walk_us: 0, sim_latency_us: vec![] })
+            })
+            .collect();
+        let mut rows = merged.unwrap_or_default();
+        rows.sort_by_key(|(p, _)| *p);
+        outcomes.extend(rows.into_iter().map(|(path, outcome)| OutcomeRow { cycle, path, outcome }));
+
+        let record = CycleRecord {
+            cycle,
+            intended_start_us: intended,
+            start_us,
+            end_us,
+            lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
+            bins,
+        };
+        if let Some(f) = opts.on_cycle_end.as_mut() {
+            f(&record);
+        }
+        records.push(record);
+    }
+    for r in poolupd {
+        settle(r, &mut background.poolupd_completed, &mut background.terminal);
+    }
+    for r in crawl {
+        settle(r, &mut background.crawl_completed, &mut background.terminal);
+    }
+    let (parity, first_mismatch) = compare(corpus, n, &outcomes);
+    let paths = corpus.cycles.iter().take(n).map(|c| c.paths.len() as u64).sum();
+    Ok(ReplayResult { cycles: records, outcomes, paths, parity, first_mismatch, background, wall_us: now_us() })
+}
+
+fn settle(r: Receipt, completed: &mut u64, terminal: &mut u64) {
+    match r.wait() {
+        Ok(_) => *completed += 1,
+        Err(_) => *terminal += 1,
+    }
+}
+
+/// Compares produced outcomes with the golden ones of the first `n` cycles.
+pub fn compare(corpus: &Corpus, n: usize, produced: &[OutcomeRow]) -> (bool, Option<Mismatch>) {
+    let mut expected: Vec<(u32, u32, PathOutcome)> = corpus
+        .cycles
+        .iter()
+        .take(n)
+        .flat_map(|c| c.paths.iter().map(move |p| (c.index, p.id, p.expected)))
+        .collect();
+    expected.sort_by_key(|(c, p, _)| (*c, *p));
+    let mut got: Vec<&OutcomeRow> = produced.iter().collect();
+    got.sort_by_key(|r| (r.cycle, r.path));
+    let mut e = expected.iter().peekable();
+    let mut g = got.iter().peekable();
+    loop {
+        match (e.peek(), g.peek()) {
+            (None, None) => return (true, None),
+            (Some(&&(c, p, o)), Some(&&r)) if (c, p) == (r.cycle, r.path) => {
+                if o != r.outcome {
+                    return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: Some(r.outcome) }));
+                }
+                e.next();
+                g.next();
+            }
+            (Some(&&(c, p, o)), Some(&&r)) if (c, p) < (r.cycle, r.path) => {
+                return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: None }))
+            }
+            (Some(_), Some(&&r)) | (None, Some(&&r)) => {
+                return (false, Some(Mismatch { cycle: r.cycle, path: r.path, expected: None, got: Some(r.outcome) }))
+            }
+            (Some(&&(c, p, o)), None) => {
+                return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: None }))
+            }
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The unit bodies of a solve cycle: resolve, a bin's walk, a simulation, the
+//! merge, a pool update and a registration-crawl step.
+//!
+//! Every body is a future so both bindings can run it: the pinned binding
+//! blocks its seat on it, the serial binding interleaves it with the host's
+//! other granted units at its await points (a walk yields at each sim join).
+//! CPU is spent by [`crate::cpu::burn_cpu_us`] on real arithmetic; I/O waits
+//! are Tokio timers. Outcomes come only from the corpus (`DESIGN.md` §5).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet::ledger::BinWitness;
+use fleet::receipt::UnitValue;
+use fleet::{FailReason, PathOutcome, WorkerRole};
+use fleet_bindings::{FleetHandle, SeatCtx, UnitBody};
+use futures::future::BoxFuture;
+use futures::FutureExt;
+
+use crate::corpus::{CycleCase, PathCase, SimCase};
+use crate::pools::PoolSet;
+use crate::replay::record::BinRecord;
+
+/// Scales a corpus duration (µs at scale 1) to this run's scale.
+#[derive(Debug, Clone, Copy)]
+pub struct Scale(pub f64);
+
+impl Scale {
+    /// `us × scale`, rounded, in µs.
+    pub fn us(self, us: u64) -> u64 {
+        (us as f64 * self.0).round() as u64
+    }
+}
+
+/// What every unit of one cycle shares.
+pub struct CycleShared {
+    /// The corpus cycle.
+    pub case: Arc<CycleCase>,
+    /// The pool states this cycle is solved on (after its swaps).
+    pub pools: Arc<PoolSet>,
+    /// Profit threshold (start-token units).
+    pub threshold: u128,
+    /// Time scale.
+    pub scale: Scale,
+}
+
+/// Resolves a cycle: applies its swaps to the previous pool states and
+/// spends the cycle's resolve CPU. Returns the states the cycle solves on.
+pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolSet> {
+    let mut next = prev.clone();
+    next.apply(&case.swaps);
+    if let Some(path) = case.paths.first() {
+        crate::cpu::burn_cpu_us(scale.us(case.resolve_cpu_us as u64), &next, path);
+    }
+    Arc::new(next)
+}
+
+/// The resolve as a fleet Resolve unit; its value is the new `Arc<PoolSet>`.
+pub fn resolve_body(prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> UnitBody {
+    Box::new(move |_ctx: SeatCtx| async move { Box::new(resolve_step(&prev, &case, scale)) as UnitValue }.boxed())
+}
+
+/// Runs one simulation: its CPU, then its I/O wait on a Tokio timer (a Tokio
+/// runtime must be current). Returns whether it reverted (a corpus fact).
+pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> bool {
+    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path);
+    let wait = scale.us(sim.io_us as u64);
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_micros(wait)).await;
+    }
+    sim.reverts
+}
+
+/// As [`simulate`], blocking the calling thread for the I/O wait (for the
+/// thread-per-sim baseline).
+pub fn simulate_blocking(sim: &SimCase, pools: &PoolSet, path: &PathCase, scale: Scale) -> bool {
+    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), pools, path);
+    let wait = scale.us(sim.io_us as u64);
+    if wait > 0 {
+        std::thread::sleep(Duration::from_micros(wait));
+    }
+    sim.reverts
+}
+
+/// A simulation as a fleet SimDriver unit; its value is whether it reverted.
+pub fn sim_body(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> UnitBody {
+    Box::new(move |_ctx: SeatCtx| async move { Box::new(simulate(sim, pools, path, scale).await) as UnitValue }.boxed())
+}
+
+/// How a walk runs one path's simulation and joins it: returns whether the
+/// sim reverted, or why it could not run. The fleet submits a SimDriver
+/// unit; the baselines the fleet replaces use their own mechanisms.
+pub type SimJoin = Arc<dyn Fn(SimCase, Arc<PoolSet>, PathCase) -> BoxFuture<'static, Result<bool, FailReason>> + Send + Sync>;
+
+/// Walks one bin: for each of its paths, spend the path's walk CPU, solve it
+/// exactly, join its simulation when it has one, and deliver the outcome
+/// through the bin's witness (which patches `Failed(LaneDeath)` for every
+/// path still owed if the walk dies). Returns the bin's [`BinRecord`].
+pub async fn walk_bin(shared: Arc<CycleShared>, bin: usize, mut witness: BinWitness, join: SimJoin) -> BinRecord {
+    let started = Instant::now();
+    let case = &shared.case;
+    let mut sims = Vec::new();
+    for &pi in &case.bins[bin] {
+        let path = &case.paths[pi as usize];
+        crate::cpu::burn_cpu_us(shared.scale.us(path.walk_cpu_us as u64), &shared.pools, path);
+        let solved = crate::solve::solve_path(&shared.pools, path, shared.threshold);
+        let outcome = match &path.sim {
+            None => solved,
+            Some(sim) => {
+                let t = Instant::now();
+                let reverted = join(sim.clone(), shared.pools.clone(), path.clone()).await;
+                sims.push(t.elapsed().as_micros() as u64);
+                match reverted {
+                    Ok(true) => PathOutcome::Failed { reason: FailReason::SimReverted },
+                    Ok(false) => solved,
+                    Err(reason) => PathOutcome::Failed { reason },
+                }
+            }
+        };
+        witness.deliver(path.id, outcome);
+    }
+    BinRecord {
+        bin: bin as u32,
+        paths: case.bins[bin].len() as u32,
+        walk_us: started.elapsed().as_micros() as u64,
+        sim_latency_us: sims,
+    }
+}
+
+/// The fleet's sim join: submit a SimDriver unit and await its receipt.
+pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale) -> SimJoin {
+    Arc::new(move |sim: SimCase, pools: Arc<PoolSet>, path: PathCase| {
+        let submitted = fleet.submit(WorkerRole::SimDriver, None, sim_body(sim, pools, path, scale));
+        async move {
+            let receipt = submitted.map_err(|_| FailReason::SimRefused)?;
+            match receipt.await {
+                Ok(value) => value.downcast::<bool>().map(|b| *b).map_err(|_| FailReason::LaneDeath),
+                Err(_) => Err(FailReason::LaneDeath),
+            }
+        }
+        .boxed()
+    })
+}
+
+/// A bin's walk as a fleet Solver unit; its value is the [`BinRecord`].
+pub fn walk_body(shared: Arc<CycleShared>, bin: usize, witness: BinWitness) -> UnitBody {
+    Box::new(move |ctx: SeatCtx| {
+        let join = fleet_sim_join(ctx.fleet.clone(), shared.scale);
+        async move { Box::new(walk_bin(shared, bin, witness, join).await) as UnitValue }.boxed()
+    })
+}
+
+/// Background CPU of a deferrable role (a pool update or a crawl step).
+pub fn background_body(cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> UnitBody {
+    Box::new(move |_ctx: SeatCtx| {
+        async move {
+            crate::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            Box::new(()) as UnitValue
+        }
+        .boxed()
+    })
+}
