@@ -14,7 +14,9 @@ use fleet_bench::report::{
 };
 
 fn sim_histogram(logs: &[HdrLog]) -> anyhow::Result<Option<hdrhistogram::Histogram<u64>>> {
-    let log = logs.iter().find(|l| l.file_name == Metric::SimLatency.file_name());
+    let log = logs
+        .iter()
+        .find(|l| l.file_name == Metric::SimLatency.file_name());
     Ok(log.map(|l| read_log_histogram(&l.bytes)).transpose()?)
 }
 
@@ -27,7 +29,13 @@ fn main() -> anyhow::Result<()> {
     let (pile, pile_logs) = sample_run_with_logs("pile of pools", SampleShape::PILE, 333, 1.0, 11);
     write_report_dir(&out.join("run"), &fleet, &fleet_logs, b"")?;
     let sims = vec![sim_histogram(&fleet_logs)?, sim_histogram(&pile_logs)?];
-    write_compare_dir(&out.join("compare"), &CompareReport { runs: vec![fleet, pile] }, &sims)?;
+    write_compare_dir(
+        &out.join("compare"),
+        &CompareReport {
+            runs: vec![fleet, pile],
+        },
+        &sims,
+    )?;
     println!("wrote {}/run and {}/compare", out.display(), out.display());
     Ok(())
 }

@@ -2,3 +2,7 @@
 pub mod probe;
 pub mod report;
 pub mod cmd;
+pub mod profiler;
+pub mod ops;
+pub mod baseline;
+pub mod lab;

@@ -4,7 +4,9 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fleet_bench::report::hdr::{HIGHEST_TICKS, TICKS_PER_UNIT};
-use fleet_bench::report::{read_interval_log, read_log_histogram, LatencyRecorder, Metric, ReportError};
+use fleet_bench::report::{
+    read_interval_log, read_log_histogram, LatencyRecorder, Metric, ReportError,
+};
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 
 /// Within HdrHistogram's 3-significant-digit resolution (≤ 0.1 %).
@@ -38,7 +40,10 @@ fn percentiles_of_a_skewed_sample_find_the_tail() {
     let p = r.percentiles();
     assert!(close(p.p50, 10.0) && close(p.p95, 10.0), "{p:?}");
     assert!(close(p.p99, 400.0), "{p:?}");
-    assert!(close(p.mean, (980.0 * 10.0 + 20.0 * 400.0) / 1000.0), "{p:?}");
+    assert!(
+        close(p.mean, (980.0 * 10.0 + 20.0 * 400.0) / 1000.0),
+        "{p:?}"
+    );
 }
 
 #[test]
@@ -61,7 +66,10 @@ fn no_percentile_exceeds_the_exact_max() {
     }
     let p = r.percentiles();
     assert_eq!(p.max, 78.741);
-    assert_eq!(p.p99, 78.741, "the bucket's top (78.783) is capped at the max");
+    assert_eq!(
+        p.p99, 78.741,
+        "the bucket's top (78.783) is capped at the max"
+    );
     assert!(p.p50 <= p.p95 && p.p95 <= p.p99 && p.p99 <= p.max);
 }
 
@@ -90,7 +98,10 @@ fn values_above_the_range_are_counted_not_clamped() {
     // The max is the true largest value seen (120 s), not the range's top.
     assert_eq!(p.max, 120_000.0);
     // The histogram's max is the 60 s value's bucket, not the 61 s or 120 s ones.
-    assert_eq!(r.histogram().max(), r.histogram().highest_equivalent(HIGHEST_TICKS));
+    assert_eq!(
+        r.histogram().max(),
+        r.histogram().highest_equivalent(HIGHEST_TICKS)
+    );
     assert_eq!(r.histogram().count_at(HIGHEST_TICKS), 1);
     assert!(close(p.p99, HIGHEST_TICKS as f64 / TICKS_PER_UNIT), "{p:?}");
 }
@@ -105,9 +116,15 @@ fn merge_adds_values_and_out_of_range_and_refuses_other_metrics() {
     a.merge(&b).unwrap();
     assert_eq!(a.len(), 2);
     assert_eq!(a.out_of_range(), 1);
-    assert_eq!(a.percentiles().max, HIGHEST_TICKS as f64 * 2.0 / TICKS_PER_UNIT);
+    assert_eq!(
+        a.percentiles().max,
+        HIGHEST_TICKS as f64 * 2.0 / TICKS_PER_UNIT
+    );
     let c = LatencyRecorder::new(Metric::SimLatency);
-    assert!(matches!(a.merge(&c), Err(ReportError::MetricMismatch { .. })));
+    assert!(matches!(
+        a.merge(&c),
+        Err(ReportError::MetricMismatch { .. })
+    ));
 }
 
 #[test]
@@ -148,7 +165,8 @@ fn interval_log_round_trips_through_the_hdrhistogram_reader() {
     }
     let start = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     let mut bytes = Vec::new();
-    r.write_interval_log(&mut bytes, start, Duration::from_secs(25)).unwrap();
+    r.write_interval_log(&mut bytes, start, Duration::from_secs(25))
+        .unwrap();
     let text = String::from_utf8(bytes.clone()).unwrap();
     assert!(text.contains("out of range (not recorded): 1"), "{text}");
 
@@ -169,20 +187,40 @@ fn interval_log_round_trips_through_the_hdrhistogram_reader() {
     assert_eq!(start_time, Some(Duration::from_secs(1_700_000_000)));
     assert_eq!(intervals.len(), 3);
     let tag = Some(Metric::SimLatency.tag().to_string());
-    assert_eq!(intervals[0], (tag.clone(), Duration::ZERO, Duration::from_secs(10)));
-    assert_eq!(intervals[1], (tag.clone(), Duration::from_secs(10), Duration::from_secs(10)));
-    assert_eq!(intervals[2], (tag, Duration::from_secs(20), Duration::from_secs(5)));
+    assert_eq!(
+        intervals[0],
+        (tag.clone(), Duration::ZERO, Duration::from_secs(10))
+    );
+    assert_eq!(
+        intervals[1],
+        (
+            tag.clone(),
+            Duration::from_secs(10),
+            Duration::from_secs(10)
+        )
+    );
+    assert_eq!(
+        intervals[2],
+        (tag, Duration::from_secs(20), Duration::from_secs(5))
+    );
 
     // And the decoded histograms hold the same counts.
     let decoded = read_interval_log(&bytes).unwrap();
     let counts: Vec<u64> = decoded.iter().map(|i| i.histogram.len()).collect();
     assert_eq!(counts, [500, 300, 100]);
-    assert_eq!(decoded[0].histogram.max(), r.histogram().highest_equivalent(3500));
+    assert_eq!(
+        decoded[0].histogram.max(),
+        r.histogram().highest_equivalent(3500)
+    );
     let whole = read_log_histogram(&bytes).unwrap();
     assert_eq!(whole.len(), r.len());
     assert_eq!(whole.len(), 900);
     for q in [0.5, 0.9, 0.99, 1.0] {
-        assert_eq!(whole.value_at_quantile(q), r.histogram().value_at_quantile(q), "q {q}");
+        assert_eq!(
+            whole.value_at_quantile(q),
+            r.histogram().value_at_quantile(q),
+            "q {q}"
+        );
     }
 }
 
@@ -190,7 +228,9 @@ fn interval_log_round_trips_through_the_hdrhistogram_reader() {
 fn a_recorder_without_intervals_writes_one_whole_run_interval() {
     let mut r = LatencyRecorder::new(Metric::Makespan);
     r.record_ms(200.0);
-    let log = r.to_hdr_log(SystemTime::now(), Duration::from_secs(3)).unwrap();
+    let log = r
+        .to_hdr_log(SystemTime::now(), Duration::from_secs(3))
+        .unwrap();
     assert_eq!(log.file_name, "makespan.hlog");
     let read = read_interval_log(&log.bytes).unwrap();
     assert_eq!(read.len(), 1);
@@ -201,5 +241,8 @@ fn a_recorder_without_intervals_writes_one_whole_run_interval() {
 #[test]
 fn a_garbled_log_is_refused() {
     let bad = b"#[StartTime: 1 (seconds since epoch)]\n0.000,1.000,0.2,HISTnotbase64!!\n";
-    assert!(matches!(read_interval_log(bad), Err(ReportError::HdrLog { .. })));
+    assert!(matches!(
+        read_interval_log(bad),
+        Err(ReportError::HdrLog { .. })
+    ));
 }

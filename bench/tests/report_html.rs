@@ -33,12 +33,17 @@ fn texts(svg: &str) -> Vec<String> {
 const AXES: [(&str, &str); 4] = [
     ("cycle makespan, ms (log scale)", "fraction of cycles ≤ x"),
     ("bin index", "walk time, ms"),
-    ("percentile (log scale of 1 / (1 − q))", "sim latency, ms (log scale)"),
+    (
+        "percentile (log scale of 1 / (1 − q))",
+        "sim latency, ms (log scale)",
+    ),
     ("time since the run started, s", "cycle makespan, ms"),
 ];
 
 fn assert_offline(page: &str) {
-    for banned in ["<script", "<link", "src=", "@import", "url(", "<iframe", "<img", "<object"] {
+    for banned in [
+        "<script", "<link", "src=", "@import", "url(", "<iframe", "<img", "<object",
+    ] {
         assert!(!page.contains(banned), "page contains {banned:?}");
     }
     // The only "http" on the page is the SVG namespace, which is a name,
@@ -58,11 +63,19 @@ fn check_page(page: &str, runs: &[RunReport]) {
     let table_start = page.find("<table id=\"summary\">").expect("summary table");
     let table = &page[table_start..table_start + page[table_start..].find("</table>").unwrap()];
     for c in &COLUMNS {
-        assert!(table.contains(&format!("<th>{}</th>", c.header)), "column {}", c.header);
+        assert!(
+            table.contains(&format!("<th>{}</th>", c.header)),
+            "column {}",
+            c.header
+        );
     }
     assert_eq!(table.matches("<tr>").count(), 1 + runs.len());
     for r in runs {
-        assert!(table.contains(&format!("<td class=\"\">{}</td>", r.label)), "row for {}", r.label);
+        assert!(
+            table.contains(&format!("<td class=\"\">{}</td>", r.label)),
+            "row for {}",
+            r.label
+        );
     }
     assert!(page.contains("<table id=\"details\">"));
 
@@ -72,13 +85,26 @@ fn check_page(page: &str, runs: &[RunReport]) {
     for (i, svg) in svgs.iter().enumerate() {
         let t = texts(svg);
         let (x, y) = AXES[i.min(3)];
-        assert!(t.iter().any(|s| s == x), "svg {i} lacks x axis label {x:?}: {t:?}");
-        assert!(t.iter().any(|s| s == y), "svg {i} lacks y axis label {y:?}: {t:?}");
+        assert!(
+            t.iter().any(|s| s == x),
+            "svg {i} lacks x axis label {x:?}: {t:?}"
+        );
+        assert!(
+            t.iter().any(|s| s == y),
+            "svg {i} lacks y axis label {y:?}: {t:?}"
+        );
         let numeric_ticks = t.iter().filter(|s| s.parse::<f64>().is_ok()).count();
         if i != 2 {
-            assert!(numeric_ticks >= 4, "svg {i} has {numeric_ticks} numeric tick labels");
+            assert!(
+                numeric_ticks >= 4,
+                "svg {i} has {numeric_ticks} numeric tick labels"
+            );
         }
-        let labels: Vec<&RunReport> = if i < 3 { runs.iter().collect() } else { vec![&runs[i - 3]] };
+        let labels: Vec<&RunReport> = if i < 3 {
+            runs.iter().collect()
+        } else {
+            vec![&runs[i - 3]]
+        };
         for r in labels {
             assert!(
                 t.iter().any(|s| s.contains(&r.label)),
@@ -91,12 +117,18 @@ fn check_page(page: &str, runs: &[RunReport]) {
     // Percentile ticks on the sim plot.
     let sim = texts(svgs[2]);
     for p in ["90%", "99%", "99.9%"] {
-        assert!(sim.iter().any(|s| s == p), "sim plot lacks the {p} tick: {sim:?}");
+        assert!(
+            sim.iter().any(|s| s == p),
+            "sim plot lacks the {p} tick: {sim:?}"
+        );
     }
     // Bin ticks on the bin plot.
     let bins = texts(svgs[1]);
     for b in 0..6 {
-        assert!(bins.iter().any(|s| *s == format!("bin {b}")), "bin {b} tick missing");
+        assert!(
+            bins.iter().any(|s| *s == format!("bin {b}")),
+            "bin {b} tick missing"
+        );
     }
 }
 
@@ -105,7 +137,10 @@ fn one_run_page_has_table_four_plots_and_no_fetches() {
     let runs = vec![sample_run("fleet auto", SampleShape::FLEET, 120, 1.0, 5)];
     let page = render_html(&runs).unwrap();
     check_page(&page, &runs);
-    assert!(page.contains("(percentiles only)"), "no histogram given: percentile points");
+    assert!(
+        page.contains("(percentiles only)"),
+        "no histogram given: percentile points"
+    );
 }
 
 #[test]
@@ -122,7 +157,10 @@ fn compare_page_puts_every_run_on_the_shared_charts() {
 #[test]
 fn a_histogram_gives_the_full_sim_spectrum() {
     let (run, logs) = sample_run_with_logs("fleet auto", SampleShape::FLEET, 60, 0.1, 5);
-    let log = logs.iter().find(|l| l.file_name == Metric::SimLatency.file_name()).unwrap();
+    let log = logs
+        .iter()
+        .find(|l| l.file_name == Metric::SimLatency.file_name())
+        .unwrap();
     let h = read_log_histogram(&log.bytes).unwrap();
     assert_eq!(h.len(), run.sim_latency_ms.count);
     let runs = vec![run];

@@ -23,16 +23,48 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
     assert_eq!(
         keys(&v),
         set(&[
-            "label", "profile", "binding", "oversubscribed", "scale", "cycles", "paths",
-            "outcomes", "parity", "first_mismatch", "makespan_ms",
-            "makespan_over_lower_bound", "bin_walk_ms", "sim_latency_ms", "threads",
-            "cpu_seconds", "wall_seconds", "throttle", "posture", "perf_counters",
-            "histograms_out_of_range", "per_cycle", "timeline", "machine", "corpus",
+            "label",
+            "profile",
+            "binding",
+            "oversubscribed",
+            "scale",
+            "cycles",
+            "paths",
+            "outcomes",
+            "parity",
+            "first_mismatch",
+            "makespan_ms",
+            "makespan_over_lower_bound",
+            "bin_walk_ms",
+            "sim_latency_ms",
+            "threads",
+            "cpu_seconds",
+            "wall_seconds",
+            "throttle",
+            "posture",
+            "perf_counters",
+            "histograms_out_of_range",
+            "per_cycle",
+            "timeline",
+            "machine",
+            "corpus",
         ])
     );
-    assert_eq!(keys(&v["outcomes"]), set(&["solved", "suppressed", "failed"]));
-    for p in ["makespan_ms", "makespan_over_lower_bound", "bin_walk_ms", "sim_latency_ms"] {
-        assert_eq!(keys(&v[p]), set(&["p50", "p95", "p99", "max", "mean", "count"]), "{p}");
+    assert_eq!(
+        keys(&v["outcomes"]),
+        set(&["solved", "suppressed", "failed"])
+    );
+    for p in [
+        "makespan_ms",
+        "makespan_over_lower_bound",
+        "bin_walk_ms",
+        "sim_latency_ms",
+    ] {
+        assert_eq!(
+            keys(&v[p]),
+            set(&["p50", "p95", "p99", "max", "mean", "count"]),
+            "{p}"
+        );
     }
     assert_eq!(
         keys(&v["threads"]),
@@ -49,21 +81,39 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
     );
     assert_eq!(
         keys(&v["per_cycle"][0]),
-        set(&["cycle", "intended_start_ms", "makespan_ms", "lower_bound_ms", "bins_walk_ms"])
+        set(&[
+            "cycle",
+            "intended_start_ms",
+            "makespan_ms",
+            "lower_bound_ms",
+            "bins_walk_ms"
+        ])
     );
     assert_eq!(keys(&v["timeline"][0]), set(&["t_ms", "kind", "detail"]));
     assert_eq!(keys(&v["machine"]), set(&["cpus", "quota"]));
     assert_eq!(keys(&v["corpus"]), set(&["path", "version", "checksum"]));
-    assert!(v["first_mismatch"].is_null(), "absent parts are null, never left out");
+    assert!(
+        v["first_mismatch"].is_null(),
+        "absent parts are null, never left out"
+    );
 }
 
 #[test]
 fn timeline_kinds_are_snake_case_and_exhaustive() {
     let names: Vec<String> = TimelineKind::ALL
         .iter()
-        .map(|k| serde_json::to_value(k).unwrap().as_str().unwrap().to_string())
+        .map(|k| {
+            serde_json::to_value(k)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(names, ["posture_enter", "posture_exit", "throttle", "retune"]);
+    assert_eq!(
+        names,
+        ["posture_enter", "posture_exit", "throttle", "retune"]
+    );
     for k in TimelineKind::ALL {
         assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());
     }
@@ -72,11 +122,19 @@ fn timeline_kinds_are_snake_case_and_exhaustive() {
 #[test]
 fn counters_are_a_number_or_a_skip_reason() {
     let v = CounterValue::Value(42);
-    let s = CounterValue::Skipped { skipped: "not supported".into() };
+    let s = CounterValue::Skipped {
+        skipped: "not supported".into(),
+    };
     assert_eq!(serde_json::to_string(&v).unwrap(), "42");
-    assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"skipped":"not supported"}"#);
+    assert_eq!(
+        serde_json::to_string(&s).unwrap(),
+        r#"{"skipped":"not supported"}"#
+    );
     assert_eq!(serde_json::from_str::<CounterValue>("42").unwrap(), v);
-    assert_eq!(serde_json::from_str::<CounterValue>(r#"{"skipped":"not supported"}"#).unwrap(), s);
+    assert_eq!(
+        serde_json::from_str::<CounterValue>(r#"{"skipped":"not supported"}"#).unwrap(),
+        s
+    );
 }
 
 #[test]
@@ -86,8 +144,13 @@ fn a_report_with_a_mismatch_round_trips_exactly() {
     r.first_mismatch = Some(Mismatch {
         cycle: 4,
         path: 17,
-        expected: PathOutcome::Solved { amount_in: (1u128 << 100) + 3, profit: 99 },
-        got: PathOutcome::Failed { reason: FailReason::LaneDeath },
+        expected: Some(PathOutcome::Solved {
+            amount_in: (1u128 << 100) + 3,
+            profit: 99,
+        }),
+        got: Some(PathOutcome::Failed {
+            reason: FailReason::LaneDeath,
+        }),
     });
     r.throttle = None;
     r.perf_counters = None;
@@ -96,8 +159,13 @@ fn a_report_with_a_mismatch_round_trips_exactly() {
     let back: RunReport = serde_json::from_str(&json).unwrap();
     assert_eq!(back, r);
     let v: Value = serde_json::from_str(&json).unwrap();
-    assert_eq!(v["first_mismatch"]["expected"]["amount_in"], "1267650600228229401496703205379");
-    assert!(v["throttle"].is_null() && v["perf_counters"].is_null() && v["machine"]["quota"].is_null());
+    assert_eq!(
+        v["first_mismatch"]["expected"]["amount_in"],
+        "1267650600228229401496703205379"
+    );
+    assert!(
+        v["throttle"].is_null() && v["perf_counters"].is_null() && v["machine"]["quota"].is_null()
+    );
 }
 
 #[test]
@@ -105,13 +173,25 @@ fn outcome_counts_add_by_kind() {
     let mut c = OutcomeCounts::default();
     for o in [
         PathOutcome::Suppressed,
-        PathOutcome::Solved { amount_in: 1, profit: 1 },
-        PathOutcome::Failed { reason: FailReason::SimReverted },
+        PathOutcome::Solved {
+            amount_in: 1,
+            profit: 1,
+        },
+        PathOutcome::Failed {
+            reason: FailReason::SimReverted,
+        },
         PathOutcome::Suppressed,
     ] {
         c.add(&o);
     }
-    assert_eq!(c, OutcomeCounts { solved: 1, suppressed: 2, failed: 1 });
+    assert_eq!(
+        c,
+        OutcomeCounts {
+            solved: 1,
+            suppressed: 2,
+            failed: 1
+        }
+    );
     assert_eq!(c.total(), 4);
 }
 
@@ -123,6 +203,9 @@ fn the_sample_is_deterministic_and_consistent() {
     assert_eq!(a.per_cycle.len(), 50);
     assert_eq!(a.outcomes.total(), a.paths);
     assert_eq!(a.makespan_ms.count, 50);
-    assert!(a.per_cycle.iter().all(|c| c.makespan_ms >= c.lower_bound_ms && c.bins_walk_ms.len() == 6));
+    assert!(a
+        .per_cycle
+        .iter()
+        .all(|c| c.makespan_ms >= c.lower_bound_ms && c.bins_walk_ms.len() == 6));
     assert!(a.makespan_over_lower_bound.p50 >= 1.0);
 }

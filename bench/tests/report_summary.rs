@@ -30,11 +30,18 @@ fn compare_table_has_a_header_a_rule_and_one_aligned_row_per_run() {
     // the header's "p50 ms" ends where each row's p50 value ends.
     let end = lines[0].find("p50 ms").unwrap() + "p50 ms".len();
     assert_eq!(&lines[2][end - 3..end], "177");
-    assert!(lines[2].contains(" 352 ") || lines[2].contains(" 352.2"), "{}", lines[2]);
+    assert!(
+        lines[2].contains(" 352 ") || lines[2].contains(" 352.2"),
+        "{}",
+        lines[2]
+    );
     assert!(lines[3].trim_end().ends_with("FAIL"));
     assert!(lines[2].trim_end().ends_with("ok"));
     // A run without throttle figures shows a dash, not a zero.
-    let throttle_col = COLUMNS.iter().position(|c| c.header == "throttle ev").unwrap();
+    let throttle_col = COLUMNS
+        .iter()
+        .position(|c| c.header == "throttle ev")
+        .unwrap();
     assert_eq!((COLUMNS[throttle_col].cell)(&runs[1]), "-");
 }
 
@@ -55,9 +62,23 @@ fn run_summary_names_every_part() {
     r.histograms_out_of_range = 3;
     let s = render_run_summary(&r);
     for part in [
-        "run:", "machine:", "outcomes:", "parity:     ok", "makespan:", "/lower bd:", "bin walk:",
-        "sim:", "threads:", "cpu:", "throttle:", "posture:", "perf:", "WARNING:", "3 values above",
-        "instructions skipped (not supported)", "from injected",
+        "run:",
+        "machine:",
+        "outcomes:",
+        "parity:     ok",
+        "makespan:",
+        "/lower bd:",
+        "bin walk:",
+        "sim:",
+        "threads:",
+        "cpu:",
+        "throttle:",
+        "posture:",
+        "perf:",
+        "WARNING:",
+        "3 values above",
+        "instructions skipped (not supported)",
+        "from injected",
     ] {
         assert!(s.contains(part), "{part:?} missing in\n{s}");
     }

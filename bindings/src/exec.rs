@@ -109,9 +109,11 @@ impl Lane {
                     role = %seat.role, seat = seat.index, unit = meta.id, %message,
                     "lane death: a unit panicked; its owed paths are failed, the posture cordons until a fresh process"
                 );
-                receipt.terminal(TerminalReason::Panicked { message });
+                // Latch first: whoever sees the terminal receipt already
+                // sees the cordon.
                 self.posture.mark_lane_death();
                 self.waker.notify(self.posture.seq());
+                receipt.terminal(TerminalReason::Panicked { message });
             }
         }
         self.fleet.inner.host.seat_done(seat, meta.id);

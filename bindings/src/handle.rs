@@ -35,6 +35,11 @@ where
 }
 
 /// What a running unit knows about where it runs.
+///
+/// Inside a body, await receipts (`receipt.await`); never call
+/// `Receipt::wait` there: on the serial binding that would block the one
+/// thread the awaited unit needs. `FleetHandle::submit` itself is a short
+/// synchronous round trip to the pump thread and is fine on either binding.
 #[derive(Clone, Debug)]
 pub struct SeatCtx {
     /// The seat the pump granted (role and index).

@@ -102,9 +102,18 @@ fn drive(quota: f64, profile: Profile, binding: Binding) {
     drop(handle);
     let report = fleet.shutdown().expect("clean shutdown");
     assert!(report.pump.conserved());
+    // Every thread was joined; the kernel may list a joined thread in
+    // /proc/self/task for a moment after it exits, so allow it to be reaped.
+    let gone = (0..500).any(|_| {
+        let none = fleet_threads().is_empty();
+        if !none {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        none
+    });
     assert!(
-        fleet_threads().is_empty(),
-        "{binding}: fleet threads left after shutdown: {:?}",
+        gone,
+        "{binding}: fleet threads left 5 s after shutdown: {:?}",
         fleet_threads()
     );
 }

@@ -44,6 +44,18 @@ impl Default for PumpConfig {
     }
 }
 
+impl From<PumpConfig> for crate::pump::PumpConfig {
+    /// The pump's timing from the config (the backstop is always enabled:
+    /// only tests switch it off).
+    fn from(c: PumpConfig) -> Self {
+        crate::pump::PumpConfig {
+            backstop_interval_ms: c.backstop_interval_ms,
+            stall_ticks: c.stall_ticks,
+            ..crate::pump::PumpConfig::default()
+        }
+    }
+}
+
 /// The whole fleet configuration. `Default` is the design's defaults.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -29,3 +29,4 @@ pub mod quota;
 pub mod posture;
 pub mod status;
 pub mod config;
+pub mod telemetry;

@@ -218,7 +218,15 @@ impl<P: Send + 'static> HostShell<P> {
                 .armed
                 .and_then(|(_, deadline)| deadline)
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            let (input, pending) = match self.inbox.recv(timeout) {
+            // A due tick goes first, so a steady stream of messages cannot
+            // postpone the backstop (it fires at least once per interval).
+            let due = timeout == Some(Duration::ZERO);
+            let received = if due {
+                InboxRecv::Timeout
+            } else {
+                self.inbox.recv(timeout)
+            };
+            let (input, pending) = match received {
                 InboxRecv::Msg(ShellMsg::Enqueue(mut p)) => {
                     let payload = p
                         .payload

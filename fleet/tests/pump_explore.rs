@@ -75,3 +75,37 @@ fn without_the_backstop_the_exploration_reports_a_liveness_violation() {
         report.liveness
     );
 }
+
+/// The larger bound: queue capacity 3, three solver seats (walk admission
+/// 2), two sim and two registrar seats, up to 8 units (backlog ≤ 8). Run with
+/// `cargo test -p fleet --release --test pump_explore -- --ignored --nocapture`.
+#[test]
+#[ignore = "larger bound: minutes in a debug build; run on demand"]
+fn safety_and_liveness_hold_at_the_larger_bound() {
+    let layout = fleet::pump::HostLayout {
+        host: "explore-large".into(),
+        seats: vec![
+            (fleet::WorkerRole::Solver, 3),
+            (fleet::WorkerRole::SimDriver, 2),
+            (fleet::WorkerRole::Registrar, 2),
+        ],
+        queue_capacity: 3,
+        walk_admission: 2,
+        sim_slot_cap: 2,
+    };
+    let report = explore(layout, config(true), 8);
+    println!(
+        "larger bound: explored {} states, {} transitions; {} Backed states checked; {} faulted, {} loud",
+        report.states, report.transitions, report.backed_checked, report.faulted_states, report.loud_states
+    );
+    assert!(
+        report.safety.is_empty(),
+        "safety violations: {:#?}",
+        report.safety
+    );
+    assert!(
+        report.liveness.is_empty(),
+        "liveness violations: {:#?}",
+        report.liveness
+    );
+}

@@ -80,9 +80,20 @@ proptest! {
             dead |= die;
             let g = GuardSnapshot { cordoned: cordoned || dead, sim_intake_cap: cap, lane_dead: dead };
             last = g;
-            let pinned_before: Vec<(u32, Option<u32>)> = pump.seats().iter()
+            // A solver grant is a continuation when its seat held the same key
+            // before the step (pinned, or running a walk that completes in it).
+            let keys_before: Vec<(u32, Option<u32>)> = pump
+                .seats()
+                .iter()
                 .filter(|(id, _)| id.role == Solver)
-                .map(|(id, s)| (id.index, if let SlotState::Pinned { key, .. } = s { Some(*key) } else { None }))
+                .map(|(id, s)| {
+                    let key = match s {
+                        SlotState::Pinned { key, .. } => Some(*key),
+                        SlotState::Running { key, .. } => *key,
+                        _ => None,
+                    };
+                    (id.index, key)
+                })
                 .collect();
             let input = match op {
                 Op::Enqueue(r, k) => {
@@ -118,7 +129,7 @@ proptest! {
                     Effect::Grant { meta, seat, .. } => {
                         prop_assert_eq!(fate.insert(meta.id, Fate::Granted), Some(Fate::Waiting));
                         let cont = meta.role == Solver
-                            && pinned_before.iter().any(|(i, k)| *i == seat.index && *k == meta.pin_key());
+                            && keys_before.iter().any(|(i, k)| *i == seat.index && *k == meta.pin_key());
                         let class = grant_class(meta, cont);
                         prop_assert!(class >= last_class, "grant order broken: class {} after {} in {:?}", class, last_class, fx);
                         last_class = class;

@@ -239,3 +239,12 @@ fn the_waker_nudges_every_registered_host_and_the_edge_drains_a_held_backlog() {
         assert!(r.wait().is_ok());
     }
 }
+
+#[test]
+fn handles_are_clone_send_sync() {
+    fn assert_handle<T: Clone + Send + Sync + 'static>() {}
+    assert_handle::<fleet::shell::HostHandle<ReceiptSender>>();
+    fn assert_send<T: Send>() {}
+    assert_send::<HostShell<ReceiptSender>>();
+    assert_send::<fleet::receipt::Receipt>();
+}

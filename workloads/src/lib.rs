@@ -16,6 +16,7 @@ pub mod lpt;
 pub mod math;
 pub mod paths;
 pub mod pools;
+pub mod replay;
 pub mod solve;
 
 pub use corpus::{Corpus, CorpusError, CorpusHeader, CycleCase, PathCase, SimCase};

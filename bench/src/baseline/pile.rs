@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{unbounded, Sender};
-use fleet::ledger::{BinWitness, MergeDrain};
+use fleet::ledger::{BinWitness, CycleMerge};
 use fleet::receipt::{receipt_pair, Receipt};
 use fleet::{FailReason, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
@@ -18,7 +18,7 @@ use futures::FutureExt;
 
 use super::{cpu_count, SpawnCounter};
 
-type MergeJob = (MergeDrain, Sender<Merged>);
+type MergeJob = (CycleMerge, Sender<Merged>);
 
 /// The legacy design, reproduced as a comparison baseline.
 pub struct PileOfPools {
@@ -67,8 +67,8 @@ impl PileOfPools {
         let (merge_tx, merge_rx) = unbounded::<MergeJob>();
         spawned.add();
         let sidecar = std::thread::Builder::new().name("merge-sidecar".into()).spawn(move || {
-            for (drain, reply) in merge_rx {
-                let _ = reply.send(futures::executor::block_on(drain.drain()).ok());
+            for (merge, reply) in merge_rx {
+                let _ = reply.send(merge.wait().ok());
             }
         })?;
         Ok(PileOfPools {
@@ -83,19 +83,18 @@ impl PileOfPools {
         })
     }
 
-    /// Threads this baseline has spawned so far.
-    pub fn threads_spawned(&self) -> u64 {
-        self.spawned.get()
-    }
 
+    /// The legacy sim path: a permit from the `leftover × 2` semaphore, then
+    /// one short-lived OS thread per sim. Started at call time.
     fn sim_join(&self) -> SimJoin {
         let sims = self.sims.clone();
         let spawned = self.spawned.clone();
+        let handle = self.solve_rt.handle().clone();
         let scale = self.scale;
         Arc::new(move |sim, pools: Arc<PoolSet>, path: PathCase| {
             let sims = sims.clone();
             let spawned = spawned.clone();
-            async move {
+            let task = handle.spawn(async move {
                 let _permit = sims.acquire_owned().await.map_err(|_| FailReason::SimRefused)?;
                 let (tx, rx) = futures::channel::oneshot::channel();
                 spawned.add();
@@ -106,8 +105,8 @@ impl PileOfPools {
                     })
                     .map_err(|_| FailReason::SimRefused)?;
                 rx.await.map_err(|_| FailReason::LaneDeath)
-            }
-            .boxed()
+            });
+            async move { task.await.map_err(|_| FailReason::LaneDeath)? }.boxed()
         })
     }
 }
@@ -121,10 +120,10 @@ impl CycleHost for PileOfPools {
         &self,
         shared: Arc<CycleShared>,
         witnesses: Vec<BinWitness>,
-        drain: MergeDrain,
+        merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        self.merge_tx.as_ref().ok_or("merge sidecar gone")?.send((drain, reply_tx)).map_err(|e| e.to_string())?;
+        self.merge_tx.as_ref().ok_or("merge sidecar gone")?.send((merge, reply_tx)).map_err(|e| e.to_string())?;
         let walks: Vec<_> = witnesses
             .into_iter()
             .enumerate()
@@ -135,10 +134,14 @@ impl CycleHost for PileOfPools {
         Ok((bins, merged))
     }
 
+    fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
         let (tx, rx) = receipt_pair();
         self.ambient_rt.spawn_blocking(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
             tx.complete(Box::new(()));
         });
         Ok(rx)

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use fleet::ledger::{BinWitness, MergeDrain};
+use fleet::ledger::{BinWitness, CycleMerge};
 use fleet::receipt::{receipt_pair, Receipt};
 use fleet::{FailReason, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
@@ -46,10 +46,6 @@ impl PlainTokio {
         Ok(PlainTokio { rt: runtime(cpu_count(), "tokio-rt", &spawned)?, spawned })
     }
 
-    /// Threads this baseline has spawned so far (workers and blocking threads).
-    pub fn threads_spawned(&self) -> u64 {
-        self.spawned.get()
-    }
 }
 
 impl CycleHost for PlainTokio {
@@ -62,9 +58,9 @@ impl CycleHost for PlainTokio {
         &self,
         shared: Arc<CycleShared>,
         witnesses: Vec<BinWitness>,
-        drain: MergeDrain,
+        merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
-        let merge = self.rt.spawn(async move { drain.drain().await.ok() });
+        let merge = self.rt.spawn(async move { merge.run().await.ok() });
         let walks: Vec<_> = witnesses
             .into_iter()
             .enumerate()
@@ -80,10 +76,14 @@ impl CycleHost for PlainTokio {
         Ok((bins, merged))
     }
 
+    fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
         let (tx, rx) = receipt_pair();
         self.rt.spawn_blocking(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
             tx.complete(Box::new(()));
         });
         Ok(rx)
@@ -112,10 +112,6 @@ impl RayonTokio {
         Ok(RayonTokio { pool, rt: runtime(cpu_count(), "tokio-sim", &spawned)?, spawned })
     }
 
-    /// Threads this baseline has spawned so far.
-    pub fn threads_spawned(&self) -> u64 {
-        self.spawned.get()
-    }
 }
 
 impl CycleHost for RayonTokio {
@@ -127,9 +123,9 @@ impl CycleHost for RayonTokio {
         &self,
         shared: Arc<CycleShared>,
         witnesses: Vec<BinWitness>,
-        drain: MergeDrain,
+        merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
-        let merge = self.rt.spawn(async move { drain.drain().await.ok() });
+        let merge = self.rt.spawn(async move { merge.run().await.ok() });
         let handle = self.rt.handle().clone();
         let (tx, rx) = crossbeam_channel::unbounded();
         // The scope returns when every walk has finished.
@@ -153,10 +149,14 @@ impl CycleHost for RayonTokio {
         Ok((slots, merged))
     }
 
+    fn threads_spawned(&self) -> u64 {
+        self.spawned.get()
+    }
+
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
         let (tx, rx) = receipt_pair();
         self.pool.spawn(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
             tx.complete(Box::new(()));
         });
         Ok(rx)

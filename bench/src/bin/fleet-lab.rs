@@ -20,12 +20,18 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Replay the corpus through the fleet and write a report (the main job).
+    Run(cmd::run::RunArgs),
+    /// Check both bindings against the golden corpus (non-zero exit on the first difference).
+    Parity(cmd::parity::ParityArgs),
     /// Print the detected quota, the plan, the budget table and the census projection.
     Plan(cmd::plan::PlanArgs),
     /// Generate, verify or derive the golden outcome corpus.
     Corpus(cmd::corpus::CorpusArgs),
     /// Render earlier runs' reports side by side.
     Report(cmd::report::Args),
+    /// Read or retune the posture policy of a live run (its operator channel).
+    Posture(cmd::posture::PostureArgs),
 }
 
 fn main() -> ExitCode {
@@ -38,9 +44,12 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => cmd::run::run(args),
+        Command::Parity(args) => cmd::parity::run(args),
         Command::Plan(args) => cmd::plan::run(&args),
         Command::Corpus(args) => cmd::corpus::run(args),
         Command::Report(args) => cmd::report::run(args),
+        Command::Posture(args) => cmd::posture::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -5,3 +5,6 @@
 pub mod corpus;
 pub mod plan;
 pub mod report;
+pub mod posture;
+pub mod run;
+pub mod parity;

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use crate::report::{
-    load_runs, load_sim_latency, render_compare_table, render_run_summary, write_compare_dir, REPORT_HTML,
+    load_runs, load_sim_latency, render_compare_table, render_run_summary, write_compare_dir,
+    REPORT_HTML,
 };
 
 /// Arguments of `fleet-lab report`.

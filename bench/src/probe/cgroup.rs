@@ -10,6 +10,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use fleet::quota::CpuStat;
+
 /// Why a cgroup could not be made or driven. Each names the path it tried.
 #[derive(Debug, thiserror::Error)]
 pub enum CgroupError {
@@ -34,12 +36,9 @@ pub enum CgroupError {
         /// The requested cores.
         cores: f64,
     },
-    /// `cpu.stat` had no throttle counters.
-    #[error("cgroup file {path}: no throttle counters in cpu.stat")]
-    NoThrottleCounters {
-        /// The `cpu.stat` path.
-        path: PathBuf,
-    },
+    /// `cpu.stat` could not be read or parsed.
+    #[error(transparent)]
+    Stat(#[from] fleet::quota::CpuStatError),
 }
 
 /// Which cgroup version the child lives in.
@@ -50,56 +49,6 @@ pub enum CgroupVersion {
     V2,
     /// Per-controller hierarchy, `cpu.cfs_quota_us`.
     V1,
-}
-
-/// Cumulative throttle counters of a cgroup.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct ThrottleCounters {
-    /// Enforcement periods elapsed.
-    pub nr_periods: u64,
-    /// Periods in which the group was throttled.
-    pub nr_throttled: u64,
-    /// Total throttled time, µs.
-    pub throttled_us: u64,
-}
-
-impl ThrottleCounters {
-    /// Parses `cpu.stat` text (v1 `throttled_time` in ns, v2 `throttled_usec`).
-    pub fn parse(text: &str) -> Option<Self> {
-        let mut c = ThrottleCounters::default();
-        let (mut have_thr, mut have_time) = (false, false);
-        for line in text.lines() {
-            let mut it = line.split_whitespace();
-            let (Some(k), Some(v)) = (it.next(), it.next()) else { continue };
-            let Ok(v) = v.parse::<u64>() else { continue };
-            match k {
-                "nr_periods" => c.nr_periods = v,
-                "nr_throttled" => {
-                    c.nr_throttled = v;
-                    have_thr = true
-                }
-                "throttled_time" => {
-                    c.throttled_us = v / 1000;
-                    have_time = true
-                }
-                "throttled_usec" => {
-                    c.throttled_us = v;
-                    have_time = true
-                }
-                _ => {}
-            }
-        }
-        (have_thr && have_time).then_some(c)
-    }
-
-    /// The counters accumulated since `earlier`.
-    pub fn since(&self, earlier: &ThrottleCounters) -> ThrottleCounters {
-        ThrottleCounters {
-            nr_periods: self.nr_periods.saturating_sub(earlier.nr_periods),
-            nr_throttled: self.nr_throttled.saturating_sub(earlier.nr_throttled),
-            throttled_us: self.throttled_us.saturating_sub(earlier.throttled_us),
-        }
-    }
 }
 
 /// Paths to clean up on Ctrl-C: (child dir, original cgroup.procs).
@@ -182,11 +131,9 @@ impl ChildCgroup {
         }
     }
 
-    /// Reads the cumulative throttle counters.
-    pub fn counters(&self) -> Result<ThrottleCounters, CgroupError> {
-        let p = self.dir.join("cpu.stat");
-        let text = fs::read_to_string(&p).map_err(io(&p))?;
-        ThrottleCounters::parse(&text).ok_or(CgroupError::NoThrottleCounters { path: p })
+    /// Reads the cumulative throttle counters (`cpu.stat`).
+    pub fn counters(&self) -> Result<CpuStat, CgroupError> {
+        Ok(CpuStat::read(&self.dir)?)
     }
 
     /// Moves the process back to the parent cgroup and removes the child.
@@ -289,21 +236,6 @@ pub fn probe_writable() -> Result<PathBuf, CgroupError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_v1_and_v2_cpu_stat() {
-        let v1 = "nr_periods 23\nnr_throttled 20\nthrottled_time 1500000000\n";
-        assert_eq!(
-            ThrottleCounters::parse(v1),
-            Some(ThrottleCounters { nr_periods: 23, nr_throttled: 20, throttled_us: 1_500_000 })
-        );
-        let v2 = "usage_usec 10\nnr_periods 5\nnr_throttled 2\nthrottled_usec 7000\n";
-        assert_eq!(
-            ThrottleCounters::parse(v2),
-            Some(ThrottleCounters { nr_periods: 5, nr_throttled: 2, throttled_us: 7000 })
-        );
-        assert_eq!(ThrottleCounters::parse("garbage"), None);
-    }
 
     #[test]
     fn a_fixture_root_without_a_cpu_controller_names_what_it_tried() {

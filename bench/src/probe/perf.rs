@@ -9,20 +9,7 @@ use std::collections::BTreeMap;
 
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter};
-use serde::Serialize;
-
-/// A counter's value, or why it was not counted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(untagged)]
-pub enum CounterValue {
-    /// The count (task clock in ns; others are event counts).
-    Value(u64),
-    /// Not counted, with the reason.
-    Skipped {
-        /// E.g. "not supported: No such file or directory (os error 2)".
-        skipped: String,
-    },
-}
+pub use crate::report::CounterValue;
 
 fn events() -> Vec<(&'static str, Event)> {
     vec![
@@ -48,7 +35,8 @@ impl RunCounters {
             .into_iter()
             .map(|(name, ev)| {
                 let mut b = Builder::new().kind(ev);
-                b.inherit(true);
+                // Context switches and migrations happen in the kernel: count it.
+                b.inherit(true).include_kernel();
                 let c = b.build().and_then(|mut c| {
                     c.enable()?;
                     Ok(c)
@@ -101,7 +89,9 @@ impl ThreadCounters {
             }
             let mut cs = Vec::new();
             for (ev_name, ev) in events().into_iter().take(3) {
-                match Builder::new().kind(ev).observe_pid(tid).build().and_then(|mut c| {
+                let mut b = Builder::new().kind(ev).observe_pid(tid);
+                b.include_kernel();
+                match b.build().and_then(|mut c| {
                     c.enable()?;
                     Ok(c)
                 }) {

@@ -21,8 +21,10 @@ pub fn load_run(path: &Path) -> Result<RunReport, ReportError> {
         path: path.to_path_buf(),
         error,
     })?;
-    serde_json::from_slice(&bytes)
-        .map_err(|error| ReportError::BadReport { path: path.to_path_buf(), error })
+    serde_json::from_slice(&bytes).map_err(|error| ReportError::BadReport {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Reads every path in order into a [`CompareReport`]. Runs that share a
@@ -35,7 +37,10 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<CompareReport, ReportError> {
     if paths.is_empty() {
         return Err(ReportError::NoRuns);
     }
-    let mut runs = paths.iter().map(|p| load_run(p)).collect::<Result<Vec<_>, _>>()?;
+    let mut runs = paths
+        .iter()
+        .map(|p| load_run(p))
+        .collect::<Result<Vec<_>, _>>()?;
     let sources: Vec<String> = paths.iter().map(|p| source_name(p)).collect();
     disambiguate(&mut runs, &sources);
     Ok(CompareReport { runs })
@@ -54,14 +59,21 @@ pub fn load_sim_latency(report_json: &Path) -> Result<Option<Histogram<u64>>, Re
     match std::fs::read(&path) {
         Ok(bytes) => read_log_histogram(&bytes).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(ReportError::Io { action: "read", path, error }),
+        Err(error) => Err(ReportError::Io {
+            action: "read",
+            path,
+            error,
+        }),
     }
 }
 
 /// A short name for where a report came from: its directory's name for a
 /// `report.json`, else its file name.
 fn source_name(p: &Path) -> String {
-    let file = p.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+    let file = p
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
     match p.parent().and_then(Path::file_name) {
         Some(dir) if file == super::REPORT_JSON => dir.to_string_lossy().into_owned(),
         _ => file,

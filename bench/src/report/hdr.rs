@@ -209,8 +209,12 @@ impl LatencyRecorder {
     pub fn close_interval(&mut self, now: Duration) {
         let length = now.saturating_sub(self.current_start);
         let histogram = std::mem::replace(&mut self.current, new_histogram());
-        self.closed.push(Interval { start: self.current_start, length, histogram });
-        self.current_start = self.current_start + length;
+        self.closed.push(Interval {
+            start: self.current_start,
+            length,
+            histogram,
+        });
+        self.current_start += length;
     }
 
     /// Adds another recorder's values, out-of-range count and max into this
@@ -225,8 +229,12 @@ impl LatencyRecorder {
                 from: other.metric.tag(),
             });
         }
-        self.total.add(&other.total).expect("same bounds always add");
-        self.current.add(&other.total).expect("same bounds always add");
+        self.total
+            .add(&other.total)
+            .expect("same bounds always add");
+        self.current
+            .add(&other.total)
+            .expect("same bounds always add");
         self.out_of_range += other.out_of_range;
         self.max_seen = self.max_seen.max(other.max_seen);
         Ok(())
@@ -257,7 +265,11 @@ impl LatencyRecorder {
             p95: q(0.95),
             p99: q(0.99),
             max,
-            mean: if h.is_empty() { 0.0 } else { h.mean() / TICKS_PER_UNIT },
+            mean: if h.is_empty() {
+                0.0
+            } else {
+                h.mean() / TICKS_PER_UNIT
+            },
             count: h.len(),
         }
     }
@@ -274,7 +286,10 @@ impl LatencyRecorder {
         run_start: SystemTime,
         run_end: Duration,
     ) -> Result<(), ReportError> {
-        let wrap = |e: String| ReportError::HdrLog { metric: self.metric.tag(), reason: e };
+        let wrap = |e: String| ReportError::HdrLog {
+            metric: self.metric.tag(),
+            reason: e,
+        };
         let mut serializer = V2DeflateSerializer::new();
         let mut builder = IntervalLogWriterBuilder::new();
         builder
@@ -286,8 +301,9 @@ impl LatencyRecorder {
             ))
             .with_start_time(run_start)
             .with_max_value_divisor(TICKS_PER_UNIT);
-        let mut writer =
-            builder.begin_log_with(out, &mut serializer).map_err(|e| wrap(e.to_string()))?;
+        let mut writer = builder
+            .begin_log_with(out, &mut serializer)
+            .map_err(|e| wrap(e.to_string()))?;
         let tag = Tag::new(self.metric.tag()).expect("metric tags are valid log tags");
         let last = Interval {
             start: self.current_start,
@@ -296,7 +312,12 @@ impl LatencyRecorder {
         };
         for interval in self.closed.iter().chain(std::iter::once(&last)) {
             writer
-                .write_histogram(&interval.histogram, interval.start, interval.length, Some(tag))
+                .write_histogram(
+                    &interval.histogram,
+                    interval.start,
+                    interval.length,
+                    Some(tag),
+                )
                 .map_err(|e| wrap(e.to_string()))?;
         }
         Ok(())
@@ -311,7 +332,10 @@ impl LatencyRecorder {
     ) -> Result<HdrLog, ReportError> {
         let mut bytes = Vec::new();
         self.write_interval_log(&mut bytes, run_start, run_end)?;
-        Ok(HdrLog { file_name: self.metric.file_name().to_string(), bytes })
+        Ok(HdrLog {
+            file_name: self.metric.file_name().to_string(),
+            bytes,
+        })
     }
 }
 
@@ -345,12 +369,17 @@ pub struct ReadInterval {
 /// does not parse, or the interval whose histogram does not decode.
 pub fn read_interval_log(bytes: &[u8]) -> Result<Vec<ReadInterval>, ReportError> {
     use base64::Engine as _;
-    let bad = |reason: String| ReportError::HdrLog { metric: "interval log", reason };
+    let bad = |reason: String| ReportError::HdrLog {
+        metric: "interval log",
+        reason,
+    };
     let mut deserializer = Deserializer::new();
     let mut out = Vec::new();
     for entry in IntervalLogIterator::new(bytes) {
         let entry = entry.map_err(|e| bad(format!("unparsable log line: {e:?}")))?;
-        let LogEntry::Interval(ilh) = entry else { continue };
+        let LogEntry::Interval(ilh) = entry else {
+            continue;
+        };
         let raw = base64::engine::general_purpose::STANDARD
             .decode(ilh.encoded_histogram())
             .map_err(|e| bad(format!("interval {}: bad base64: {e}", out.len())))?;
@@ -375,10 +404,12 @@ pub fn read_interval_log(bytes: &[u8]) -> Result<Vec<ReadInterval>, ReportError>
 pub fn read_log_histogram(bytes: &[u8]) -> Result<Histogram<u64>, ReportError> {
     let mut total = new_histogram();
     for (i, interval) in read_interval_log(bytes)?.iter().enumerate() {
-        total.add(&interval.histogram).map_err(|e| ReportError::HdrLog {
-            metric: "interval log",
-            reason: format!("interval {i} does not fit the range 1..{HIGHEST_TICKS}: {e:?}"),
-        })?;
+        total
+            .add(&interval.histogram)
+            .map_err(|e| ReportError::HdrLog {
+                metric: "interval log",
+                reason: format!("interval {i} does not fit the range 1..{HIGHEST_TICKS}: {e:?}"),
+            })?;
     }
     Ok(total)
 }

@@ -29,7 +29,7 @@ th,td{border:1px solid #d0d0d0;padding:4px 8px}th{background:#f3f3f3;text-align:
 td.num{text-align:right;font-variant-numeric:tabular-nums}\
 td.fail{color:#b00020;font-weight:bold}td.ok{color:#176d2c;font-weight:bold}\
 figure{margin:8px 0 16px}figure svg{max-width:100%;height:auto;border:1px solid #e4e4e4}\
-figcaption{font-size:13px;color:#555}\
+figcaption{font-size:13px;color:#555}caption{text-align:left;font-weight:600;padding:4px 0}\
 th{white-space:nowrap}#details td{font-size:13px}";
 
 /// Escapes text for HTML element content and attribute values.
@@ -57,9 +57,9 @@ fn inline_svg(svg: &str) -> &str {
 }
 
 fn figure(out: &mut String, id: &str, svg: &str, caption: &str) {
-    let _ = write!(
+    let _ = writeln!(
         out,
-        "<figure class=\"plot\" id=\"{}\">{}<figcaption>{}</figcaption></figure>\n",
+        "<figure class=\"plot\" id=\"{}\">{}<figcaption>{}</figcaption></figure>",
         escape(id),
         inline_svg(svg),
         escape(caption)
@@ -96,13 +96,25 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     let mut kv = |k: &str, v: String| rows.push((k.to_string(), v));
     kv(
         "profile / binding",
-        format!("{} / {}{}", r.profile, r.binding, if r.oversubscribed { " (oversubscribed)" } else { "" }),
+        format!(
+            "{} / {}{}",
+            r.profile,
+            r.binding,
+            if r.oversubscribed {
+                " (oversubscribed)"
+            } else {
+                ""
+            }
+        ),
     );
     kv("scale", r.scale.to_string());
     kv("cycles / paths", format!("{} / {}", r.cycles, r.paths));
     kv(
         "outcomes",
-        format!("{} solved, {} suppressed, {} failed", r.outcomes.solved, r.outcomes.suppressed, r.outcomes.failed),
+        format!(
+            "{} solved, {} suppressed, {} failed",
+            r.outcomes.solved, r.outcomes.suppressed, r.outcomes.failed
+        ),
     );
     let parity = match (&r.first_mismatch, r.parity) {
         (_, true) => "ok".to_string(),
@@ -113,17 +125,32 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
         (None, false) => "FAIL".to_string(),
     };
     kv("parity", parity);
-    let quota = r.machine.quota.map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
+    let quota = r
+        .machine
+        .quota
+        .map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
     kv("machine", format!("{} cpus, quota {quota}", r.machine.cpus));
-    kv("corpus", format!("{} v{} ({})", r.corpus.path, r.corpus.version, r.corpus.checksum));
+    kv(
+        "corpus",
+        format!(
+            "{} v{} ({})",
+            r.corpus.path, r.corpus.version, r.corpus.checksum
+        ),
+    );
     kv(
         "threads",
         format!(
             "{} at start, peak {}, {} created, peak runnable {}",
-            r.threads.at_start, r.threads.peak, r.threads.created_during_run, r.threads.peak_runnable
+            r.threads.at_start,
+            r.threads.peak,
+            r.threads.created_during_run,
+            r.threads.peak_runnable
         ),
     );
-    kv("cpu / wall", format!("{:.2} s / {:.2} s", r.cpu_seconds, r.wall_seconds));
+    kv(
+        "cpu / wall",
+        format!("{:.2} s / {:.2} s", r.cpu_seconds, r.wall_seconds),
+    );
     let throttle = r.throttle.map_or_else(
         || "not measured".to_string(),
         |t| {
@@ -144,7 +171,10 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             r.posture.enters, r.posture.exits, r.posture.cordoned_ms, r.posture.intake_suppressed
         ),
     );
-    kv("values above histogram range", r.histograms_out_of_range.to_string());
+    kv(
+        "values above histogram range",
+        r.histograms_out_of_range.to_string(),
+    );
     for (name, p) in [
         ("makespan ms", &r.makespan_ms),
         ("makespan / lower bound", &r.makespan_over_lower_bound),
@@ -170,8 +200,11 @@ fn details_table(out: &mut String, runs: &[RunReport]) {
     }
     out.push_str("</tr></thead><tbody>\n");
     let per_run: Vec<Vec<(String, String)>> = runs.iter().map(detail_rows).collect();
-    let mut counters: Vec<&String> =
-        runs.iter().filter_map(|r| r.perf_counters.as_ref()).flat_map(|c| c.keys()).collect();
+    let mut counters: Vec<&String> = runs
+        .iter()
+        .filter_map(|r| r.perf_counters.as_ref())
+        .flat_map(|c| c.keys())
+        .collect();
     counters.sort();
     counters.dedup();
     let row = |out: &mut String, key: &str, cells: Vec<String>| {
@@ -182,16 +215,22 @@ fn details_table(out: &mut String, runs: &[RunReport]) {
         out.push_str("</tr>\n");
     };
     for (i, (key, _)) in per_run[0].iter().enumerate() {
-        row(out, key, per_run.iter().map(|rows| rows[i].1.clone()).collect());
+        row(
+            out,
+            key,
+            per_run.iter().map(|rows| rows[i].1.clone()).collect(),
+        );
     }
     for name in counters {
         let cells = runs
             .iter()
-            .map(|r| match r.perf_counters.as_ref().and_then(|c| c.get(name)) {
-                Some(CounterValue::Value(n)) => n.to_string(),
-                Some(CounterValue::Skipped { skipped }) => format!("skipped: {skipped}"),
-                None => "-".to_string(),
-            })
+            .map(
+                |r| match r.perf_counters.as_ref().and_then(|c| c.get(name)) {
+                    Some(CounterValue::Value(n)) => n.to_string(),
+                    Some(CounterValue::Skipped { skipped }) => format!("skipped: {skipped}"),
+                    None => "-".to_string(),
+                },
+            )
             .collect();
         row(out, &format!("perf {name}"), cells);
     }
@@ -256,14 +295,24 @@ pub fn render_html_with(
          <title>fleet-lab report: {}</title><style>{CSS}</style></head><body>\n",
         escape(&labels.join(" vs "))
     );
-    let _ = write!(out, "<h1>fleet-lab report</h1><p class=\"meta\">{} run(s): {}</p>\n", runs.len(), escape(&labels.join(", ")));
+    let _ = writeln!(
+        out,
+        "<h1>fleet-lab report</h1><p class=\"meta\">{} run(s): {}</p>",
+        runs.len(),
+        escape(&labels.join(", "))
+    );
     out.push_str("<h2>Summary</h2>\n");
     summary_table(&mut out, runs);
     out.push_str("<p class=\"meta\">Makespan is end − intended start per cycle; /lb is makespan over the cycle's lower bound; thr created counts threads created during the run; oor counts values above the histogram range.</p>\n");
     out.push_str("<h2>Runs</h2>\n");
     details_table(&mut out, runs);
     out.push_str("<h2>Cycle makespan</h2>\n");
-    figure(&mut out, "makespan-cdf", &plot::makespan_cdf_svg(runs)?, "Empirical CDF of cycle makespan, one line per run, log-scale x axis.");
+    figure(
+        &mut out,
+        "makespan-cdf",
+        &plot::makespan_cdf_svg(runs)?,
+        "Empirical CDF of cycle makespan, one line per run, log-scale x axis.",
+    );
     out.push_str("<h2>Bin walk time</h2>\n");
     figure(&mut out, "bin-walk", &plot::bin_walk_svg(runs)?, "Each bin's solver walk over every cycle: box = quartiles, bar = median, whiskers = min and max, dots = cycles.");
     out.push_str("<h2>Simulation latency</h2>\n");

@@ -21,7 +21,9 @@ pub mod summary;
 pub mod write;
 
 pub use compare::{load_run, load_runs, load_sim_latency};
-pub use hdr::{read_interval_log, read_log_histogram, HdrLog, LatencyRecorder, Metric, ReadInterval};
+pub use hdr::{
+    read_interval_log, read_log_histogram, HdrLog, LatencyRecorder, Metric, ReadInterval,
+};
 pub use html::{render_html, render_html_with};
 pub use model::{
     CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts,

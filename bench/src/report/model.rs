@@ -81,6 +81,14 @@ pub struct RunReport {
     pub machine: Machine,
     /// The corpus replayed.
     pub corpus: CorpusRef,
+    /// The fleet's census at the end of the run (seat rows with their thread
+    /// names, binding labels and pins); empty for the baselines.
+    #[serde(default)]
+    pub census: Vec<serde_json::Value>,
+    /// Background units driven alongside the cycles (pool updates, the
+    /// registration crawl): submitted, completed, terminal.
+    #[serde(default)]
+    pub background: BTreeMap<String, u64>,
 }
 
 /// How many paths ended in each outcome kind ([`PathOutcome::kind`]).
@@ -117,10 +125,10 @@ pub struct Mismatch {
     pub cycle: u64,
     /// Path index within the cycle (0-based).
     pub path: u64,
-    /// The golden outcome.
-    pub expected: PathOutcome,
-    /// The outcome the run produced.
-    pub got: PathOutcome,
+    /// The golden outcome (`null`: the corpus has no such path).
+    pub expected: Option<PathOutcome>,
+    /// The outcome the run produced (`null`: the run produced none).
+    pub got: Option<PathOutcome>,
 }
 
 /// Summary statistics of one latency (or ratio) metric.

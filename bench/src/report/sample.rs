@@ -52,17 +52,29 @@ pub struct SampleShape {
 
 impl SampleShape {
     /// The fleet: tight tail, no threads created.
-    pub const FLEET: SampleShape =
-        SampleShape { tail: 0.15, threads_per_cycle: 0, throttle_per_min: 2.0 };
+    pub const FLEET: SampleShape = SampleShape {
+        tail: 0.15,
+        threads_per_cycle: 0,
+        throttle_per_min: 2.0,
+    };
     /// The pile of pools: heavy tail, a thread per sim.
-    pub const PILE: SampleShape =
-        SampleShape { tail: 0.8, threads_per_cycle: 95, throttle_per_min: 2.7 };
+    pub const PILE: SampleShape = SampleShape {
+        tail: 0.8,
+        threads_per_cycle: 95,
+        throttle_per_min: 2.7,
+    };
 }
 
 /// A synthetic run of `cycles` cycles at time `scale`, labelled `label`,
 /// deterministic from `seed`. Percentiles come from [`LatencyRecorder`]s
 /// fed with the generated values, as a real run's do.
-pub fn sample_run(label: &str, shape: SampleShape, cycles: u64, scale: f64, seed: u64) -> RunReport {
+pub fn sample_run(
+    label: &str,
+    shape: SampleShape,
+    cycles: u64,
+    scale: f64,
+    seed: u64,
+) -> RunReport {
     sample_run_with_logs(label, shape, cycles, scale, seed).0
 }
 
@@ -97,8 +109,9 @@ pub fn sample_run_with_logs(
             }
             next_interval_ms += INTERVAL_MS;
         }
-        let bins: Vec<f64> =
-            (0..6).map(|_| scale * (60.0 + 50.0 * rng.unit() + 25.0 * rng.exp())).collect();
+        let bins: Vec<f64> = (0..6)
+            .map(|_| scale * (60.0 + 50.0 * rng.unit() + 25.0 * rng.exp()))
+            .collect();
         let lower = bins.iter().copied().fold(0.0, f64::max) + 12.4 * scale;
         let makespan = lower * (1.0 + shape.tail * rng.exp() * rng.exp().min(3.0));
         for w in &bins {
@@ -111,8 +124,13 @@ pub fn sample_run_with_logs(
         let n = 95 + rng.next_u64() % 11;
         for _ in 0..n {
             let o = match rng.next_u64() % 20 {
-                0..=1 => PathOutcome::Solved { amount_in: 1_000_000, profit: 12_345 },
-                2 => PathOutcome::Failed { reason: FailReason::SimReverted },
+                0..=1 => PathOutcome::Solved {
+                    amount_in: 1_000_000,
+                    profit: 12_345,
+                },
+                2 => PathOutcome::Failed {
+                    reason: FailReason::SimReverted,
+                },
                 _ => PathOutcome::Suppressed,
             };
             outcomes.add(&o);
@@ -146,24 +164,60 @@ pub fn sample_run_with_logs(
         });
     }
     let (enter, exit) = (wall_ms * 0.35, wall_ms * 0.55);
-    timeline.push(TimelineEvent { t_ms: enter, kind: TimelineKind::PostureEnter, detail: "duty 4.1 % over 3 windows".into() });
-    timeline.push(TimelineEvent { t_ms: exit, kind: TimelineKind::PostureExit, detail: "clean window elapsed".into() });
-    timeline.push(TimelineEvent { t_ms: wall_ms * 0.7, kind: TimelineKind::Retune, detail: "cordon_duty_percent 5 -> 3".into() });
+    timeline.push(TimelineEvent {
+        t_ms: enter,
+        kind: TimelineKind::PostureEnter,
+        detail: "duty 4.1 % over 3 windows".into(),
+    });
+    timeline.push(TimelineEvent {
+        t_ms: exit,
+        kind: TimelineKind::PostureExit,
+        detail: "clean window elapsed".into(),
+    });
+    timeline.push(TimelineEvent {
+        t_ms: wall_ms * 0.7,
+        kind: TimelineKind::Retune,
+        detail: "cordon_duty_percent 5 -> 3".into(),
+    });
     timeline.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
     let mut counters = BTreeMap::new();
-    counters.insert("context_switches".to_string(), CounterValue::Value(41_200 + rng.next_u64() % 1000));
-    counters.insert("cpu_migrations".to_string(), CounterValue::Value(310 + rng.next_u64() % 50));
-    counters.insert("instructions".to_string(), CounterValue::Skipped { skipped: "not supported".into() });
+    counters.insert(
+        "context_switches".to_string(),
+        CounterValue::Value(41_200 + rng.next_u64() % 1000),
+    );
+    counters.insert(
+        "cpu_migrations".to_string(),
+        CounterValue::Value(310 + rng.next_u64() % 50),
+    );
+    counters.insert(
+        "instructions".to_string(),
+        CounterValue::Skipped {
+            skipped: "not supported".into(),
+        },
+    );
     let run_start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let run_end = Duration::from_secs_f64(wall_ms / 1000.0);
     let logs = [&mk, &ratio, &walk, &sim]
         .iter()
-        .map(|r| r.to_hdr_log(run_start, run_end).expect("writing into memory cannot fail"))
+        .map(|r| {
+            r.to_hdr_log(run_start, run_end)
+                .expect("writing into memory cannot fail")
+        })
         .collect();
     let report = RunReport {
         label: label.to_string(),
-        profile: if shape.threads_per_cycle == 0 { "auto" } else { "pile_of_pools" }.to_string(),
-        binding: if shape.threads_per_cycle == 0 { "serial" } else { "pile_of_pools" }.to_string(),
+        profile: if shape.threads_per_cycle == 0 {
+            "auto"
+        } else {
+            "pile_of_pools"
+        }
+        .to_string(),
+        binding: if shape.threads_per_cycle == 0 {
+            "serial"
+        } else {
+            "pile_of_pools"
+        }
+        .to_string(),
         oversubscribed: false,
         scale,
         cycles,
@@ -189,13 +243,30 @@ pub fn sample_run_with_logs(
             throttled_share: throttles as f64 * 7.5 / wall_ms,
             source: ThrottleSource::Injected,
         }),
-        posture: PostureCounts { enters: 1, exits: 1, cordoned_ms: exit - enter, intake_suppressed: 17 },
+        posture: PostureCounts {
+            enters: 1,
+            exits: 1,
+            cordoned_ms: exit - enter,
+            intake_suppressed: 17,
+        },
         perf_counters: Some(counters),
-        histograms_out_of_range: mk.out_of_range() + ratio.out_of_range() + walk.out_of_range() + sim.out_of_range(),
+        histograms_out_of_range: mk.out_of_range()
+            + ratio.out_of_range()
+            + walk.out_of_range()
+            + sim.out_of_range(),
         per_cycle,
         timeline,
-        machine: Machine { cpus: 2, quota: Some(2.0) },
-        corpus: CorpusRef { path: "corpus/golden.corpus".into(), version: "1".into(), checksum: "sha256:sample".into() },
+        machine: Machine {
+            cpus: 2,
+            quota: Some(2.0),
+        },
+        corpus: CorpusRef {
+            path: "corpus/golden.corpus".into(),
+            version: "1".into(),
+            checksum: "sha256:sample".into(),
+        },
+        census: Vec::new(),
+        background: BTreeMap::new(),
     };
     (report, logs)
 }

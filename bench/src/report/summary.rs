@@ -36,25 +36,68 @@ fn ratio(v: f64) -> String {
 
 /// The compare table's columns, in order.
 pub const COLUMNS: [Column; 14] = [
-    Column { header: "run", text: true, cell: |r| r.label.clone() },
-    Column { header: "binding", text: true, cell: |r| r.binding.clone() },
-    Column { header: "p50 ms", text: false, cell: |r| ms(r.makespan_ms.p50) },
-    Column { header: "p95 ms", text: false, cell: |r| ms(r.makespan_ms.p95) },
-    Column { header: "p99 ms", text: false, cell: |r| ms(r.makespan_ms.p99) },
-    Column { header: "max ms", text: false, cell: |r| ms(r.makespan_ms.max) },
-    Column { header: "/lb p95", text: false, cell: |r| ratio(r.makespan_over_lower_bound.p95) },
-    Column { header: "/lb p99", text: false, cell: |r| ratio(r.makespan_over_lower_bound.p99) },
+    Column {
+        header: "run",
+        text: true,
+        cell: |r| r.label.clone(),
+    },
+    Column {
+        header: "binding",
+        text: true,
+        cell: |r| r.binding.clone(),
+    },
+    Column {
+        header: "p50 ms",
+        text: false,
+        cell: |r| ms(r.makespan_ms.p50),
+    },
+    Column {
+        header: "p95 ms",
+        text: false,
+        cell: |r| ms(r.makespan_ms.p95),
+    },
+    Column {
+        header: "p99 ms",
+        text: false,
+        cell: |r| ms(r.makespan_ms.p99),
+    },
+    Column {
+        header: "max ms",
+        text: false,
+        cell: |r| ms(r.makespan_ms.max),
+    },
+    Column {
+        header: "/lb p95",
+        text: false,
+        cell: |r| ratio(r.makespan_over_lower_bound.p95),
+    },
+    Column {
+        header: "/lb p99",
+        text: false,
+        cell: |r| ratio(r.makespan_over_lower_bound.p99),
+    },
     Column {
         header: "thr created",
         text: false,
         cell: |r| r.threads.created_during_run.to_string(),
     },
-    Column { header: "peak run", text: false, cell: |r| r.threads.peak_runnable.to_string() },
-    Column { header: "cpu s", text: false, cell: |r| format!("{:.2}", r.cpu_seconds) },
+    Column {
+        header: "peak run",
+        text: false,
+        cell: |r| r.threads.peak_runnable.to_string(),
+    },
+    Column {
+        header: "cpu s",
+        text: false,
+        cell: |r| format!("{:.2}", r.cpu_seconds),
+    },
     Column {
         header: "throttle ev",
         text: false,
-        cell: |r| r.throttle.map_or_else(|| "-".to_string(), |t| t.events.to_string()),
+        cell: |r| {
+            r.throttle
+                .map_or_else(|| "-".to_string(), |t| t.events.to_string())
+        },
     },
     Column {
         header: "oor",
@@ -64,15 +107,23 @@ pub const COLUMNS: [Column; 14] = [
     Column {
         header: "parity",
         text: true,
-        cell: |r| if r.parity { "ok".to_string() } else { "FAIL".to_string() },
+        cell: |r| {
+            if r.parity {
+                "ok".to_string()
+            } else {
+                "FAIL".to_string()
+            }
+        },
     },
 ];
 
 /// The compare table: a header line, a rule, then one aligned row per run,
 /// in the order given. Every line ends with `\n`.
 pub fn render_compare_table(runs: &[RunReport]) -> String {
-    let cells: Vec<Vec<String>> =
-        runs.iter().map(|r| COLUMNS.iter().map(|c| (c.cell)(r)).collect()).collect();
+    let cells: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| COLUMNS.iter().map(|c| (c.cell)(r)).collect())
+        .collect();
     let widths: Vec<usize> = COLUMNS
         .iter()
         .enumerate()
@@ -119,14 +170,21 @@ pub fn render_compare_table(runs: &[RunReport]) -> String {
 /// posture, out-of-range count, perf counters), then the one-row table.
 pub fn render_run_summary(r: &RunReport) -> String {
     let mut s = String::new();
-    let quota = r.machine.quota.map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
+    let quota = r
+        .machine
+        .quota
+        .map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
     let _ = writeln!(
         s,
         "run:        {} (profile {}, binding {}{}), scale {}, {} cycles, {} paths",
         r.label,
         r.profile,
         r.binding,
-        if r.oversubscribed { ", oversubscribed" } else { "" },
+        if r.oversubscribed {
+            ", oversubscribed"
+        } else {
+            ""
+        },
         r.scale,
         r.cycles,
         r.paths
@@ -179,7 +237,11 @@ pub fn render_run_summary(r: &RunReport) -> String {
         "threads:    {} at start, peak {}, {} created during the run, peak runnable {}",
         r.threads.at_start, r.threads.peak, r.threads.created_during_run, r.threads.peak_runnable
     );
-    let _ = writeln!(s, "cpu:        {:.2} s over {:.2} s wall", r.cpu_seconds, r.wall_seconds);
+    let _ = writeln!(
+        s,
+        "cpu:        {:.2} s over {:.2} s wall",
+        r.cpu_seconds, r.wall_seconds
+    );
     match r.throttle {
         Some(t) => {
             let _ = writeln!(

@@ -77,7 +77,10 @@ pub fn write_report_dir_with(
         (REPORT_HTML, html.as_bytes()),
         (OUTCOMES_FILE, outcomes),
     ];
-    files.extend(logs.iter().map(|l| (l.file_name.as_str(), l.bytes.as_slice())));
+    files.extend(
+        logs.iter()
+            .map(|l| (l.file_name.as_str(), l.bytes.as_slice())),
+    );
     files.extend(extra.iter().map(|f| (f.name.as_str(), f.bytes.as_slice())));
     write_dir_atomically(dir, &files)
 }
@@ -95,12 +98,19 @@ pub fn write_compare_dir(
 ) -> Result<Vec<PathBuf>, ReportError> {
     let json = serde_json::to_vec_pretty(compare).map_err(ReportError::Serialize)?;
     let html = render_html_with(&compare.runs, sim_latency)?;
-    write_dir_atomically(dir, &[(COMPARE_JSON, &json), (REPORT_HTML, html.as_bytes())])
+    write_dir_atomically(
+        dir,
+        &[(COMPARE_JSON, &json), (REPORT_HTML, html.as_bytes())],
+    )
 }
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
     let path = path.to_path_buf();
-    move |error| ReportError::Io { action, path, error }
+    move |error| ReportError::Io {
+        action,
+        path,
+        error,
+    }
 }
 
 fn check_name(name: &str) -> Result<(), ReportError> {

@@ -1,6 +1,7 @@
 use super::*;
 use crate::outcome::FailReason;
 use futures::task::LocalSpawnExt;
+use std::sync::Arc;
 use std::sync::Mutex as StdMutex;
 
 /// A fuse whose hook records every trip (the test observes instead of aborting).
@@ -12,8 +13,6 @@ fn recording_fuse() -> (ExactnessFuse, Arc<StdMutex<Vec<FuseTrip>>>) {
         seen,
     )
 }
-
-use std::sync::Arc;
 
 const SOLVED: PathOutcome = PathOutcome::Solved {
     amount_in: 10,
@@ -256,4 +255,70 @@ fn a_merge_whose_senders_vanish_early_reports_the_shortfall() {
         "{err}"
     );
     assert_eq!(trips.lock().unwrap().len(), 1);
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn outcome(seed: u8) -> PathOutcome {
+        match seed % 3 {
+            0 => SOLVED,
+            1 => PathOutcome::Suppressed,
+            _ => FAILED,
+        }
+    }
+
+    proptest! {
+        /// Any schedule of deliveries: the ledger trips iff some path is
+        /// delivered twice (a `Duplicate` at the first repeat) or never (a
+        /// `Shortfall` naming exactly the undelivered paths); an exact
+        /// schedule closes with a tally that sums to the submitted count.
+        #[test]
+        fn trips_exactly_on_duplicates_and_shortfalls(
+            times in proptest::collection::vec(0u8..3, 1..40),
+            order_seed in any::<u64>(),
+            kinds in proptest::collection::vec(any::<u8>(), 120),
+        ) {
+            let (fuse, trips) = recording_fuse();
+            let mut l = OutcomeLedger::new(fuse);
+            let paths: Vec<PathId> = (0..times.len() as u32).collect();
+            l.open(1, &paths).unwrap();
+            let mut schedule: Vec<PathId> =
+                paths.iter().flat_map(|p| std::iter::repeat_n(*p, times[*p as usize] as usize)).collect();
+            // A deterministic shuffle from the seed.
+            let mut s = order_seed | 1;
+            for i in (1..schedule.len()).rev() {
+                s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+                schedule.swap(i, (s % (i as u64 + 1)) as usize);
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            let mut first_trip = None;
+            for (i, p) in schedule.iter().enumerate() {
+                let r = l.record(1, *p, outcome(kinds[i % kinds.len()]));
+                if !seen.insert(*p) {
+                    let dup_here = matches!(r, Err(FuseTrip::Duplicate { path, .. }) if path == *p);
+                    prop_assert!(dup_here, "a repeat of path {} must trip as a duplicate", p);
+                    first_trip.get_or_insert(*p);
+                } else {
+                    prop_assert!(r.is_ok());
+                }
+            }
+            let missing: Vec<PathId> = paths.iter().copied().filter(|p| times[*p as usize] == 0).collect();
+            match l.close(1) {
+                Ok(rec) => {
+                    prop_assert!(missing.is_empty());
+                    prop_assert_eq!(rec.tally.received(), rec.tally.submitted);
+                    prop_assert_eq!(rec.tally.submitted as usize, paths.len());
+                }
+                Err(FuseTrip::Shortfall { missing: m, .. }) => prop_assert_eq!(m, missing.clone()),
+                Err(other) => prop_assert!(false, "unexpected trip {other}"),
+            }
+            let dups = times.iter().filter(|t| **t == 2).count();
+            let expected_trips = dups + usize::from(!missing.is_empty());
+            prop_assert_eq!(trips.lock().unwrap().len(), expected_trips);
+            prop_assert_eq!(l.trips() as usize, expected_trips);
+            prop_assert_eq!(first_trip.is_some(), dups > 0);
+        }
+    }
 }

@@ -8,6 +8,7 @@ use super::{
     Transition,
 };
 use crate::guard::GuardSnapshot;
+use crate::telemetry;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,6 +33,28 @@ struct Inner {
     exits: u64,
     closed_dwell_ms: u64,
     last_now_ms: u64,
+    /// Dwell already exported to the dwell metric, ms.
+    exported_dwell_ms: u64,
+}
+
+impl Inner {
+    /// Total cordoned dwell up to the last observation, ms.
+    fn dwell_ms(&self) -> u64 {
+        let open = self
+            .machine
+            .cordoned_since_ms()
+            .map_or(0, |s| self.last_now_ms.saturating_sub(s));
+        self.closed_dwell_ms + open
+    }
+
+    /// Advance the dwell metric to the dwell now (it never goes back).
+    fn export_dwell(&mut self) {
+        let dwell = self.dwell_ms();
+        if dwell > self.exported_dwell_ms {
+            telemetry::record_cordoned_dwell(dwell - self.exported_dwell_ms);
+            self.exported_dwell_ms = dwell;
+        }
+    }
 }
 
 /// Owns the posture machine for a process. `Send + Sync`.
@@ -55,6 +78,7 @@ impl PostureOwner {
                 exits: 0,
                 closed_dwell_ms: 0,
                 last_now_ms: 0,
+                exported_dwell_ms: 0,
             }),
             seq: AtomicU64::new(0),
             suppressions: AtomicU64::new(0),
@@ -63,7 +87,9 @@ impl PostureOwner {
     }
 
     fn record(&self, inner: &mut Inner, t: Option<Transition>) -> Option<Transition> {
+        inner.export_dwell();
         let t = t?;
+        telemetry::record_posture_edge(&t);
         match t.to {
             Posture::Cordoned => {
                 inner.enters += 1;
@@ -78,8 +104,11 @@ impl PostureOwner {
         Some(t)
     }
 
-    /// Feed one throttle sample at `now_ms` (monotonic, ms).
+    /// Feed one throttle sample at `now_ms` (monotonic, ms). Records the
+    /// throttle events, posture edges and cordoned dwell metrics
+    /// ([`crate::telemetry`]).
     pub fn observe(&self, sample: ThrottleSample, now_ms: u64) -> Option<Transition> {
+        telemetry::record_throttle(&sample);
         let mut inner = self.inner.lock();
         let since = inner.machine.cordoned_since_ms();
         inner.last_now_ms = inner.last_now_ms.max(now_ms);
@@ -160,19 +189,16 @@ impl PostureOwner {
     /// Count one intake the cordon held or floored.
     pub fn note_intake_suppressed(&self) {
         self.suppressions.fetch_add(1, Ordering::Relaxed);
+        telemetry::record_intake_suppressed();
     }
 
     /// The counters now.
     pub fn counters(&self) -> PostureCounters {
         let inner = self.inner.lock();
-        let open = inner
-            .machine
-            .cordoned_since_ms()
-            .map_or(0, |s| inner.last_now_ms.saturating_sub(s));
         PostureCounters {
             enters: inner.enters,
             exits: inner.exits,
-            cordoned_dwell_ms: inner.closed_dwell_ms + open,
+            cordoned_dwell_ms: inner.dwell_ms(),
             intake_suppressions: self.suppressions.load(Ordering::Relaxed),
         }
     }

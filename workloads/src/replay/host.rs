@@ -6,9 +6,9 @@
 
 use std::sync::Arc;
 
-use fleet::ledger::{BinWitness, MergeDrain};
+use fleet::ledger::{BinWitness, CycleMerge};
 use fleet::receipt::Receipt;
-use fleet::{PathOutcome, WorkerRole};
+use fleet::WorkerRole;
 use fleet_bindings::FleetHandle;
 use futures::FutureExt;
 
@@ -17,22 +17,29 @@ use crate::pools::PoolSet;
 use crate::replay::record::BinRecord;
 use crate::replay::units::{background_body, resolve_body, walk_body, CycleShared, Scale};
 
-/// What the merge of a cycle produced: every (path, outcome), or `None` when
-/// the exactness fuse tripped (it has already stopped loudly through its hook).
-pub type Merged = Option<Vec<(u32, PathOutcome)>>;
+/// What the merge of a cycle produced: the closed cycle's record (every
+/// path's one outcome), or `None` when the exactness fuse tripped (it has
+/// already stopped loudly through its hook).
+pub type Merged = Option<fleet::ledger::CycleRecord>;
 
 /// Executes the units of a cycle.
 pub trait CycleHost {
     /// Runs the resolve and returns the pool states the cycle solves on.
     fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String>;
     /// Runs every bin's walk (with its sims) and the merge, and waits for
-    /// all of them. `witnesses[b]` is bin b's witness; `drain` is the merge's
-    /// end of the outcome pipe. A bin that died reports `None`.
-    fn solve(&self, shared: Arc<CycleShared>, witnesses: Vec<BinWitness>, drain: MergeDrain)
+    /// all of them. `witnesses[b]` is bin b's witness; `merge` is the merge's
+    /// end of the outcome pipe (`merge`). A bin that died reports `None`.
+    fn solve(&self, shared: Arc<CycleShared>, witnesses: Vec<BinWitness>, merge: CycleMerge)
         -> Result<(Vec<Option<BinRecord>>, Merged), String>;
     /// Submits background CPU for a deferrable role; the receipt resolves
     /// when it ran (or terminally).
     fn background(&self, role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String>;
+    /// OS threads this host has spawned itself so far (a baseline counts
+    /// its pools' workers and every per-unit thread; the fleet spawns none
+    /// after boot and reports 0).
+    fn threads_spawned(&self) -> u64 {
+        0
+    }
 }
 
 /// The fleet as a [`CycleHost`]: every unit is submitted through the lane
@@ -63,11 +70,11 @@ impl CycleHost for FleetHost {
         &self,
         shared: Arc<CycleShared>,
         witnesses: Vec<BinWitness>,
-        drain: MergeDrain,
+        merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
         let merge_body: fleet_bindings::UnitBody =
-            Box::new(move |_ctx| async move { Box::new(drain.drain().await.ok()) as fleet::receipt::UnitValue }.boxed());
-        let merge = self.fleet.submit(WorkerRole::Merge, Some(0), merge_body).map_err(|e| format!("merge refused: {e}"))?;
+            Box::new(move |_ctx| async move { Box::new(merge.run().await.ok()) as fleet::receipt::UnitValue }.boxed());
+        let merge_receipt = self.fleet.submit(WorkerRole::Merge, Some(0), merge_body).map_err(|e| format!("merge refused: {e}"))?;
         let mut walks = Vec::with_capacity(witnesses.len());
         for (b, witness) in witnesses.into_iter().enumerate() {
             let r = self
@@ -80,7 +87,7 @@ impl CycleHost for FleetHost {
             .into_iter()
             .map(|r| r.wait().ok().and_then(|v| v.downcast::<BinRecord>().ok()).map(|b| *b))
             .collect();
-        let merged = merge.wait().map_err(|e| format!("merge ended without a value: {e}"))?;
+        let merged = merge_receipt.wait().map_err(|e| format!("merge ended without a value: {e}"))?;
         let merged = *merged.downcast::<Merged>().map_err(|_| "merge returned an unexpected value".to_string())?;
         Ok((bins, merged))
     }

@@ -16,13 +16,13 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fleet::ledger::{outcome_pipe, BinWitness};
+use fleet::ledger::{BinWitness, ExactnessFuse, SharedLedger};
 use fleet::receipt::Receipt;
 use fleet::{PathOutcome, WorkerRole};
 use futures::FutureExt;
 
 use crate::corpus::{Corpus, CycleCase};
-use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
+pub use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
 pub use host::{CycleHost, FleetHost};
 use units::{CycleShared, Scale};
 
@@ -65,6 +65,9 @@ pub struct ReplayOptions {
     pub on_cycle_start: Option<Box<dyn FnMut(u32) + Send>>,
     /// Called after each cycle with its record (progress, live metrics).
     pub on_cycle_end: Option<Box<dyn FnMut(&CycleRecord) + Send>>,
+    /// The exactness fuse of the merge's ledger (`None`: abort the process on
+    /// a trip, the production discipline; tests pass a hook).
+    pub fuse: Option<ExactnessFuse>,
 }
 
 impl ReplayOptions {
@@ -78,6 +81,7 @@ impl ReplayOptions {
             crawl_units_per_cycle: 4,
             on_cycle_start: None,
             on_cycle_end: None,
+            fuse: None,
         }
     }
 }
@@ -118,6 +122,7 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
 
     let t0 = Instant::now();
     let now_us = || t0.elapsed().as_micros() as u64;
+    let ledger = SharedLedger::new(opts.fuse.take().unwrap_or_else(ExactnessFuse::aborting));
     let mut pools = Arc::new(corpus.pools.clone());
     let mut records = Vec::with_capacity(n);
     let mut outcomes = Vec::new();
@@ -177,15 +182,18 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
             .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Resolve, reason })?;
 
         let shared = Arc::new(CycleShared { case: case.clone(), pools: pools.clone(), threshold, scale });
-        let (sender, drain) = outcome_pipe(cycle as u64, case.paths.len());
+        let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
+        let (sender, merge) = ledger
+            .open_cycle(cycle as u64, &ids)
+            .map_err(|trip| ReplayError::Unit { cycle, role: WorkerRole::Merge, reason: trip.to_string() })?;
         let witnesses = case
             .bins
             .iter()
-            .map(|bin| BinWitness::new(cycle as u64, bin.iter().map(|&pi| case.paths[pi as usize].id).collect(), sender.clone()))
+            .map(|bin| BinWitness::new(sender.clone(), bin.iter().map(|&pi| case.paths[pi as usize].id)))
             .collect();
         drop(sender);
         let (bins, merged) = host
-            .solve(shared, witnesses, drain)
+            .solve(shared, witnesses, merge)
             .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Solver, reason })?;
         let end_us = now_us();
         let bins = bins
@@ -196,9 +204,9 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
                 r.unwrap_or(BinRecord { bin: b as u32, paths: case.bins[b].len() as u32, walk_us: 0, sim_latency_us: vec![] })
             })
             .collect();
-        let mut rows = merged.unwrap_or_default();
-        rows.sort_by_key(|(p, _)| *p);
-        outcomes.extend(rows.into_iter().map(|(path, outcome)| OutcomeRow { cycle, path, outcome }));
+        if let Some(record) = merged {
+            outcomes.extend(record.outcomes.into_iter().map(|(path, outcome)| OutcomeRow { cycle, path, outcome }));
+        }
 
         let record = CycleRecord {
             cycle,

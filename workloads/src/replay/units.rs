@@ -50,7 +50,7 @@ pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolS
     let mut next = prev.clone();
     next.apply(&case.swaps);
     if let Some(path) = case.paths.first() {
-        crate::cpu::burn_cpu_us(scale.us(case.resolve_cpu_us as u64), &next, path);
+        crate::cpu::burn_cpu_us(scale.us(case.resolve_cpu_us as u64), &next, &path.hops);
     }
     Arc::new(next)
 }
@@ -63,7 +63,7 @@ pub fn resolve_body(prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> U
 /// Runs one simulation: its CPU, then its I/O wait on a Tokio timer (a Tokio
 /// runtime must be current). Returns whether it reverted (a corpus fact).
 pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> bool {
-    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path);
+    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path.hops);
     let wait = scale.us(sim.io_us as u64);
     if wait > 0 {
         tokio::time::sleep(Duration::from_micros(wait)).await;
@@ -74,7 +74,7 @@ pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: 
 /// As [`simulate`], blocking the calling thread for the I/O wait (for the
 /// thread-per-sim baseline).
 pub fn simulate_blocking(sim: &SimCase, pools: &PoolSet, path: &PathCase, scale: Scale) -> bool {
-    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), pools, path);
+    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), pools, &path.hops);
     let wait = scale.us(sim.io_us as u64);
     if wait > 0 {
         std::thread::sleep(Duration::from_micros(wait));
@@ -93,31 +93,50 @@ pub fn sim_body(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale)
 pub type SimJoin = Arc<dyn Fn(SimCase, Arc<PoolSet>, PathCase) -> BoxFuture<'static, Result<bool, FailReason>> + Send + Sync>;
 
 /// Walks one bin: for each of its paths, spend the path's walk CPU, solve it
-/// exactly, join its simulation when it has one, and deliver the outcome
-/// through the bin's witness (which patches `Failed(LaneDeath)` for every
-/// path still owed if the walk dies). Returns the bin's [`BinRecord`].
+/// exactly, and start its simulation when it has one; a path's sim is joined
+/// after the next path has been walked (one sim in flight while walking, as
+/// the live bot's bins do), and outcomes are delivered in path order through
+/// the bin's witness — which patches `Failed(LaneDeath)` for every path
+/// still owed if the walk dies. Returns the bin's [`BinRecord`].
+///
+/// `join` must start the sim when called (not when first polled), so the
+/// sim runs while the walk goes on.
 pub async fn walk_bin(shared: Arc<CycleShared>, bin: usize, mut witness: BinWitness, join: SimJoin) -> BinRecord {
+    type Pending = (u32, PathOutcome, Instant, BoxFuture<'static, Result<bool, FailReason>>);
+    async fn finish(p: Pending, witness: &mut BinWitness, sims: &mut Vec<u64>) {
+        let (id, solved, t, fut) = p;
+        let outcome = match fut.await {
+            Ok(true) => PathOutcome::Failed { reason: FailReason::SimReverted },
+            Ok(false) => solved,
+            Err(reason) => PathOutcome::Failed { reason },
+        };
+        sims.push(t.elapsed().as_micros() as u64);
+        let _ = witness.deliver(id, outcome);
+    }
     let started = Instant::now();
     let case = &shared.case;
     let mut sims = Vec::new();
+    let mut pending: Option<Pending> = None;
     for &pi in &case.bins[bin] {
         let path = &case.paths[pi as usize];
-        crate::cpu::burn_cpu_us(shared.scale.us(path.walk_cpu_us as u64), &shared.pools, path);
+        crate::cpu::burn_cpu_us(shared.scale.us(path.walk_cpu_us as u64), &shared.pools, &path.hops);
         let solved = crate::solve::solve_path(&shared.pools, path, shared.threshold);
-        let outcome = match &path.sim {
-            None => solved,
-            Some(sim) => {
-                let t = Instant::now();
-                let reverted = join(sim.clone(), shared.pools.clone(), path.clone()).await;
-                sims.push(t.elapsed().as_micros() as u64);
-                match reverted {
-                    Ok(true) => PathOutcome::Failed { reason: FailReason::SimReverted },
-                    Ok(false) => solved,
-                    Err(reason) => PathOutcome::Failed { reason },
-                }
+        if let Some(p) = pending.take() {
+            finish(p, &mut witness, &mut sims).await;
+        }
+        match &path.sim {
+            None => {
+                // A closed pipe means the fuse already tripped loudly.
+                let _ = witness.deliver(path.id, solved);
             }
-        };
-        witness.deliver(path.id, outcome);
+            Some(sim) => {
+                let fut = join(sim.clone(), shared.pools.clone(), path.clone());
+                pending = Some((path.id, solved, Instant::now(), fut));
+            }
+        }
+    }
+    if let Some(p) = pending.take() {
+        finish(p, &mut witness, &mut sims).await;
     }
     BinRecord {
         bin: bin as u32,
@@ -154,7 +173,7 @@ pub fn walk_body(shared: Arc<CycleShared>, bin: usize, witness: BinWitness) -> U
 pub fn background_body(cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> UnitBody {
     Box::new(move |_ctx: SeatCtx| {
         async move {
-            crate::cpu::burn_cpu_us(cpu_us, &pools, &probe);
+            crate::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
             Box::new(()) as UnitValue
         }
         .boxed()

@@ -12,6 +12,10 @@ Run it from the repository root (never from inside degenbot's package folder):
     python -m venv /tmp/oracle && /tmp/oracle/bin/pip install degenbot==0.5.0
     /tmp/oracle/bin/python workloads/tests/oracle/hop_vectors.py
 
+Importing degenbot creates ~/.config/degenbot/ with a SQLite file; if the
+import fails with "database is locked", run with HOME pointing at an empty
+directory and set `[database] path` in its config.toml to a local file.
+
 Requires Python >= 3.12. All arithmetic is Python integers (no floats).
 """
 

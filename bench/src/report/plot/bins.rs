@@ -3,7 +3,10 @@
 
 use plotters::prelude::*;
 
-use super::{plot_err, whole_index, quantile, run_colour, tick, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
+use super::{
+    plot_err, quantile, run_colour, tick, whole_index, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX,
+    WIDTH,
+};
 use crate::report::model::RunReport;
 use crate::report::ReportError;
 
@@ -59,10 +62,7 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
-            .build_cartesian_2d(
-                -0.5f64..nbins as f64 - 0.5,
-                0f64..y_max,
-            )
+            .build_cartesian_2d(-0.5f64..nbins as f64 - 0.5, 0f64..y_max)
             .map_err(&err)?;
         chart
             .configure_mesh()
@@ -95,13 +95,28 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
                 for (i, v) in vals.iter().enumerate() {
                     points.push((x + jitter(i + 7919 * b) * half * 0.8, *v));
                 }
-                let (q1, med, q3) =
-                    (quantile(vals, 0.25), quantile(vals, 0.5), quantile(vals, 0.75));
+                let (q1, med, q3) = (
+                    quantile(vals, 0.25),
+                    quantile(vals, 0.5),
+                    quantile(vals, 0.75),
+                );
                 let (lo, hi) = (vals[0], vals[vals.len() - 1]);
-                boxes.push(Rectangle::new([(x - half, q1), (x + half, q3)], colour.stroke_width(2)));
-                shapes.push(PathElement::new(vec![(x - half, med), (x + half, med)], colour.stroke_width(3)));
-                shapes.push(PathElement::new(vec![(x, lo), (x, q1)], colour.stroke_width(1)));
-                shapes.push(PathElement::new(vec![(x, q3), (x, hi)], colour.stroke_width(1)));
+                boxes.push(Rectangle::new(
+                    [(x - half, q1), (x + half, q3)],
+                    colour.stroke_width(2),
+                ));
+                shapes.push(PathElement::new(
+                    vec![(x - half, med), (x + half, med)],
+                    colour.stroke_width(3),
+                ));
+                shapes.push(PathElement::new(
+                    vec![(x, lo), (x, q1)],
+                    colour.stroke_width(1),
+                ));
+                shapes.push(PathElement::new(
+                    vec![(x, q3), (x, hi)],
+                    colour.stroke_width(1),
+                ));
                 for w in [lo, hi] {
                     shapes.push(PathElement::new(
                         vec![(x - half / 2.0, w), (x + half / 2.0, w)],
@@ -111,11 +126,15 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
             }
             chart
                 .draw_series(
-                    points.into_iter().map(|p| Circle::new(p, 2, colour.mix(0.35).filled())),
+                    points
+                        .into_iter()
+                        .map(|p| Circle::new(p, 2, colour.mix(0.35).filled())),
                 )
                 .map_err(&err)?
                 .label(runs[r].label.as_str())
-                .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], colour.filled()));
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 6), (x + 18, y + 6)], colour.filled())
+                });
             chart.draw_series(boxes).map_err(&err)?;
             chart.draw_series(shapes).map_err(&err)?;
         }

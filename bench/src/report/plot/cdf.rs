@@ -2,7 +2,10 @@
 
 use plotters::prelude::*;
 
-use super::{dedup_labels, log_range, log_tick, plot_err, run_colour, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
+use super::{
+    dedup_labels, log_range, log_tick, plot_err, run_colour, CAPTION_PX, DESC_PX, FONT, HEIGHT,
+    TICK_PX, WIDTH,
+};
 use crate::report::model::RunReport;
 use crate::report::ReportError;
 
@@ -38,16 +41,21 @@ fn cdf_points(run: &RunReport) -> Vec<(f64, f64)> {
 /// Errors: [`ReportError::Plot`] when drawing fails.
 pub(crate) fn makespan_cdf_svg(runs: &[RunReport]) -> Result<String, ReportError> {
     let err = plot_err("makespan cdf");
-    let series: Vec<(String, Vec<(f64, f64)>)> =
-        runs.iter().map(|r| (r.label.clone(), cdf_points(r))).collect();
-    let (lo, hi) =
-        log_range(series.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x))).unwrap_or((1.0, 10.0));
+    let series: Vec<(String, Vec<(f64, f64)>)> = runs
+        .iter()
+        .map(|r| (r.label.clone(), cdf_points(r)))
+        .collect();
+    let (lo, hi) = log_range(series.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x)))
+        .unwrap_or((1.0, 10.0));
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Cycle makespan CDF (end − intended start)", (FONT, CAPTION_PX))
+            .caption(
+                "Cycle makespan CDF (end − intended start)",
+                (FONT, CAPTION_PX),
+            )
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)

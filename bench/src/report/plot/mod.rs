@@ -53,7 +53,10 @@ pub(crate) fn run_colour(i: usize) -> RGBColor {
 
 /// Wraps a plotting error into [`ReportError::Plot`].
 pub(crate) fn plot_err<E: std::fmt::Display>(plot: &'static str) -> impl Fn(E) -> ReportError {
-    move |e| ReportError::Plot { plot, reason: e.to_string() }
+    move |e| ReportError::Plot {
+        plot,
+        reason: e.to_string(),
+    }
 }
 
 /// A tick label for a millisecond (or ratio) value: no trailing noise, few
@@ -77,7 +80,7 @@ pub(crate) fn tick(v: f64) -> String {
 /// spans less than a decade; else only ticks whose leading digit is 1, 2 or
 /// 5, so labels never crowd at the top of a decade.
 pub(crate) fn log_tick(v: f64, lo: f64, hi: f64) -> String {
-    if hi / lo < 10.0 || !(v > 0.0) {
+    if hi / lo < 10.0 || v.is_nan() || v <= 0.0 {
         return tick(v);
     }
     let mantissa = v / 10f64.powf(v.log10().floor());
@@ -118,11 +121,17 @@ pub(crate) fn log_range(values: impl IntoIterator<Item = f64>) -> Option<(f64, f
     let (lo, hi) = values
         .into_iter()
         .filter(|v| v.is_finite() && *v > 0.0)
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     if !lo.is_finite() {
         return None;
     }
-    let (lo, hi) = if hi / lo < 2.0 { (lo / 1.5, hi * 1.5) } else { (lo / 1.2, hi * 1.2) };
+    let (lo, hi) = if hi / lo < 2.0 {
+        (lo / 1.5, hi * 1.5)
+    } else {
+        (lo / 1.2, hi * 1.2)
+    };
     Some((lo, hi))
 }
 
@@ -202,7 +211,10 @@ mod tests {
     #[test]
     fn repeated_labels_are_blanked() {
         let f = dedup_labels(|v| tick(v.round()));
-        let got: Vec<String> = [100.0, 200.0, 999.9, 1000.0, 2000.0].iter().map(&f).collect();
+        let got: Vec<String> = [100.0, 200.0, 999.9, 1000.0, 2000.0]
+            .iter()
+            .map(&f)
+            .collect();
         assert_eq!(got, ["100", "200", "1000", "", "2000"]);
     }
 

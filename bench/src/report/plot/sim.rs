@@ -9,7 +9,10 @@
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
-use super::{dedup_labels, log_range, log_tick, plot_err, run_colour, tick, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
+use super::{
+    dedup_labels, log_range, log_tick, plot_err, run_colour, tick, CAPTION_PX, DESC_PX, FONT,
+    HEIGHT, TICK_PX, WIDTH,
+};
 use crate::report::hdr::TICKS_PER_UNIT;
 use crate::report::model::{Percentiles, RunReport};
 use crate::report::ReportError;
@@ -40,10 +43,15 @@ pub(crate) fn percentile_label(x: f64) -> String {
 
 /// Points from the report's percentiles only.
 fn points_from_percentiles(p: &Percentiles) -> Vec<(f64, f64)> {
-    [(x_of(0.5), p.p50), (x_of(0.95), p.p95), (x_of(0.99), p.p99), (max_x(p.count), p.max)]
-        .into_iter()
-        .filter(|(_, v)| v.is_finite() && *v > 0.0)
-        .collect()
+    [
+        (x_of(0.5), p.p50),
+        (x_of(0.95), p.p95),
+        (x_of(0.99), p.p99),
+        (max_x(p.count), p.max),
+    ]
+    .into_iter()
+    .filter(|(_, v)| v.is_finite() && *v > 0.0)
+    .collect()
 }
 
 /// Points of the full spectrum of a histogram in ticks (µs), in ms.
@@ -62,6 +70,10 @@ pub(crate) fn points_from_histogram(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     pts
 }
 
+/// One run's line: its label, its points, and whether they are the full
+/// spectrum (else the percentile points only).
+type Series = (String, Vec<(f64, f64)>, bool);
+
 /// The sim-latency plot of `runs` as one SVG document; `hists[i]`, where
 /// present, is run `i`'s sim-latency histogram (ticks = µs).
 ///
@@ -71,16 +83,24 @@ pub(crate) fn sim_latency_svg(
     hists: &[Option<Histogram<u64>>],
 ) -> Result<String, ReportError> {
     let err = plot_err("sim latency");
-    let series: Vec<(String, Vec<(f64, f64)>, bool)> = runs
+    let series: Vec<Series> = runs
         .iter()
         .enumerate()
         .map(|(i, r)| match hists.get(i).and_then(Option::as_ref) {
             Some(h) if !h.is_empty() => (r.label.clone(), points_from_histogram(h), true),
-            _ => (r.label.clone(), points_from_percentiles(&r.sim_latency_ms), false),
+            _ => (
+                r.label.clone(),
+                points_from_percentiles(&r.sim_latency_ms),
+                false,
+            ),
         })
         .collect();
-    let (lo, hi) = log_range(series.iter().flat_map(|(_, p, _)| p.iter().map(|(_, v)| *v)))
-        .unwrap_or((0.1, 10.0));
+    let (lo, hi) = log_range(
+        series
+            .iter()
+            .flat_map(|(_, p, _)| p.iter().map(|(_, v)| *v)),
+    )
+    .unwrap_or((0.1, 10.0));
     let x_hi = series
         .iter()
         .flat_map(|(_, p, _)| p.iter().map(|(x, _)| *x))
@@ -91,7 +111,10 @@ pub(crate) fn sim_latency_svg(
         let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
         let mut chart = ChartBuilder::on(&root)
-            .caption("Simulation latency by percentile (submit to result)", (FONT, CAPTION_PX))
+            .caption(
+                "Simulation latency by percentile (submit to result)",
+                (FONT, CAPTION_PX),
+            )
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)

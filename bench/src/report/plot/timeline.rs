@@ -19,7 +19,12 @@ pub(crate) fn cordon_spans(run: &RunReport, end_s: f64) -> Vec<(f64, f64)> {
     let mut events: Vec<_> = run
         .timeline
         .iter()
-        .filter(|e| matches!(e.kind, TimelineKind::PostureEnter | TimelineKind::PostureExit))
+        .filter(|e| {
+            matches!(
+                e.kind,
+                TimelineKind::PostureEnter | TimelineKind::PostureExit
+            )
+        })
         .collect();
     events.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
     let mut spans = Vec::new();
@@ -60,7 +65,12 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
         .filter(|v| v.is_finite())
         .fold(0.0f64, f64::max)
         .max(1e-3);
-    let y_max = cycles.iter().map(|(_, ms)| *ms).fold(0.0f64, f64::max).max(1e-3) * 1.18;
+    let y_max = cycles
+        .iter()
+        .map(|(_, ms)| *ms)
+        .fold(0.0f64, f64::max)
+        .max(1e-3)
+        * 1.18;
     let spans = cordon_spans(run, end_s);
     let mut svg = String::new();
     {
@@ -86,13 +96,18 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
             .map_err(&err)?;
         chart
             .draw_series(
-                spans.iter().map(|(a, b)| Rectangle::new([(*a, 0.0), (*b, y_max)], CORDON.mix(0.5).filled())),
+                spans.iter().map(|(a, b)| {
+                    Rectangle::new([(*a, 0.0), (*b, y_max)], CORDON.mix(0.5).filled())
+                }),
             )
             .map_err(&err)?
             .label("cordoned")
             .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], CORDON.filled()));
         chart
-            .draw_series(LineSeries::new(cycles.iter().copied(), MAKESPAN.mix(0.5).stroke_width(1)))
+            .draw_series(LineSeries::new(
+                cycles.iter().copied(),
+                MAKESPAN.mix(0.5).stroke_width(1),
+            ))
             .map_err(&err)?;
         chart
             .draw_series(cycles.iter().map(|p| Circle::new(*p, 2, MAKESPAN.filled())))
@@ -108,18 +123,29 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
         let tick_len = y_max * 0.06;
         chart
             .draw_series(at(TimelineKind::Throttle).map(|t| {
-                PathElement::new(vec![(t, y_max), (t, y_max - tick_len)], THROTTLE.stroke_width(2))
+                PathElement::new(
+                    vec![(t, y_max), (t, y_max - tick_len)],
+                    THROTTLE.stroke_width(2),
+                )
             }))
             .map_err(&err)?
             .label("throttle event")
-            .legend(|(x, y)| PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], THROTTLE.stroke_width(2)));
+            .legend(|(x, y)| {
+                PathElement::new(
+                    vec![(x + 9, y - 7), (x + 9, y + 7)],
+                    THROTTLE.stroke_width(2),
+                )
+            });
         chart
-            .draw_series(at(TimelineKind::Retune).map(|t| {
-                PathElement::new(vec![(t, 0.0), (t, y_max)], RETUNE.stroke_width(2))
-            }))
+            .draw_series(
+                at(TimelineKind::Retune)
+                    .map(|t| PathElement::new(vec![(t, 0.0), (t, y_max)], RETUNE.stroke_width(2))),
+            )
             .map_err(&err)?
             .label("retune")
-            .legend(|(x, y)| PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], RETUNE.stroke_width(2)));
+            .legend(|(x, y)| {
+                PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], RETUNE.stroke_width(2))
+            });
         chart
             .configure_series_labels()
             .position(SeriesLabelPosition::UpperLeft)

@@ -1,0 +1,182 @@
+//! `fleet-lab run`: replay the corpus through the fleet under a profile and
+//! write a report (terminal table, `report.json`, `report.html`, the
+//! produced outcomes, HdrHistogram interval logs).
+//!
+//! `DESIGN.md` §6. With no arguments: the shipped corpus, this host's auto
+//! profile, scale 0.1 (a 333-cycle replay in about half a minute).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use fleet::config::FleetConfig;
+use fleet::plan::Profile;
+use fleet_bindings::PinCores;
+use fleet_workloads::Corpus;
+
+use crate::lab::{self, Contender, QuotaShrink, RunArtifacts, RunSpec};
+use crate::report::{render_run_summary, write_report_dir_with};
+
+/// Options every replaying verb shares (`run`, `parity`, `compare`, `gate`).
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// The corpus file (default: the shipped golden corpus).
+    #[arg(long, value_name = "PATH")]
+    pub corpus: Option<PathBuf>,
+    /// Time scale: CPU, I/O and the arrival interval are multiplied by it (> 0).
+    #[arg(long, value_name = "F", default_value_t = 0.1)]
+    pub scale: f64,
+    /// Replay only the first N cycles.
+    #[arg(long, value_name = "N")]
+    pub cycles: Option<u32>,
+    /// Plan for this many cores instead of the detected quota.
+    #[arg(long, value_name = "CORES")]
+    pub quota: Option<f64>,
+    /// Run inside a real child cgroup with this CPU quota (cores); needs root.
+    #[arg(long, value_name = "CORES")]
+    pub cgroup_quota: Option<f64>,
+    /// Core pinning of seat threads: auto, on or off.
+    #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = parse_pin)]
+    pub pin: PinCores,
+    /// A fleet config file (TOML); DEGENBOT_* environment overrides apply on top.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Show no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn parse_pin(s: &str) -> Result<PinCores, String> {
+    match s {
+        "auto" => Ok(PinCores::Auto),
+        "on" => Ok(PinCores::On),
+        "off" => Ok(PinCores::Off),
+        other => Err(format!("unknown pinning {other:?}: use auto, on or off")),
+    }
+}
+
+impl ReplayArgs {
+    /// The corpus path: `--corpus`, else `corpus/golden-v1.txt` under the
+    /// working directory, else the one shipped next to this build.
+    pub fn corpus_path(&self) -> PathBuf {
+        if let Some(p) = &self.corpus {
+            return p.clone();
+        }
+        let local = Path::new("corpus").join("golden-v1.txt");
+        if local.is_file() {
+            local
+        } else {
+            crate::cmd::corpus::default_corpus_path()
+        }
+    }
+
+    /// Loads and checks the corpus (checksum, fields), refusing bad input
+    /// with the file, line and reason.
+    pub fn load_corpus(&self) -> Result<(PathBuf, Corpus)> {
+        let path = self.corpus_path();
+        let corpus = Corpus::load(&path).with_context(|| format!("cannot use corpus {}", path.display()))?;
+        Ok((path, corpus))
+    }
+
+    /// Checks the scale and cgroup quota before anything starts.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            bail!("--scale {} is invalid: give a positive number (1.0 is the live bot's timing, 0.1 ten times faster)", self.scale);
+        }
+        if let Some(q) = self.cgroup_quota {
+            if !(q.is_finite() && q >= 0.01) {
+                bail!("--cgroup-quota {q} is invalid: give a positive number of cores (at least 0.01)");
+            }
+        }
+        Ok(())
+    }
+
+    /// The fleet config (boot policy, pump timing).
+    pub fn fleet_config(&self) -> Result<FleetConfig> {
+        let text = match &self.config {
+            Some(p) => std::fs::read_to_string(p).with_context(|| format!("cannot read config {}", p.display()))?,
+            None => String::new(),
+        };
+        Ok(FleetConfig::load(&text, std::env::vars())?)
+    }
+
+    /// A run spec for `contender` from these options.
+    pub fn spec(&self, contender: Contender, corpus_path: PathBuf) -> Result<RunSpec> {
+        let cfg = self.fleet_config()?;
+        let mut spec = RunSpec::new(contender, corpus_path, self.scale);
+        spec.cycles = self.cycles;
+        spec.quota = self.quota;
+        spec.cgroup_quota = self.cgroup_quota;
+        spec.pin_cores = self.pin;
+        spec.posture = cfg.posture.clone();
+        spec.pump = cfg.pump.into();
+        spec.progress = !self.quiet;
+        Ok(spec)
+    }
+}
+
+/// Arguments of `fleet-lab run`.
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// The profile: auto (tier from the quota), pinned or serial.
+    #[arg(long, value_name = "auto|pinned|serial", default_value = "auto")]
+    pub profile: Profile,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// The report directory (replaced atomically; nothing is half-written).
+    #[arg(long, value_name = "DIR", default_value = "fleet-lab-out/run")]
+    pub out: PathBuf,
+    /// Shrink the real cgroup's quota mid-run: CYCLE:CORES[:CYCLES] (default 30 cycles), then restore it.
+    #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
+    pub quota_shrink_at: Option<QuotaShrink>,
+    /// Sample the run with pprof and write a flamegraph SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub flamegraph: Option<PathBuf>,
+    /// A label for tables and plots.
+    #[arg(long)]
+    pub label: Option<String>,
+}
+
+/// Parses `CYCLE:CORES[:CYCLES]`.
+pub fn parse_shrink(s: &str) -> Result<QuotaShrink, String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    let bad = || format!("--quota-shrink-at {s:?}: expected CYCLE:CORES[:CYCLES], e.g. 40:0.5:30");
+    if !(2..=3).contains(&parts.len()) {
+        return Err(bad());
+    }
+    let at_cycle = parts[0].parse().map_err(|_| bad())?;
+    let cores: f64 = parts[1].parse().map_err(|_| bad())?;
+    if !(cores.is_finite() && cores >= 0.01) {
+        return Err(format!("--quota-shrink-at: {cores} cores is invalid: give at least 0.01"));
+    }
+    let cycles = match parts.get(2) {
+        Some(c) => c.parse().map_err(|_| bad())?,
+        None => 30,
+    };
+    Ok(QuotaShrink { at_cycle, cores, cycles })
+}
+
+/// Runs one contender and writes its report directory; returns the artifacts.
+pub fn run_and_write(spec: &RunSpec, corpus: &Corpus, out: &Path) -> Result<RunArtifacts> {
+    let artifacts = lab::run(spec, corpus)?;
+    write_report_dir_with(out, &artifacts.report, &artifacts.logs, &artifacts.outcomes_jsonl, &artifacts.extras)
+        .with_context(|| format!("cannot write the report to {}", out.display()))?;
+    Ok(artifacts)
+}
+
+/// `fleet-lab run`.
+pub fn run(args: RunArgs) -> Result<()> {
+    args.replay.validate()?;
+    let (path, corpus) = args.replay.load_corpus()?;
+    let mut spec = args.replay.spec(Contender::Fleet(args.profile), path)?;
+    spec.quota_shrink = args.quota_shrink_at;
+    spec.flamegraph = args.flamegraph.clone();
+    spec.label = args.label.clone();
+    let artifacts = run_and_write(&spec, &corpus, &args.out)?;
+    print!("{}", render_run_summary(&artifacts.report));
+    println!("report: {}", args.out.join("report.html").display());
+    if !artifacts.report.parity {
+        bail!("parity failed: the produced outcomes differ from the golden corpus (see first_mismatch in report.json)");
+    }
+    Ok(())
+}

@@ -1,0 +1,199 @@
+//! From what a run measured to its report and the files beside it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use fleet::census::CensusRow;
+use fleet::plan::Plan;
+use fleet::posture::PostureCounters;
+use fleet::quota::QuotaReport;
+use fleet_workloads::replay::ReplayResult;
+use fleet_workloads::Corpus;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::lab::feeder::FeederLog;
+use crate::lab::session::{profile_name, Contender, RunArtifacts};
+use crate::probe::cgroup::CgroupVersion;
+use crate::probe::threads::ThreadFigures;
+use crate::report::{
+    CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts, PostureCounts,
+    RunReport, ThreadCounts, Throttle, ThrottleSource,
+};
+
+/// Everything measured around a replay.
+pub(crate) struct Measured<'a> {
+    pub label: String,
+    pub contender: Contender,
+    pub plan: Option<&'a Plan>,
+    pub quota: f64,
+    pub detected: &'a QuotaReport,
+    pub scale: f64,
+    pub corpus_path: &'a Path,
+    pub corpus: &'a Corpus,
+    pub threads: ThreadFigures,
+    pub cpu_seconds: f64,
+    pub wall: Duration,
+    pub feeder: FeederLog,
+    pub cgroup_version: Option<CgroupVersion>,
+    /// The version of the process's own cgroup when no child was made and
+    /// its `cpu.stat` was sampled.
+    pub own_cgroup: Option<CgroupVersion>,
+    pub posture: PostureCounters,
+    pub perf: BTreeMap<String, CounterValue>,
+    pub census: Option<Vec<CensusRow>>,
+}
+
+/// A progress bar on stderr (hidden when stderr is not a terminal; a plain
+/// line is printed every quarter instead).
+pub(crate) fn progress_bar(total: u64, label: &str) -> ProgressBar {
+    let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+    pb.set_style(
+        ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} cycles {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    pb.set_prefix(label.to_string());
+    pb
+}
+
+/// Builds the report and its files.
+pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifacts {
+    let mut makespan = LatencyRecorder::new(Metric::Makespan);
+    let mut ratio = LatencyRecorder::new(Metric::MakespanOverLowerBound);
+    let mut bins = LatencyRecorder::new(Metric::BinWalk);
+    let mut sims = LatencyRecorder::new(Metric::SimLatency);
+    let mut per_cycle = Vec::with_capacity(replay.cycles.len());
+    let mut last_interval = Duration::ZERO;
+    for c in &replay.cycles {
+        // Latency is end − intended start, recorded as measured: no
+        // coordinated-omission correction on top.
+        makespan.record_ticks(c.makespan_us());
+        ratio.record_ratio(c.makespan_us() as f64 / c.lower_bound_us.max(1) as f64);
+        for b in &c.bins {
+            bins.record_ticks(b.walk_us);
+            for s in &b.sim_latency_us {
+                sims.record_ticks(*s);
+            }
+        }
+        // One interval per second of run time in the logs.
+        let now = Duration::from_micros(c.end_us);
+        if now - last_interval >= Duration::from_secs(1) {
+            for r in [&mut makespan, &mut ratio, &mut bins, &mut sims] {
+                r.close_interval(now);
+            }
+            last_interval = now;
+        }
+        per_cycle.push(CycleRow {
+            cycle: c.cycle as u64,
+            intended_start_ms: c.intended_start_us as f64 / 1e3,
+            makespan_ms: c.makespan_us() as f64 / 1e3,
+            lower_bound_ms: c.lower_bound_us as f64 / 1e3,
+            bins_walk_ms: c.bins.iter().map(|b| b.walk_us as f64 / 1e3).collect(),
+        });
+    }
+    let end = Duration::from_micros(replay.wall_us);
+    for r in [&mut makespan, &mut ratio, &mut bins, &mut sims] {
+        r.close_interval(end);
+    }
+    let mut outcomes = OutcomeCounts::default();
+    let mut jsonl = Vec::new();
+    for row in &replay.outcomes {
+        outcomes.add(&row.outcome);
+        serde_json::to_writer(&mut jsonl, row).expect("outcome rows serialize");
+        jsonl.push(b'\n');
+    }
+    let first_mismatch = replay.first_mismatch.as_ref().map(|mm| Mismatch {
+        cycle: mm.cycle as u64,
+        path: mm.path as u64,
+        expected: mm.expected,
+        got: mm.got,
+    });
+    let wall_s = m.wall.as_secs_f64();
+    let throttle = m.cgroup_version.or(m.own_cgroup).map(|v| Throttle {
+        events: m.feeder.events,
+        throttled_ms: m.feeder.throttled_us as f64 / 1e3,
+        throttled_share: (m.feeder.throttled_us as f64 / 1e6 / wall_s.max(1e-9)).min(1.0),
+        source: match v {
+            CgroupVersion::V2 => ThrottleSource::CgroupV2,
+            CgroupVersion::V1 => ThrottleSource::CgroupV1,
+        },
+    });
+    let (profile, binding, oversubscribed) = match (m.contender, m.plan) {
+        (Contender::Fleet(p), Some(plan)) => (
+            profile_name(p).to_string(),
+            match plan.binding {
+                fleet::plan::Binding::Pinned => "pinned".to_string(),
+                fleet::plan::Binding::Serial => "serial".to_string(),
+            },
+            plan.oversubscribed,
+        ),
+        _ => ("baseline".to_string(), "none".to_string(), false),
+    };
+    let out_of_range = makespan.out_of_range() + ratio.out_of_range() + bins.out_of_range() + sims.out_of_range();
+    let mut background = BTreeMap::new();
+    let b = &replay.background;
+    for (k, v) in [
+        ("poolupd_submitted", b.poolupd_submitted),
+        ("poolupd_completed", b.poolupd_completed),
+        ("crawl_submitted", b.crawl_submitted),
+        ("crawl_completed", b.crawl_completed),
+        ("terminal", b.terminal),
+    ] {
+        background.insert(k.to_string(), v);
+    }
+    let report = RunReport {
+        label: m.label,
+        profile,
+        binding,
+        oversubscribed,
+        scale: m.scale,
+        cycles: replay.cycles.len() as u64,
+        paths: replay.paths,
+        outcomes,
+        parity: replay.parity,
+        first_mismatch,
+        makespan_ms: makespan.percentiles(),
+        makespan_over_lower_bound: ratio.percentiles(),
+        bin_walk_ms: bins.percentiles(),
+        sim_latency_ms: sims.percentiles(),
+        threads: ThreadCounts {
+            at_start: m.threads.at_start as u64,
+            peak: m.threads.peak as u64,
+            created_during_run: m.threads.created_during_run as u64,
+            peak_runnable: m.threads.peak_runnable as u64,
+        },
+        cpu_seconds: m.cpu_seconds,
+        wall_seconds: wall_s,
+        throttle,
+        posture: PostureCounts {
+            enters: m.posture.enters,
+            exits: m.posture.exits,
+            cordoned_ms: m.posture.cordoned_dwell_ms as f64,
+            intake_suppressed: m.posture.intake_suppressions,
+        },
+        perf_counters: Some(m.perf),
+        histograms_out_of_range: out_of_range,
+        per_cycle,
+        timeline: m.feeder.timeline,
+        machine: Machine { cpus: m.detected.affinity_cpus as u64, quota: Some(m.quota) },
+        corpus: CorpusRef {
+            path: m.corpus_path.display().to_string(),
+            version: m.corpus.header.version.to_string(),
+            checksum: m.corpus.header.checksum.clone(),
+        },
+        census: m
+            .census
+            .unwrap_or_default()
+            .iter()
+            .map(|r| serde_json::to_value(r).expect("census rows serialize"))
+            .collect(),
+        background,
+    };
+    let start = SystemTime::now() - m.wall;
+    let logs = [&makespan, &ratio, &bins, &sims]
+        .iter()
+        .filter_map(|r| r.to_hdr_log(start, end).ok())
+        .collect();
+    RunArtifacts { report, logs, outcomes_jsonl: jsonl, extras: Vec::new(), replay }
+}

@@ -1,0 +1,12 @@
+//! The lab's run harness: one function runs a contender (the fleet under a
+//! profile, or a baseline it replaces) over a corpus and measures it the same
+//! way every time — latency (end − intended start), threads, CPU, perf
+//! counters, real throttling — into a [`RunReport`](crate::report::RunReport).
+//!
+//! `DESIGN.md` §6.
+
+mod build;
+pub mod feeder;
+mod session;
+
+pub use session::{run, Contender, LabError, QuotaShrink, RunArtifacts, RunSpec};

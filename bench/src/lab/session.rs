@@ -1,0 +1,380 @@
+//! One measured run.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet::plan::{Binding, Plan, Profile};
+use fleet::posture::{PostureOwner, PosturePolicy};
+use fleet::pump::PumpConfig;
+use fleet::quota::QuotaReport;
+use fleet_bindings::{boot, BootOptions, PinCores};
+use fleet_workloads::replay::{replay, CycleHost, FleetHost, ReplayOptions, ReplayResult};
+use fleet_workloads::Corpus;
+
+use crate::baseline::{PileOfPools, PlainTokio, RayonTokio};
+use crate::lab::build::{build_report, Measured};
+use crate::lab::feeder::{Feeder, FeederLog};
+use crate::probe::cgroup::{ChildCgroup, CgroupError};
+use crate::probe::perf::RunCounters;
+use crate::probe::threads::ThreadMonitor;
+use crate::report::{ExtraFile, HdrLog, RunReport};
+
+/// What runs the corpus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contender {
+    /// The fleet under a profile (`auto`, `pinned`, `serial`).
+    Fleet(Profile),
+    /// The pile of pools the fleet replaces.
+    PileOfPools,
+    /// Plain Tokio multi-thread runtime.
+    PlainTokio,
+    /// A Rayon pool plus a Tokio runtime for sims.
+    RayonTokio,
+}
+
+impl Contender {
+    /// The default label: `fleet auto`, `pile of pools`, …
+    pub fn label(&self) -> String {
+        match self {
+            Contender::Fleet(p) => format!("fleet {}", profile_name(*p)),
+            Contender::PileOfPools => "pile of pools".into(),
+            Contender::PlainTokio => "plain tokio".into(),
+            Contender::RayonTokio => "rayon + tokio".into(),
+        }
+    }
+}
+
+pub(crate) fn profile_name(p: Profile) -> &'static str {
+    match p {
+        Profile::Auto => "auto",
+        Profile::Pinned => "pinned",
+        Profile::Serial => "serial",
+    }
+}
+
+/// A mid-run quota change on the run's real cgroup: at cycle `at_cycle` the
+/// quota becomes `cores`; after `cycles` more cycles it is restored.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QuotaShrink {
+    /// Cycle index at which the quota shrinks.
+    pub at_cycle: u32,
+    /// The shrunken quota, cores.
+    pub cores: f64,
+    /// How many cycles the shrink lasts before the quota is restored.
+    pub cycles: u32,
+}
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunSpec {
+    /// What runs.
+    pub contender: Contender,
+    /// Label in tables and plots (default: the contender's).
+    pub label: Option<String>,
+    /// The corpus file (for the report's provenance).
+    pub corpus_path: PathBuf,
+    /// Time scale (> 0).
+    pub scale: f64,
+    /// Replay only the first N cycles.
+    pub cycles: Option<u32>,
+    /// The quota the fleet plans for, cores (default: detected).
+    pub quota: Option<f64>,
+    /// Run inside a real child cgroup with this CPU quota, cores.
+    pub cgroup_quota: Option<f64>,
+    /// Shrink the real cgroup's quota mid-run.
+    pub quota_shrink: Option<QuotaShrink>,
+    /// Core pinning of seat threads.
+    pub pin_cores: PinCores,
+    /// Posture policy at boot.
+    pub posture: PosturePolicy,
+    /// Pump timing.
+    pub pump: PumpConfig,
+    /// Throttle sampling period, ms.
+    pub sample_period_ms: u64,
+    /// Registration-crawl units per cycle (0: none).
+    pub crawl_units_per_cycle: u32,
+    /// Show progress on stderr.
+    pub progress: bool,
+    /// Sample the run with pprof and write a flamegraph SVG here.
+    pub flamegraph: Option<PathBuf>,
+    /// Called once the fleet is booted, with its posture owner (the operator
+    /// channel attaches here).
+    pub on_posture: Option<fn(Arc<PostureOwner>)>,
+}
+
+impl RunSpec {
+    /// Defaults for a contender over a corpus at a scale.
+    pub fn new(contender: Contender, corpus_path: PathBuf, scale: f64) -> Self {
+        RunSpec {
+            contender,
+            label: None,
+            corpus_path,
+            scale,
+            cycles: None,
+            quota: None,
+            cgroup_quota: None,
+            quota_shrink: None,
+            pin_cores: PinCores::Auto,
+            posture: PosturePolicy::default(),
+            pump: PumpConfig::default(),
+            sample_period_ms: 100,
+            crawl_units_per_cycle: 4,
+            progress: false,
+            flamegraph: None,
+            on_posture: None,
+        }
+    }
+}
+
+/// Why a run could not start or finish. Each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    /// The scale is not a positive finite number.
+    #[error("--scale {0} is invalid: give a positive number (1.0 is the live bot's timing, 0.1 runs ten times faster)")]
+    BadScale(f64),
+    /// The plan refused the quota.
+    #[error(transparent)]
+    Plan(#[from] fleet::plan::PlanError),
+    /// The fleet could not boot.
+    #[error(transparent)]
+    Boot(#[from] fleet_bindings::BootError),
+    /// A real cgroup could not be made or driven.
+    #[error(transparent)]
+    Cgroup(#[from] CgroupError),
+    /// A baseline's pools could not be built.
+    #[error("cannot build the {which} baseline: {source}")]
+    Baseline {
+        /// Which baseline.
+        which: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The replay stopped.
+    #[error(transparent)]
+    Replay(#[from] fleet_workloads::replay::ReplayError),
+    /// The fleet did not shut down cleanly.
+    #[error("fleet shutdown: {0}")]
+    Shutdown(String),
+    /// The flamegraph could not be written.
+    #[error("flamegraph {path}: {reason}")]
+    Flamegraph {
+        /// The SVG path.
+        path: PathBuf,
+        /// What failed.
+        reason: String,
+    },
+}
+
+/// A finished run: its report and the files that go next to it.
+pub struct RunArtifacts {
+    /// The report.
+    pub report: RunReport,
+    /// HdrHistogram interval logs.
+    pub logs: Vec<HdrLog>,
+    /// Produced outcomes, one JSON object per line.
+    pub outcomes_jsonl: Vec<u8>,
+    /// Extra files (metrics dump, …).
+    pub extras: Vec<ExtraFile>,
+    /// The raw replay result.
+    pub replay: ReplayResult,
+}
+
+fn rusage_cpu_seconds() -> f64 {
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+/// Runs `spec` over `corpus`.
+pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
+    if !(spec.scale.is_finite() && spec.scale > 0.0) {
+        return Err(LabError::BadScale(spec.scale));
+    }
+    let detected = fleet::quota::detect_live();
+    let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
+    // Plan first: a refused quota exits before anything is created.
+    let plan = match spec.contender {
+        Contender::Fleet(profile) => Some(Plan::resolve(quota, profile, &Default::default())?),
+        _ => None,
+    };
+    let mut cgroup = match spec.cgroup_quota.or(spec.quota_shrink.map(|_| detected.affinity_cpus as f64)) {
+        Some(cores) => Some(ChildCgroup::enter(cores)?),
+        None => None,
+    };
+    let throttle_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf()).or_else(|| detected.cgroup_dir.clone());
+    let t0 = Instant::now();
+    let counters = RunCounters::start();
+    let profiler = match &spec.flamegraph {
+        Some(path) => Some(
+            pprof::ProfilerGuardBuilder::default()
+                .frequency(499)
+                .blocklist(&["libc", "libgcc", "pthread", "vdso"])
+                .build()
+                .map_err(|e| LabError::Flamegraph { path: path.clone(), reason: e.to_string() })?,
+        ),
+        None => None,
+    };
+
+    let sim_cap = plan.as_ref().map_or(4, |p| p.seat_layout().sim_slot_cap);
+    let posture = Arc::new(PostureOwner::new(spec.posture.clone(), sim_cap));
+    let mut fleet = None;
+    let host: Box<dyn CycleHost> = match spec.contender {
+        Contender::Fleet(_) => {
+            let plan = plan.as_ref().expect("a fleet run has a plan");
+            let mut opts = BootOptions::new(posture.clone());
+            opts.pump = spec.pump;
+            opts.pin_cores = spec.pin_cores;
+            let f = boot(plan, opts)?;
+            let h = Box::new(FleetHost::new(f.handle()));
+            fleet = Some(f);
+            h
+        }
+        Contender::PileOfPools => Box::new(
+            PileOfPools::new(spec.scale, 6).map_err(|source| LabError::Baseline { which: "pile of pools".into(), source })?,
+        ),
+        Contender::PlainTokio => {
+            Box::new(PlainTokio::new().map_err(|source| LabError::Baseline { which: "plain tokio".into(), source })?)
+        }
+        Contender::RayonTokio => {
+            Box::new(RayonTokio::new().map_err(|source| LabError::Baseline { which: "rayon + tokio".into(), source })?)
+        }
+    };
+    if let Some(cb) = spec.on_posture {
+        cb(posture.clone());
+    }
+    let feeder = match &throttle_dir {
+        Some(dir) => Feeder::start(
+            dir.clone(),
+            Duration::from_millis(spec.sample_period_ms.max(1)),
+            posture.clone(),
+            fleet.as_ref().map(|f| f.waker()),
+            t0,
+        )
+        .ok(),
+        None => None,
+    };
+    let spawned_before = host_spawned(&*host);
+    let monitor = ThreadMonitor::start(Duration::from_millis(1)).ok();
+    let cpu0 = rusage_cpu_seconds();
+
+    let cores_granted = cores_granted(plan.as_ref(), quota, &detected);
+    let mut opts = ReplayOptions::new(spec.scale);
+    opts.cycles = spec.cycles;
+    opts.cores_granted = cores_granted;
+    opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
+    let total = spec.cycles.map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len()));
+    let progress = spec.progress.then(|| crate::lab::build::progress_bar(total as u64, &spec.contender.label()));
+    let pb = progress.clone();
+    opts.on_cycle_end = Some(Box::new(move |rec| {
+        if let Some(pb) = &pb {
+            pb.inc(1);
+            pb.set_message(format!("cycle {} {:.1} ms", rec.cycle, rec.makespan_us() as f64 / 1e3));
+        }
+        for b in &rec.bins {
+            fleet::telemetry::record_bin_makespan(b.bin, Duration::from_micros(b.walk_us));
+        }
+    }));
+    let shrink_state = Arc::new(parking_lot::Mutex::new((cgroup.take(), spec.quota_shrink, spec.cgroup_quota)));
+    let shrink_cb = shrink_state.clone();
+    if spec.quota_shrink.is_some() {
+        opts.on_cycle_start = Some(Box::new(move |cycle| {
+            let mut st = shrink_cb.lock();
+            let (cg, shrink, base) = &mut *st;
+            if let (Some(cg), Some(s)) = (cg.as_mut(), shrink.as_ref()) {
+                let restore = base.unwrap_or(s.cores.max(1.0) * 2.0);
+                if cycle == s.at_cycle {
+                    let _ = cg.set_quota(s.cores);
+                } else if cycle == s.at_cycle + s.cycles {
+                    let _ = cg.set_quota(restore);
+                }
+            }
+        }));
+    }
+
+    let replayed = replay(&*host, corpus, opts);
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+    let cpu_seconds = rusage_cpu_seconds() - cpu0;
+    let wall = t0.elapsed();
+    let mut threads = monitor.map(|m| m.finish()).unwrap_or_default();
+    let self_spawned = host_spawned(&*host).saturating_sub(spawned_before);
+    threads.created_during_run = threads.created_during_run.max(self_spawned as u32);
+    let feeder_sampled = feeder.is_some();
+    let feeder_log = feeder.map(|f| f.finish()).unwrap_or_else(|| FeederLog {
+        error: Some("no cgroup cpu.stat to sample".into()),
+        ..Default::default()
+    });
+    let census = fleet.as_ref().map(|f| f.census());
+    let posture_counters = posture.counters();
+    drop(host);
+    if let Some(f) = fleet.take() {
+        f.shutdown().map_err(|e| LabError::Shutdown(e.to_string()))?;
+    }
+    let perf = counters.finish();
+    let (cg, _, _) = std::mem::take(&mut *shrink_state.lock());
+    let cgroup_version = cg.as_ref().map(|c| c.version());
+    if let Some(cg) = cg {
+        cg.leave()?;
+    }
+    let replayed = replayed?;
+    if let (Some(guard), Some(path)) = (profiler, &spec.flamegraph) {
+        write_flamegraph(&guard, path)?;
+    }
+    let measured = Measured {
+        label: spec.label.clone().unwrap_or_else(|| spec.contender.label()),
+        contender: spec.contender,
+        plan: plan.as_ref(),
+        quota,
+        detected: &detected,
+        scale: spec.scale,
+        corpus_path: &spec.corpus_path,
+        corpus,
+        threads,
+        cpu_seconds,
+        wall,
+        feeder: feeder_log,
+        cgroup_version,
+        own_cgroup: if feeder_sampled { own_version(&detected) } else { None },
+        posture: posture_counters,
+        perf,
+        census,
+    };
+    Ok(build_report(measured, replayed))
+}
+
+fn own_version(detected: &QuotaReport) -> Option<crate::probe::cgroup::CgroupVersion> {
+    use crate::probe::cgroup::CgroupVersion as V;
+    match detected.source {
+        fleet::quota::QuotaSource::CgroupV2 => Some(V::V2),
+        fleet::quota::QuotaSource::CgroupV1 => Some(V::V1),
+        _ => detected.cgroup_dir.as_ref().map(|d| if d.join("cpu.max").exists() { V::V2 } else { V::V1 }),
+    }
+}
+
+fn host_spawned(host: &dyn CycleHost) -> u64 {
+    host.threads_spawned()
+}
+
+/// Cores the lower bound divides a cycle's CPU by: the serial binding runs
+/// every unit on one thread (1 core); the pinned binding gets the quota
+/// less the reserve, capped by the CPUs present; a baseline gets the
+/// effective CPUs (quota and affinity).
+fn cores_granted(plan: Option<&Plan>, quota: f64, detected: &QuotaReport) -> f64 {
+    let cpus = detected.affinity_cpus as f64;
+    match plan {
+        Some(p) if p.binding == Binding::Serial => 1.0,
+        Some(p) => (p.quota_cpus.floor() - p.budget.reserve_cpus as f64).max(1.0).min(cpus),
+        None => quota.min(cpus).max(1.0),
+    }
+}
+
+fn write_flamegraph(guard: &pprof::ProfilerGuard<'_>, path: &PathBuf) -> Result<(), LabError> {
+    let err = |reason: String| LabError::Flamegraph { path: path.clone(), reason };
+    let report = guard.report().build().map_err(|e| err(e.to_string()))?;
+    let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
+    report.flamegraph(file).map_err(|e| err(e.to_string()))
+}
