@@ -16,6 +16,7 @@
 mod fixtures;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
+use fixtures::*;
 use fleet::admission::admission;
 use fleet::budget::{BudgetOverrides, FleetBudget};
 use fleet::posture::ThrottleSample;
@@ -25,7 +26,6 @@ use fleet::WorkerRole;
 use fleet_bench::profiler::FlamegraphProfiler;
 use fleet_workloads::math;
 use fleet_workloads::paths::hop_reserves;
-use fixtures::*;
 use std::hint::black_box;
 
 fn slot(c: &mut Criterion) {
@@ -144,8 +144,14 @@ fn posture(c: &mut Criterion) {
 fn budget(c: &mut Criterion) {
     let mut g = c.benchmark_group("budget");
     let none = BudgetOverrides::default();
-    for (name, q) in [("derive_q8", 8.0), ("derive_q6_5", 6.5), ("derive_q16", 16.0)] {
-        g.bench_function(name, |b| b.iter(|| FleetBudget::derive(black_box(q), &none)));
+    for (name, q) in [
+        ("derive_q8", 8.0),
+        ("derive_q6_5", 6.5),
+        ("derive_q16", 16.0),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter(|| FleetBudget::derive(black_box(q), &none))
+        });
     }
     g.bench_function("derive_refused_q4_5", |b| {
         b.iter(|| FleetBudget::derive(black_box(4.5), &none))

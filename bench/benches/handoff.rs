@@ -38,7 +38,8 @@ fn round_trip(fleet: &FleetHandle, role: WorkerRole, key: Option<u32>) -> UnitVa
 fn handoff(c: &mut Criterion) {
     let mut g = c.benchmark_group("handoff");
     for (name, profile) in [("pinned", Profile::Pinned), ("serial", Profile::Serial)] {
-        let plan = Plan::resolve(QUOTA_CPUS, profile, &Default::default()).expect("a plan for Q = 8");
+        let plan =
+            Plan::resolve(QUOTA_CPUS, profile, &Default::default()).expect("a plan for Q = 8");
         let mut opts = BootOptions::for_plan(&plan);
         opts.pin_cores = PinCores::Off;
         opts.host_name = format!("bench-{name}");
@@ -46,7 +47,11 @@ fn handoff(c: &mut Criterion) {
         let handle = fleet.handle();
         // A first unit proves the wiring before anything is timed.
         let v = round_trip(&handle, WorkerRole::Resolve, None);
-        assert_eq!(v.downcast_ref::<u64>(), Some(&7), "{name}: the body's value comes back");
+        assert_eq!(
+            v.downcast_ref::<u64>(),
+            Some(&7),
+            "{name}: the body's value comes back"
+        );
         g.bench_function(format!("{name}/resolve"), |b| {
             b.iter(|| black_box(round_trip(&handle, WorkerRole::Resolve, None)))
         });

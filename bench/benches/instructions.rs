@@ -69,13 +69,19 @@ fn admission_predicate(len: u32, cap: u32, admits: bool) -> Admission {
 #[bench::q6_5(6.5)]
 #[bench::refused_q4_5(4.5)]
 fn budget_derive(quota: f64) -> Result<FleetBudget, BudgetError> {
-    black_box(FleetBudget::derive(black_box(quota), &BudgetOverrides::default()))
+    black_box(FleetBudget::derive(
+        black_box(quota),
+        &BudgetOverrides::default(),
+    ))
 }
 
 #[library_benchmark]
 #[bench::clean(posture_machine(), ThrottleSample::default())]
 #[bench::enters_cordon(posture_one_event_in(), throttled())]
-fn posture_observe(mut m: PostureMachine, sample: ThrottleSample) -> (PostureMachine, Option<Transition>) {
+fn posture_observe(
+    mut m: PostureMachine,
+    sample: ThrottleSample,
+) -> (PostureMachine, Option<Transition>) {
     let edge = m.observe(black_box(sample), 100);
     black_box((m, edge))
 }

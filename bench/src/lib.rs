@@ -6,3 +6,4 @@ pub mod profiler;
 pub mod ops;
 pub mod baseline;
 pub mod lab;
+pub mod gate;

@@ -188,10 +188,13 @@ mod tests {
         std::hint::black_box(x);
         p.stop_profiling("bench", &out);
         let path = out.join(FLAMEGRAPH_FILE);
-        assert_eq!(p.written(), [path.clone()]);
+        assert_eq!(p.written(), std::slice::from_ref(&path));
         let svg = std::fs::read_to_string(&path).expect("flamegraph written");
         assert!(svg.contains("<svg"), "not an SVG");
-        assert!(svg.contains("busy_profiled_arithmetic"), "hot function missing from the flamegraph");
+        assert!(
+            svg.contains("busy_profiled_arithmetic"),
+            "hot function missing from the flamegraph"
+        );
     }
 
     #[test]

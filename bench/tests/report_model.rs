@@ -23,6 +23,8 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
     assert_eq!(
         keys(&v),
         set(&[
+            "census",
+            "background",
             "label",
             "profile",
             "binding",

@@ -8,6 +8,13 @@
 //! posture edge, and the seat reports done and lives on. The unit's own
 //! [`fleet::ledger::BinWitness`], dropped with the unit's future, delivers
 //! `Failed(LaneDeath)` for each path it still owed.
+//!
+//! Every unit runs inside a `debug`-level `unit` span (role, seat index,
+//! unit id, `thread`: the seat's thread name, `work-fleet-solver-3` or
+//! `work-fleet-serial-0`), entered on the seat's own thread, so a timeline
+//! viewer shows one lane per seat thread with the unit bodies' spans
+//! (`solve.bin`, `sim`, `resolve`) nested inside (`DESIGN.md` §3
+//! "Telemetry"; seed 000 §7).
 
 use crate::handle::{FleetHandle, Job, SeatCtx, SubmitError};
 use fleet::admission::AdmissionError;
@@ -21,6 +28,7 @@ use futures::FutureExt;
 use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// Turns the shell's refusal into the caller's error, body handed back.
 pub(crate) fn refusal(role: WorkerRole, refused: Refused<Job>) -> SubmitError {
@@ -59,6 +67,17 @@ impl Lane {
         }
     }
 
+    /// The `unit` span of one delivery (see the module docs).
+    fn unit_span(d: &Delivery<Job>, thread_name: &str) -> tracing::Span {
+        tracing::debug_span!(
+            "unit",
+            role = %d.seat.role,
+            seat = d.seat.index,
+            unit = d.meta.id,
+            thread = thread_name
+        )
+    }
+
     /// Runs a unit to completion on the calling (dedicated seat) thread with
     /// `rt` current: an awaited sim receipt blocks this seat (pinned binding).
     pub(crate) fn run_blocking(
@@ -68,6 +87,8 @@ impl Lane {
         d: Delivery<Job>,
     ) {
         let ctx = self.ctx(&d, thread_name);
+        let span = Self::unit_span(&d, thread_name);
+        let _entered = span.enter();
         let Delivery {
             seat,
             meta,
@@ -81,6 +102,7 @@ impl Lane {
     /// every pending await; a panic in any poll is caught there.
     pub(crate) async fn run_async(self, thread_name: Arc<str>, d: Delivery<Job>) {
         let ctx = self.ctx(&d, &thread_name);
+        let span = Self::unit_span(&d, &thread_name);
         let Delivery {
             seat,
             meta,
@@ -88,7 +110,9 @@ impl Lane {
         } = d;
         let out = AssertUnwindSafe(async move { body(ctx).await })
             .catch_unwind()
+            .instrument(span.clone())
             .await;
+        let _entered = span.enter();
         self.settle(seat, meta, receipt, out);
     }
 
@@ -117,5 +141,27 @@ impl Lane {
             }
         }
         self.fleet.inner.host.seat_done(seat, meta.id);
+    }
+}
+
+/// The shell's step hook both bindings install: after every pump step,
+/// publish the intake backlog gauge (when it changed) and feed the posture's
+/// intake-suppression counter with the pump's new suppressions.
+pub(crate) fn step_hook(
+    posture: Arc<PostureOwner>,
+) -> impl FnMut(&fleet::pump::HostPump<Job>) + Send + 'static {
+    let mut seen = 0u64;
+    let mut last_backlog: Vec<(WorkerRole, u32)> = Vec::new();
+    move |pump| {
+        let now = pump.suppressed();
+        for _ in seen..now {
+            posture.note_intake_suppressed();
+        }
+        seen = now;
+        let backlog = pump.backlog_by_role();
+        if backlog != last_backlog {
+            fleet::telemetry::record_intake_backlog(&backlog);
+            last_backlog = backlog;
+        }
     }
 }

@@ -130,6 +130,7 @@ impl<M: Send> ShellInbox<M> for Receiver<M> {
 
 type Terminal<P> = Box<dyn FnMut(UnitMeta, P, TerminalReason) + Send>;
 type LoudHook = Box<dyn FnMut(&PumpFailure) + Send>;
+type StepHook<P> = Box<dyn FnMut(&HostPump<P>) + Send>;
 
 /// The shell around one pump. Build with [`HostShell::new`], run with
 /// [`HostShell::run`] on a thread the binding owns.
@@ -140,6 +141,7 @@ pub struct HostShell<P> {
     sink: Box<dyn SeatSink<P>>,
     on_terminal: Terminal<P>,
     on_loud: LoudHook,
+    on_step: Option<StepHook<P>>,
     /// `Some(deadline)` while armed; `None` inside means "beyond the clock".
     armed: Option<(Duration, Option<Instant>)>,
 }
@@ -192,6 +194,7 @@ impl<P: Send + 'static> HostShell<P> {
             sink: Box::new(sink),
             on_terminal: Box::new(on_terminal),
             on_loud: Box::new(default_loud),
+            on_step: None,
             armed: None,
         }
     }
@@ -200,6 +203,15 @@ impl<P: Send + 'static> HostShell<P> {
     /// After the hook returns, [`HostShell::run`] returns the failure.
     pub fn with_loud_hook(mut self, hook: impl FnMut(&PumpFailure) + Send + 'static) -> Self {
         self.on_loud = Box::new(hook);
+        self
+    }
+
+    /// Installs a hook called after every pump step with the pump's state
+    /// (the binding records the intake backlog gauge and feeds the
+    /// posture's suppression counter from it). Keep it short: it runs on
+    /// the shell's thread between messages.
+    pub fn with_step_hook(mut self, hook: impl FnMut(&HostPump<P>) + Send + 'static) -> Self {
+        self.on_step = Some(Box::new(hook));
         self
     }
 
@@ -258,7 +270,16 @@ impl<P: Send + 'static> HostShell<P> {
             };
             let closing = matches!(input, PumpInput::Close);
             let effects = self.pump.step(input, (self.guard_source)());
-            self.apply(effects, pending)?;
+            let grants = effects.iter().filter(|e| matches!(e, Effect::Grant { .. })).count();
+            if grants > 0 {
+                let span = tracing::debug_span!("pump.grant", grants, in_flight = self.pump.counts().in_flight);
+                span.in_scope(|| self.apply(effects, pending))?;
+            } else {
+                self.apply(effects, pending)?;
+            }
+            if let Some(hook) = self.on_step.as_mut() {
+                hook(&self.pump);
+            }
             if closing {
                 return Ok(self.pump);
             }

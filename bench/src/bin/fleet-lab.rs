@@ -24,6 +24,10 @@ enum Command {
     Run(cmd::run::RunArgs),
     /// Check both bindings against the golden corpus (non-zero exit on the first difference).
     Parity(cmd::parity::ParityArgs),
+    /// Run the fleet and the designs it replaces back to back; one table, one page.
+    Compare(cmd::compare::CompareArgs),
+    /// Run a CI profile (A = auto, B = forced pinned) and enforce its budgets.
+    Gate(cmd::gate::GateArgs),
     /// Print the detected quota, the plan, the budget table and the census projection.
     Plan(cmd::plan::PlanArgs),
     /// Generate, verify or derive the golden outcome corpus.
@@ -34,18 +38,105 @@ enum Command {
     Posture(cmd::posture::PostureArgs),
 }
 
-fn main() -> ExitCode {
-    tracing_subscriber::fmt()
+/// Installs the process's subscriber: a `fmt` layer on stderr filtered by
+/// `RUST_LOG` (default `warn`), and with the `tracy` feature a Tracy layer
+/// filtered by `FLEET_TRACY_FILTER` (default `debug`: every fleet span).
+/// Filters are per layer, so spans no layer wants stay disabled at their
+/// call sites and cost one cached interest check.
+fn install_subscriber() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        .with_env_filter(
+        .with_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .init();
+        );
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "tracy")]
+    let registry = registry.with(tracy::layers());
+    registry.init();
+}
+
+/// The Tracy layers (only with the `tracy` feature; see `docs/profiling.md`).
+#[cfg(feature = "tracy")]
+mod tracy {
+    use std::cell::Cell;
+    use tracing::span::Id;
+    use tracing::Subscriber;
+    use tracing_subscriber::layer::Context;
+    use tracing_subscriber::registry::LookupSpan;
+    use tracing_subscriber::{EnvFilter, Layer};
+
+    /// The env variable holding the Tracy layer's filter (`EnvFilter` syntax).
+    pub const FILTER_ENV: &str = "FLEET_TRACY_FILTER";
+
+    /// The Tracy layer (filtered by [`FILTER_ENV`], default `debug`) and the
+    /// thread-naming layer beside it.
+    pub fn layers<S>() -> impl Layer<S>
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let filter =
+            EnvFilter::try_from_env(FILTER_ENV).unwrap_or_else(|_| EnvFilter::new("debug"));
+        let tracy = tracing_tracy::TracyLayer::new(ZoneText::default());
+        ThreadNames.and_then(tracy).with_filter(filter)
+    }
+
+    /// Tracy configuration: span fields go to the zone's text, not its name,
+    /// so every `solve.bin` zone aggregates under one name in Tracy's
+    /// statistics (the bin, paths and walk time show when a zone is
+    /// selected). No call stacks are collected (their cost is per zone).
+    #[derive(Default)]
+    struct ZoneText(tracing_subscriber::fmt::format::DefaultFields);
+
+    impl tracing_tracy::Config for ZoneText {
+        type Formatter = tracing_subscriber::fmt::format::DefaultFields;
+
+        fn formatter(&self) -> &Self::Formatter {
+            &self.0
+        }
+
+        fn format_fields_in_zone_name(&self) -> bool {
+            false
+        }
+    }
+
+    thread_local! {
+        static NAMED: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// Gives Tracy each thread's full Rust name (`work-fleet-solver-3`) the
+    /// first time the thread enters a span. Tracy would otherwise read the
+    /// kernel's copy, cut to 15 bytes, and every solver seat's lane would
+    /// read `work-fleet-solv`.
+    struct ThreadNames;
+
+    impl<S: Subscriber> Layer<S> for ThreadNames {
+        fn on_enter(&self, _id: &Id, _ctx: Context<'_, S>) {
+            if NAMED.with(|n| n.replace(true)) {
+                return;
+            }
+            if let (Some(name), Some(client)) = (
+                std::thread::current().name(),
+                tracing_tracy::client::Client::running(),
+            ) {
+                client.set_thread_name(name);
+            }
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    install_subscriber();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),
         Command::Parity(args) => cmd::parity::run(args),
+        Command::Compare(args) => cmd::compare::run(args),
+        Command::Gate(args) => cmd::gate::run(args),
         Command::Plan(args) => cmd::plan::run(&args),
         Command::Corpus(args) => cmd::corpus::run(args),
         Command::Report(args) => cmd::report::run(args),

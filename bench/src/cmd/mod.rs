@@ -8,3 +8,5 @@ pub mod report;
 pub mod posture;
 pub mod run;
 pub mod parity;
+pub mod gate;
+pub mod compare;

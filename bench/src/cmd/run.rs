@@ -135,6 +135,12 @@ pub struct RunArgs {
     /// A label for tables and plots.
     #[arg(long)]
     pub label: Option<String>,
+    /// Serve Prometheus metrics on this loopback address while the run lasts (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Serve the posture operator channel on this loopback address (see `fleet-lab posture`).
+    #[arg(long, value_name = "ADDR")]
+    pub operator_addr: Option<std::net::SocketAddr>,
 }
 
 /// Parses `CYCLE:CORES[:CYCLES]`.
@@ -172,6 +178,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     spec.quota_shrink = args.quota_shrink_at;
     spec.flamegraph = args.flamegraph.clone();
     spec.label = args.label.clone();
+    spec.metrics_addr = args.metrics_addr;
+    spec.operator_addr = args.operator_addr;
     let artifacts = run_and_write(&spec, &corpus, &args.out)?;
     print!("{}", render_run_summary(&artifacts.report));
     println!("report: {}", args.out.join("report.html").display());

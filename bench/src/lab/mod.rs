@@ -7,6 +7,8 @@
 
 mod build;
 pub mod feeder;
+pub mod inject;
 mod session;
 
+pub use inject::Injection;
 pub use session::{run, Contender, LabError, QuotaShrink, RunArtifacts, RunSpec};

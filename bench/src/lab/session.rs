@@ -1,5 +1,6 @@
 //! One measured run.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -98,9 +99,12 @@ pub struct RunSpec {
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
     pub flamegraph: Option<PathBuf>,
-    /// Called once the fleet is booted, with its posture owner (the operator
-    /// channel attaches here).
-    pub on_posture: Option<fn(Arc<PostureOwner>)>,
+    /// Test-only fault injection (shows the gates can fail).
+    pub injection: crate::lab::Injection,
+    /// Serve the Prometheus scrape here while the run lasts (`GET /metrics`).
+    pub metrics_addr: Option<SocketAddr>,
+    /// Serve the posture operator channel here while the run lasts.
+    pub operator_addr: Option<SocketAddr>,
 }
 
 impl RunSpec {
@@ -122,7 +126,9 @@ impl RunSpec {
             crawl_units_per_cycle: 4,
             progress: false,
             flamegraph: None,
-            on_posture: None,
+            metrics_addr: None,
+            operator_addr: None,
+            injection: Default::default(),
         }
     }
 }
@@ -157,6 +163,9 @@ pub enum LabError {
     /// The fleet did not shut down cleanly.
     #[error("fleet shutdown: {0}")]
     Shutdown(String),
+    /// The metrics endpoint or operator channel could not start.
+    #[error("{0}")]
+    Ops(String),
     /// The flamegraph could not be written.
     #[error("flamegraph {path}: {reason}")]
     Flamegraph {
@@ -242,8 +251,24 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
             Box::new(RayonTokio::new().map_err(|source| LabError::Baseline { which: "rayon + tokio".into(), source })?)
         }
     };
-    if let Some(cb) = spec.on_posture {
-        cb(posture.clone());
+    let host: Box<dyn CycleHost> = if spec.injection.any() {
+        Box::new(crate::lab::inject::InjectedHost::new(host, spec.injection))
+    } else {
+        host
+    };
+    let metrics = crate::ops::metrics::install(spec.metrics_addr).map_err(|e| LabError::Ops(e.to_string()))?;
+    if let Some(plan) = plan.as_ref() {
+        fleet::telemetry::record_profile(plan);
+    }
+    let operator = match spec.operator_addr {
+        Some(addr) => Some(crate::ops::operator::serve(addr, posture.clone()).map_err(|e| LabError::Ops(e.to_string()))?),
+        None => None,
+    };
+    if let Some(op) = &operator {
+        eprintln!("fleet-lab: posture operator channel on http://{}/posture", op.local_addr());
+    }
+    if let Some(addr) = metrics.local_addr() {
+        eprintln!("fleet-lab: metrics on http://{addr}/metrics");
     }
     let feeder = match &throttle_dir {
         Some(dir) => Feeder::start(
@@ -343,7 +368,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         perf,
         census,
     };
-    Ok(build_report(measured, replayed))
+    let mut artifacts = build_report(measured, replayed);
+    artifacts.extras.push(ExtraFile { name: "metrics.prom".into(), bytes: metrics.render().into_bytes() });
+    drop(operator);
+    Ok(artifacts)
 }
 
 fn own_version(detected: &QuotaReport) -> Option<crate::probe::cgroup::CgroupVersion> {

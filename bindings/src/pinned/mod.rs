@@ -84,6 +84,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         sink,
         |_meta, job: Job, reason| job.receipt.terminal(reason),
     );
+    let shell = shell.with_step_hook(crate::exec::step_hook(opts.posture.clone()));
     let handle = FleetHandle::new(host.clone(), Binding::Pinned);
     let waker = Arc::new(PostureWaker::new());
     waker.register_host(&host);

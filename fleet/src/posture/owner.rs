@@ -91,15 +91,20 @@ impl PostureOwner {
         let t = t?;
         telemetry::record_posture_edge(&t);
         match t.to {
-            Posture::Cordoned => {
-                inner.enters += 1;
-                tracing::warn!(cause = ?t.cause, at_ms = t.at_ms, "[fleet-posture] cordon entered");
-            }
-            Posture::Nominal => {
-                inner.exits += 1;
-                tracing::info!(cause = ?t.cause, at_ms = t.at_ms, "[fleet-posture] cordon exited");
-            }
+            Posture::Cordoned => inner.enters += 1,
+            Posture::Nominal => inner.exits += 1,
         }
+        // Loud on both edges (seed 000 §6: "entering is loud"; an exit is
+        // the other half of the dwell an operator reads): one warn event.
+        tracing::warn!(
+            from = ?t.from,
+            to = ?t.to,
+            cause = ?t.cause,
+            at_ms = t.at_ms,
+            "[fleet-posture] posture {:?} -> {:?}",
+            t.from,
+            t.to
+        );
         self.seq.fetch_add(1, Ordering::AcqRel);
         Some(t)
     }

@@ -43,6 +43,15 @@ impl<P> HostPump<P> {
         let mut any = self.grant_keyed(WorkerRole::Solver, KeyedPass::Continuations, s, guard, fx);
         let sim_cap = guard.sim_intake_cap.max(1).min(self.layout.sim_slot_cap);
         any |= self.grant_pooled(WorkerRole::SimDriver, sim_cap, guard, fx);
+        let sims = WorkerRole::SimDriver.index();
+        if sim_cap < self.layout.sim_slot_cap
+            && !self.queues[sims].is_empty()
+            && self.running(WorkerRole::SimDriver) >= sim_cap
+            && self.seats[sims].contains(&SlotState::Idle)
+        {
+            // The floor, not a lack of seats, holds a queued sim back.
+            self.suppressed += 1;
+        }
         any |= self.grant_keyed(WorkerRole::Solver, KeyedPass::NewKeys, s, guard, fx);
         any |= self.grant_pooled(WorkerRole::Resolve, u32::MAX, guard, fx);
         any |= self.grant_keyed(

@@ -70,6 +70,7 @@ pub struct HostPump<P> {
     moved_since_tick: bool,
     failed: bool,
     last_edge_seq: u64,
+    suppressed: u64,
 }
 
 impl<P> HostPump<P> {
@@ -93,6 +94,7 @@ impl<P> HostPump<P> {
             moved_since_tick: false,
             failed: false,
             last_edge_seq: 0,
+            suppressed: 0,
         }
     }
 
@@ -140,6 +142,15 @@ impl<P> HostPump<P> {
             backlog: self.backlog.iter().map(|q| q.len() as u64).sum(),
             resolved: self.resolved,
         }
+    }
+
+    /// Intake suppressions so far: units the posture held into the backlog
+    /// (at admission or moved there when a cordon began) plus dispatch passes
+    /// in which the cordon's sim intake floor, not the seats, held back a
+    /// queued sim. Monotonic; the posture's suppression counter is fed from
+    /// its deltas (`DESIGN.md` §3 "Telemetry").
+    pub fn suppressed(&self) -> u64 {
+        self.suppressed
     }
 
     /// The intake backlog gauge: units held per role, for every role.
@@ -270,6 +281,7 @@ impl<P> HostPump<P> {
                 return;
             }
             self.backlog[ri].push_back(Held { meta, payload });
+            self.suppressed += 1;
             Placement::Backlogged
         } else if answer == crate::admission::Admission::Admit && self.backlog[ri].is_empty() {
             self.queues[ri].push_back(Held { meta, payload });
@@ -377,6 +389,7 @@ impl<P> HostPump<P> {
             }
             while let Some(h) = self.queues[ri].pop_back() {
                 self.backlog[ri].push_front(h);
+                self.suppressed += 1;
             }
         }
         if self.progress == Progress::Faulted {

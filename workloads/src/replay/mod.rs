@@ -7,6 +7,12 @@
 //! the one pin) that drains every path's outcome through the exactness
 //! ledger. A registration crawl with a bounded window of 32 runs alongside.
 //! The driver knows nothing of which binding runs the units.
+//!
+//! Each cycle runs inside an `info`-level `cycle` span (cycle index, paths,
+//! bins; `makespan_ms` recorded when the cycle ends) on the driving thread,
+//! and ends with a `debug` event carrying `tracy.frame_mark = true`, which
+//! the Tracy layer turns into one frame per cycle (`DESIGN.md` §3
+//! "Telemetry"). The unit spans are in [`units`].
 
 pub mod host;
 pub mod record;
@@ -22,8 +28,8 @@ use fleet::{PathOutcome, WorkerRole};
 use futures::FutureExt;
 
 use crate::corpus::{Corpus, CycleCase};
-pub use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
 pub use host::{CycleHost, FleetHost};
+pub use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
 use units::{CycleShared, Scale};
 
 /// The registration crawl's submission window (seed 003 "Context").
@@ -110,15 +116,26 @@ pub fn lower_bound_us(case: &CycleCase, scale: f64, cores_granted: f64) -> u64 {
 }
 
 /// Replays `corpus` through `host` on an open-loop arrival schedule.
-pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) -> Result<ReplayResult, ReplayError> {
+pub fn replay(
+    host: &dyn CycleHost,
+    corpus: &Corpus,
+    mut opts: ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
     if !(opts.scale.is_finite() && opts.scale > 0.0) {
         return Err(ReplayError::BadScale(opts.scale));
     }
     let scale = Scale(opts.scale);
-    let n = opts.cycles.map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len()));
+    let n = opts.cycles.map_or(corpus.cycles.len(), |c| {
+        (c as usize).min(corpus.cycles.len())
+    });
     let interval_us = scale.us(corpus.header.cycle_interval_us);
     let threshold = corpus.header.profit_threshold;
-    let probe = corpus.cycles.iter().flat_map(|c| c.paths.first()).next().cloned();
+    let probe = corpus
+        .cycles
+        .iter()
+        .flat_map(|c| c.paths.first())
+        .next()
+        .cloned();
 
     let t0 = Instant::now();
     let now_us = || t0.elapsed().as_micros() as u64;
@@ -150,7 +167,12 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
                 if crawl.len() >= CRAWL_WINDOW {
                     break;
                 }
-                match host.background(WorkerRole::Registrar, scale.us(CRAWL_UNIT_CPU_US), pools.clone(), probe.clone()) {
+                match host.background(
+                    WorkerRole::Registrar,
+                    scale.us(CRAWL_UNIT_CPU_US),
+                    pools.clone(),
+                    probe.clone(),
+                ) {
                     Ok(r) => {
                         background.crawl_submitted += 1;
                         crawl.push_back(r)
@@ -166,12 +188,25 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
         if let Some(f) = opts.on_cycle_start.as_mut() {
             f(cycle);
         }
+        let cycle_span = tracing::info_span!(
+            "cycle",
+            cycle,
+            paths = case.paths.len(),
+            bins = case.bins.len(),
+            makespan_ms = tracing::field::Empty
+        );
+        let _in_cycle = cycle_span.enter();
         let start_us = now_us();
         let case = Arc::new(case.clone());
 
         if let Some(probe) = &probe {
             let cpu = scale.us(case.poolupd_cpu_us as u64);
-            if let Ok(r) = host.background(WorkerRole::PoolStateUpdater, cpu, pools.clone(), probe.clone()) {
+            if let Ok(r) = host.background(
+                WorkerRole::PoolStateUpdater,
+                cpu,
+                pools.clone(),
+                probe.clone(),
+            ) {
                 background.poolupd_submitted += 1;
                 poolupd.push(r);
             }
@@ -179,33 +214,70 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
 
         pools = host
             .resolve(pools.clone(), case.clone(), scale)
-            .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Resolve, reason })?;
+            .map_err(|reason| ReplayError::Unit {
+                cycle,
+                role: WorkerRole::Resolve,
+                reason,
+            })?;
 
-        let shared = Arc::new(CycleShared { case: case.clone(), pools: pools.clone(), threshold, scale });
+        let shared = Arc::new(CycleShared {
+            case: case.clone(),
+            pools: pools.clone(),
+            threshold,
+            scale,
+        });
         let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
-        let (sender, merge) = ledger
-            .open_cycle(cycle as u64, &ids)
-            .map_err(|trip| ReplayError::Unit { cycle, role: WorkerRole::Merge, reason: trip.to_string() })?;
+        let (sender, merge) =
+            ledger
+                .open_cycle(cycle as u64, &ids)
+                .map_err(|trip| ReplayError::Unit {
+                    cycle,
+                    role: WorkerRole::Merge,
+                    reason: trip.to_string(),
+                })?;
         let witnesses = case
             .bins
             .iter()
-            .map(|bin| BinWitness::new(sender.clone(), bin.iter().map(|&pi| case.paths[pi as usize].id)))
+            .map(|bin| {
+                BinWitness::new(
+                    sender.clone(),
+                    bin.iter().map(|&pi| case.paths[pi as usize].id),
+                )
+            })
             .collect();
         drop(sender);
-        let (bins, merged) = host
-            .solve(shared, witnesses, merge)
-            .map_err(|reason| ReplayError::Unit { cycle, role: WorkerRole::Solver, reason })?;
+        let (bins, merged) =
+            host.solve(shared, witnesses, merge)
+                .map_err(|reason| ReplayError::Unit {
+                    cycle,
+                    role: WorkerRole::Solver,
+                    reason,
+                })?;
         let end_us = now_us();
         let bins = bins
             .into_iter()
             .enumerate()
             .map(|(b, r)| {
                 // A dead walk: its witness delivered LaneDeath for what it owed.
-                r.unwrap_or(BinRecord { bin: b as u32, paths: case.bins[b].len() as u32, walk_us: 0, sim_latency_us: vec![] })
+                r.unwrap_or(BinRecord {
+                    bin: b as u32,
+                    paths: case.bins[b].len() as u32,
+                    walk_us: 0,
+                    sim_latency_us: vec![],
+                })
             })
             .collect();
         if let Some(record) = merged {
-            outcomes.extend(record.outcomes.into_iter().map(|(path, outcome)| OutcomeRow { cycle, path, outcome }));
+            outcomes.extend(
+                record
+                    .outcomes
+                    .into_iter()
+                    .map(|(path, outcome)| OutcomeRow {
+                        cycle,
+                        path,
+                        outcome,
+                    }),
+            );
         }
 
         let record = CycleRecord {
@@ -216,20 +288,39 @@ pub fn replay(host: &dyn CycleHost, corpus: &Corpus, mut opts: ReplayOptions) ->
             lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
             bins,
         };
+        cycle_span.record("makespan_ms", record.makespan_us() as f64 / 1e3);
+        tracing::debug!(tracy.frame_mark = true);
         if let Some(f) = opts.on_cycle_end.as_mut() {
             f(&record);
         }
         records.push(record);
     }
     for r in poolupd {
-        settle(r, &mut background.poolupd_completed, &mut background.terminal);
+        settle(
+            r,
+            &mut background.poolupd_completed,
+            &mut background.terminal,
+        );
     }
     for r in crawl {
         settle(r, &mut background.crawl_completed, &mut background.terminal);
     }
     let (parity, first_mismatch) = compare(corpus, n, &outcomes);
-    let paths = corpus.cycles.iter().take(n).map(|c| c.paths.len() as u64).sum();
-    Ok(ReplayResult { cycles: records, outcomes, paths, parity, first_mismatch, background, wall_us: now_us() })
+    let paths = corpus
+        .cycles
+        .iter()
+        .take(n)
+        .map(|c| c.paths.len() as u64)
+        .sum();
+    Ok(ReplayResult {
+        cycles: records,
+        outcomes,
+        paths,
+        parity,
+        first_mismatch,
+        background,
+        wall_us: now_us(),
+    })
 }
 
 fn settle(r: Receipt, completed: &mut u64, terminal: &mut u64) {
@@ -257,19 +348,51 @@ pub fn compare(corpus: &Corpus, n: usize, produced: &[OutcomeRow]) -> (bool, Opt
             (None, None) => return (true, None),
             (Some(&&(c, p, o)), Some(&&r)) if (c, p) == (r.cycle, r.path) => {
                 if o != r.outcome {
-                    return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: Some(r.outcome) }));
+                    return (
+                        false,
+                        Some(Mismatch {
+                            cycle: c,
+                            path: p,
+                            expected: Some(o),
+                            got: Some(r.outcome),
+                        }),
+                    );
                 }
                 e.next();
                 g.next();
             }
             (Some(&&(c, p, o)), Some(&&r)) if (c, p) < (r.cycle, r.path) => {
-                return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: None }))
+                return (
+                    false,
+                    Some(Mismatch {
+                        cycle: c,
+                        path: p,
+                        expected: Some(o),
+                        got: None,
+                    }),
+                )
             }
             (Some(_), Some(&&r)) | (None, Some(&&r)) => {
-                return (false, Some(Mismatch { cycle: r.cycle, path: r.path, expected: None, got: Some(r.outcome) }))
+                return (
+                    false,
+                    Some(Mismatch {
+                        cycle: r.cycle,
+                        path: r.path,
+                        expected: None,
+                        got: Some(r.outcome),
+                    }),
+                )
             }
             (Some(&&(c, p, o)), None) => {
-                return (false, Some(Mismatch { cycle: c, path: p, expected: Some(o), got: None }))
+                return (
+                    false,
+                    Some(Mismatch {
+                        cycle: c,
+                        path: p,
+                        expected: Some(o),
+                        got: None,
+                    }),
+                )
             }
         }
     }

@@ -6,6 +6,14 @@
 //! other granted units at its await points (a walk yields at each sim join).
 //! CPU is spent by [`crate::cpu::burn_cpu_us`] on real arithmetic; I/O waits
 //! are Tokio timers. Outcomes come only from the corpus (`DESIGN.md` §5).
+//!
+//! Spans (`DESIGN.md` §3 "Telemetry"; seed 000 §7), all at `debug` level so
+//! they cost one cached interest check when no subscriber wants them:
+//! `resolve` (cycle, swaps), `solve.bin` (cycle, bin, paths, and `walk_ms`
+//! recorded when the walk ends — the seed's `arb.solve.bin`) and `sim`
+//! (path, cpu_us, io_us). Each carries `seat`: the name of the thread the
+//! unit started on (`work-fleet-solver-3`, `work-fleet-serial-0`), recorded
+//! only when the span is enabled. Spans never change an outcome.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +24,8 @@ use fleet::{FailReason, PathOutcome, WorkerRole};
 use fleet_bindings::{FleetHandle, SeatCtx, UnitBody};
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use tracing::field::Empty;
+use tracing::Instrument;
 
 use crate::corpus::{CycleCase, PathCase, SimCase};
 use crate::pools::PoolSet;
@@ -44,9 +54,28 @@ pub struct CycleShared {
     pub scale: Scale,
 }
 
+/// Records the calling thread's name in `span`'s `seat` field, only when a
+/// subscriber enabled the span (no work otherwise).
+fn record_seat(span: &tracing::Span) {
+    if !span.is_disabled() {
+        if let Some(name) = std::thread::current().name() {
+            span.record("seat", name);
+        }
+    }
+}
+
 /// Resolves a cycle: applies its swaps to the previous pool states and
 /// spends the cycle's resolve CPU. Returns the states the cycle solves on.
+/// Runs inside a `resolve` span (cycle, swaps, seat).
 pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolSet> {
+    let span = tracing::debug_span!(
+        "resolve",
+        cycle = case.index,
+        swaps = case.swaps.len(),
+        seat = Empty
+    );
+    record_seat(&span);
+    let _entered = span.enter();
     let mut next = prev.clone();
     next.apply(&case.swaps);
     if let Some(path) = case.paths.first() {
@@ -57,23 +86,47 @@ pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolS
 
 /// The resolve as a fleet Resolve unit; its value is the new `Arc<PoolSet>`.
 pub fn resolve_body(prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> UnitBody {
-    Box::new(move |_ctx: SeatCtx| async move { Box::new(resolve_step(&prev, &case, scale)) as UnitValue }.boxed())
+    Box::new(move |_ctx: SeatCtx| {
+        async move { Box::new(resolve_step(&prev, &case, scale)) as UnitValue }.boxed()
+    })
+}
+
+/// The `sim` span of one simulation (path id, corpus CPU and I/O in µs at
+/// scale 1, seat).
+fn sim_span(sim: &SimCase, path: &PathCase) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "sim",
+        path = path.id,
+        cpu_us = sim.cpu_us,
+        io_us = sim.io_us,
+        seat = Empty
+    );
+    record_seat(&span);
+    span
 }
 
 /// Runs one simulation: its CPU, then its I/O wait on a Tokio timer (a Tokio
 /// runtime must be current). Returns whether it reverted (a corpus fact).
+/// Runs inside a `sim` span opened on the thread that first polls it.
 pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> bool {
-    crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path.hops);
-    let wait = scale.us(sim.io_us as u64);
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_micros(wait)).await;
+    let span = sim_span(&sim, &path);
+    async move {
+        crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path.hops);
+        let wait = scale.us(sim.io_us as u64);
+        if wait > 0 {
+            tokio::time::sleep(Duration::from_micros(wait)).await;
+        }
+        sim.reverts
     }
-    sim.reverts
+    .instrument(span)
+    .await
 }
 
 /// As [`simulate`], blocking the calling thread for the I/O wait (for the
 /// thread-per-sim baseline).
 pub fn simulate_blocking(sim: &SimCase, pools: &PoolSet, path: &PathCase, scale: Scale) -> bool {
+    let span = sim_span(sim, path);
+    let _entered = span.enter();
     crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), pools, &path.hops);
     let wait = scale.us(sim.io_us as u64);
     if wait > 0 {
@@ -84,13 +137,19 @@ pub fn simulate_blocking(sim: &SimCase, pools: &PoolSet, path: &PathCase, scale:
 
 /// A simulation as a fleet SimDriver unit; its value is whether it reverted.
 pub fn sim_body(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> UnitBody {
-    Box::new(move |_ctx: SeatCtx| async move { Box::new(simulate(sim, pools, path, scale).await) as UnitValue }.boxed())
+    Box::new(move |_ctx: SeatCtx| {
+        async move { Box::new(simulate(sim, pools, path, scale).await) as UnitValue }.boxed()
+    })
 }
 
 /// How a walk runs one path's simulation and joins it: returns whether the
 /// sim reverted, or why it could not run. The fleet submits a SimDriver
 /// unit; the baselines the fleet replaces use their own mechanisms.
-pub type SimJoin = Arc<dyn Fn(SimCase, Arc<PoolSet>, PathCase) -> BoxFuture<'static, Result<bool, FailReason>> + Send + Sync>;
+pub type SimJoin = Arc<
+    dyn Fn(SimCase, Arc<PoolSet>, PathCase) -> BoxFuture<'static, Result<bool, FailReason>>
+        + Send
+        + Sync,
+>;
 
 /// Walks one bin: for each of its paths, spend the path's walk CPU, solve it
 /// exactly, and start its simulation when it has one; a path's sim is joined
@@ -101,12 +160,51 @@ pub type SimJoin = Arc<dyn Fn(SimCase, Arc<PoolSet>, PathCase) -> BoxFuture<'sta
 ///
 /// `join` must start the sim when called (not when first polled), so the
 /// sim runs while the walk goes on.
-pub async fn walk_bin(shared: Arc<CycleShared>, bin: usize, mut witness: BinWitness, join: SimJoin) -> BinRecord {
-    type Pending = (u32, PathOutcome, Instant, BoxFuture<'static, Result<bool, FailReason>>);
+///
+/// The walk runs inside a `solve.bin` span (cycle, bin, paths, seat) opened
+/// on the thread that first polls it; `walk_ms` (the record's walk time, ms)
+/// is recorded on it when the walk ends.
+pub async fn walk_bin(
+    shared: Arc<CycleShared>,
+    bin: usize,
+    witness: BinWitness,
+    join: SimJoin,
+) -> BinRecord {
+    let span = tracing::debug_span!(
+        "solve.bin",
+        cycle = shared.case.index,
+        bin,
+        paths = shared.case.bins[bin].len(),
+        walk_ms = Empty,
+        seat = Empty
+    );
+    record_seat(&span);
+    let record = walk_paths(shared, bin, witness, join)
+        .instrument(span.clone())
+        .await;
+    span.record("walk_ms", record.walk_us as f64 / 1e3);
+    record
+}
+
+/// The walk itself (see [`walk_bin`]).
+async fn walk_paths(
+    shared: Arc<CycleShared>,
+    bin: usize,
+    mut witness: BinWitness,
+    join: SimJoin,
+) -> BinRecord {
+    type Pending = (
+        u32,
+        PathOutcome,
+        Instant,
+        BoxFuture<'static, Result<bool, FailReason>>,
+    );
     async fn finish(p: Pending, witness: &mut BinWitness, sims: &mut Vec<u64>) {
         let (id, solved, t, fut) = p;
         let outcome = match fut.await {
-            Ok(true) => PathOutcome::Failed { reason: FailReason::SimReverted },
+            Ok(true) => PathOutcome::Failed {
+                reason: FailReason::SimReverted,
+            },
             Ok(false) => solved,
             Err(reason) => PathOutcome::Failed { reason },
         };
@@ -119,7 +217,11 @@ pub async fn walk_bin(shared: Arc<CycleShared>, bin: usize, mut witness: BinWitn
     let mut pending: Option<Pending> = None;
     for &pi in &case.bins[bin] {
         let path = &case.paths[pi as usize];
-        crate::cpu::burn_cpu_us(shared.scale.us(path.walk_cpu_us as u64), &shared.pools, &path.hops);
+        crate::cpu::burn_cpu_us(
+            shared.scale.us(path.walk_cpu_us as u64),
+            &shared.pools,
+            &path.hops,
+        );
         let solved = crate::solve::solve_path(&shared.pools, path, shared.threshold);
         if let Some(p) = pending.take() {
             finish(p, &mut witness, &mut sims).await;
@@ -149,11 +251,18 @@ pub async fn walk_bin(shared: Arc<CycleShared>, bin: usize, mut witness: BinWitn
 /// The fleet's sim join: submit a SimDriver unit and await its receipt.
 pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale) -> SimJoin {
     Arc::new(move |sim: SimCase, pools: Arc<PoolSet>, path: PathCase| {
-        let submitted = fleet.submit(WorkerRole::SimDriver, None, sim_body(sim, pools, path, scale));
+        let submitted = fleet.submit(
+            WorkerRole::SimDriver,
+            None,
+            sim_body(sim, pools, path, scale),
+        );
         async move {
             let receipt = submitted.map_err(|_| FailReason::SimRefused)?;
             match receipt.await {
-                Ok(value) => value.downcast::<bool>().map(|b| *b).map_err(|_| FailReason::LaneDeath),
+                Ok(value) => value
+                    .downcast::<bool>()
+                    .map(|b| *b)
+                    .map_err(|_| FailReason::LaneDeath),
                 Err(_) => Err(FailReason::LaneDeath),
             }
         }

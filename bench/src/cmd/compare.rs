@@ -1,0 +1,65 @@
+//! `fleet-lab compare`: the fleet (auto and forced pinned) and the designs
+//! it replaces, back to back on the same corpus and scale, in one table and
+//! one report page.
+//!
+//! `DESIGN.md` §6; the baselines are in [`crate::baseline`].
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use fleet::plan::Profile;
+
+use crate::cmd::run::ReplayArgs;
+use crate::lab::{self, Contender};
+use crate::report::{read_log_histogram, render_compare_table, write_compare_dir, CompareReport, Metric};
+
+/// Arguments of `fleet-lab compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// The compare report directory.
+    #[arg(long, value_name = "DIR", default_value = "fleet-lab-out/compare")]
+    pub out: PathBuf,
+    /// Leave out the baselines (fleet auto and pinned only).
+    #[arg(long)]
+    pub fleet_only: bool,
+}
+
+/// The contenders, in table order.
+pub fn contenders(fleet_only: bool) -> Vec<Contender> {
+    let mut c = vec![Contender::Fleet(Profile::Auto), Contender::Fleet(Profile::Pinned)];
+    if !fleet_only {
+        c.extend([Contender::PileOfPools, Contender::PlainTokio, Contender::RayonTokio]);
+    }
+    c
+}
+
+/// `fleet-lab compare`.
+pub fn run(args: CompareArgs) -> Result<()> {
+    args.replay.validate()?;
+    let (path, corpus) = args.replay.load_corpus()?;
+    let mut runs = Vec::new();
+    let mut sims = Vec::new();
+    for contender in contenders(args.fleet_only) {
+        let spec = args.replay.spec(contender, path.clone())?;
+        let a = lab::run(&spec, &corpus).with_context(|| format!("{} run", contender.label()))?;
+        sims.push(
+            a.logs
+                .iter()
+                .find(|l| l.file_name == Metric::SimLatency.file_name())
+                .and_then(|l| read_log_histogram(&l.bytes).ok()),
+        );
+        runs.push(a.report);
+    }
+    print!("{}", render_compare_table(&runs));
+    let compare = CompareReport { runs };
+    write_compare_dir(&args.out, &compare, &sims)
+        .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
+    println!("report: {}", args.out.join("report.html").display());
+    if compare.runs.iter().any(|r| !r.parity) {
+        anyhow::bail!("parity failed for: {}", compare.runs.iter().filter(|r| !r.parity).map(|r| r.label.as_str()).collect::<Vec<_>>().join(", "));
+    }
+    Ok(())
+}

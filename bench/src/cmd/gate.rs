@@ -1,0 +1,80 @@
+//! `fleet-lab gate --profile A|B`: run a CI profile and enforce its budgets
+//! (`ci/budgets.toml`); exit non-zero naming every budget broken.
+//!
+//! Profile A is `auto` on the runner (the serial tier on a small host);
+//! profile B is forced `pinned` (marked oversubscribed on a small host).
+//! Seed 000 §14; `DESIGN.md` §6.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::Args;
+use fleet::plan::Profile;
+
+use crate::cmd::run::{run_and_write, ReplayArgs};
+use crate::gate::{check, Budgets};
+use crate::lab::{Contender, Injection};
+use crate::report::render_run_summary;
+
+/// Arguments of `fleet-lab gate`.
+#[derive(Debug, Clone, Args)]
+pub struct GateArgs {
+    /// The CI profile: a name in the budgets file (A = auto, B = forced pinned).
+    #[arg(long, value_name = "A|B")]
+    pub profile: String,
+    /// The budgets file.
+    #[arg(long, value_name = "FILE", default_value = "ci/budgets.toml")]
+    pub budgets: PathBuf,
+    #[command(flatten)]
+    pub replay: ReplayArgs,
+    /// Override the profile's scale.
+    #[arg(long = "gate-scale", value_name = "F")]
+    pub gate_scale: Option<f64>,
+    /// The report directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Test only: delay every cycle's hand-off by this many ms (shows the latency budgets fail).
+    #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
+    pub inject_delay_ms: u64,
+    /// Test only: break one produced outcome (shows the parity budget fails).
+    #[arg(long, hide = true)]
+    pub inject_wrong_outcome: bool,
+}
+
+/// `fleet-lab gate`.
+pub fn run(args: GateArgs) -> Result<()> {
+    let budgets = Budgets::load(&args.budgets)?;
+    let budget = budgets.profile(&args.profile, &args.budgets)?;
+    let profile: Profile = budget
+        .fleet_profile
+        .parse()
+        .map_err(|e| anyhow::anyhow!("budgets profile {}: {e}", args.profile))?;
+    let mut replay = args.replay.clone();
+    // The budgets file sets the gate's scale and cycles unless overridden.
+    replay.scale = args.gate_scale.unwrap_or(budget.scale);
+    if replay.cycles.is_none() {
+        replay.cycles = Some(budget.cycles);
+    }
+    replay.validate()?;
+    let (path, corpus) = replay.load_corpus()?;
+    let mut spec = replay.spec(Contender::Fleet(profile), path)?;
+    spec.label = Some(format!("gate {} ({})", args.profile, budget.fleet_profile));
+    spec.injection = Injection { delay_ms: args.inject_delay_ms, wrong_outcome: args.inject_wrong_outcome };
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
+    let artifacts = run_and_write(&spec, &corpus, &out)?;
+    print!("{}", render_run_summary(&artifacts.report));
+    let breaches = check(&artifacts.report, budget);
+    if breaches.is_empty() {
+        println!("gate {}: PASS ({})", args.profile, budget.description);
+        return Ok(());
+    }
+    for b in &breaches {
+        println!("gate {}: FAIL {b}", args.profile);
+    }
+    bail!(
+        "gate {} failed {} budget(s): {}",
+        args.profile,
+        breaches.len(),
+        breaches.iter().map(|b| b.to_string()).collect::<Vec<_>>().join("; ")
+    )
+}

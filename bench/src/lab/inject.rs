@@ -1,0 +1,82 @@
+//! Test-only fault injection, so the gates can be shown to fail: a host
+//! wrapper that delays every cycle's hand-off, or breaks one outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fleet::ledger::{BinWitness, CycleMerge};
+use fleet::receipt::Receipt;
+use fleet::{FailReason, PathOutcome, WorkerRole};
+use fleet_workloads::corpus::{CycleCase, PathCase};
+use fleet_workloads::pools::PoolSet;
+use fleet_workloads::replay::host::Merged;
+use fleet_workloads::replay::record::BinRecord;
+use fleet_workloads::replay::units::{CycleShared, Scale};
+use fleet_workloads::replay::CycleHost;
+
+/// What to inject.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Injection {
+    /// Sleep this long before handing each cycle's units to the host, ms.
+    pub delay_ms: u64,
+    /// Replace the first path outcome of cycle 1 with a wrong one.
+    pub wrong_outcome: bool,
+}
+
+impl Injection {
+    /// Whether anything is injected.
+    pub fn any(&self) -> bool {
+        self.delay_ms > 0 || self.wrong_outcome
+    }
+}
+
+/// A host that injects faults around another.
+pub struct InjectedHost {
+    inner: Box<dyn CycleHost>,
+    injection: Injection,
+}
+
+impl InjectedHost {
+    /// Wraps `inner`.
+    pub fn new(inner: Box<dyn CycleHost>, injection: Injection) -> Self {
+        InjectedHost { inner, injection }
+    }
+}
+
+impl CycleHost for InjectedHost {
+    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+        if self.injection.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
+        }
+        self.inner.resolve(prev, case, scale)
+    }
+
+    fn solve(
+        &self,
+        shared: Arc<CycleShared>,
+        witnesses: Vec<BinWitness>,
+        merge: CycleMerge,
+    ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
+        let cycle = shared.case.index;
+        let (bins, mut merged) = self.inner.solve(shared, witnesses, merge)?;
+        if self.injection.wrong_outcome && cycle == 1 {
+            if let Some(rec) = merged.as_mut() {
+                if let Some((_, o)) = rec.outcomes.iter_mut().next() {
+                    *o = match o {
+                        PathOutcome::Suppressed => PathOutcome::Failed { reason: FailReason::SimRefused },
+                        _ => PathOutcome::Suppressed,
+                    };
+                }
+            }
+        }
+        Ok((bins, merged))
+    }
+
+    fn background(&self, role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+        self.inner.background(role, cpu_us, pools, probe)
+    }
+
+    fn threads_spawned(&self) -> u64 {
+        self.inner.threads_spawned()
+    }
+}
