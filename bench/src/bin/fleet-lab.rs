@@ -130,6 +130,11 @@ mod tracy {
 }
 
 fn main() -> ExitCode {
+    // Piping into `head` must end the program quietly, not panic on EPIPE.
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     install_subscriber();
     let cli = Cli::parse();
     let result = match cli.command {

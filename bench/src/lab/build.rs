@@ -41,6 +41,7 @@ pub(crate) struct Measured<'a> {
     pub own_cgroup: Option<CgroupVersion>,
     pub posture: PostureCounters,
     pub perf: BTreeMap<String, CounterValue>,
+    pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
     pub census: Option<Vec<CensusRow>>,
 }
 
@@ -188,6 +189,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
             .iter()
             .map(|r| serde_json::to_value(r).expect("census rows serialize"))
             .collect(),
+        perf_per_thread: m.perf_per_thread,
         background,
     };
     let start = SystemTime::now() - m.wall;

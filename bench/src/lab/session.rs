@@ -17,7 +17,7 @@ use crate::baseline::{PileOfPools, PlainTokio, RayonTokio};
 use crate::lab::build::{build_report, Measured};
 use crate::lab::feeder::{Feeder, FeederLog};
 use crate::probe::cgroup::{ChildCgroup, CgroupError};
-use crate::probe::perf::RunCounters;
+use crate::probe::perf::{RunCounters, ThreadCounters};
 use crate::probe::threads::ThreadMonitor;
 use crate::report::{ExtraFile, HdrLog, RunReport};
 
@@ -281,6 +281,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         .ok(),
         None => None,
     };
+    let seat_counters = fleet.as_ref().map(|_| ThreadCounters::attach("work-fleet-"));
     let spawned_before = host_spawned(&*host);
     let monitor = ThreadMonitor::start(Duration::from_millis(1)).ok();
     let cpu0 = rusage_cpu_seconds();
@@ -334,6 +335,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         ..Default::default()
     });
     let census = fleet.as_ref().map(|f| f.census());
+    let perf_per_thread = seat_counters.map(|c| c.read().0).unwrap_or_default();
     let posture_counters = posture.counters();
     drop(host);
     if let Some(f) = fleet.take() {
@@ -366,6 +368,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         own_cgroup: if feeder_sampled { own_version(&detected) } else { None },
         posture: posture_counters,
         perf,
+        perf_per_thread,
         census,
     };
     let mut artifacts = build_report(measured, replayed);

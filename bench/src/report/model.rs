@@ -85,6 +85,11 @@ pub struct RunReport {
     /// names, binding labels and pins); empty for the baselines.
     #[serde(default)]
     pub census: Vec<serde_json::Value>,
+    /// Software perf counters per fleet seat thread (`name (tid)` → counter →
+    /// value: context switches, CPU migrations, task clock in ns); empty for
+    /// the baselines or where perf events are not available.
+    #[serde(default)]
+    pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
     /// Background units driven alongside the cycles (pool updates, the
     /// registration crawl): submitted, completed, terminal.
     #[serde(default)]

@@ -266,6 +266,7 @@ pub fn sample_run_with_logs(
             checksum: "sha256:sample".into(),
         },
         census: Vec::new(),
+        perf_per_thread: BTreeMap::new(),
         background: BTreeMap::new(),
     };
     (report, logs)
