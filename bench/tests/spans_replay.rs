@@ -183,9 +183,6 @@ fn replay_captured(plan: &Plan) -> Store {
     );
     fleet.shutdown().expect("clean shutdown");
     let mut store = store.lock().unwrap();
-    let mut counts = std::collections::BTreeMap::new();
-    for sp in &store.spans { *counts.entry(sp.name).or_insert(0) += 1; }
-    eprintln!("SPANCOUNT {:?} events {}", counts, store.events.len());
     std::mem::take(&mut *store)
 }
 

@@ -111,7 +111,9 @@ mod tracy {
     /// Gives Tracy each thread's full Rust name (`work-fleet-solver-3`) the
     /// first time the thread enters a span. Tracy would otherwise read the
     /// kernel's copy, cut to 15 bytes, and every solver seat's lane would
-    /// read `work-fleet-solv`.
+    /// read `work-fleet-solv`. The main thread keeps Tracy's own label
+    /// (Tracy also renames the OS thread, and `main` would hide the
+    /// process name from `top`).
     struct ThreadNames;
 
     impl<S: Subscriber> Layer<S> for ThreadNames {
@@ -119,10 +121,9 @@ mod tracy {
             if NAMED.with(|n| n.replace(true)) {
                 return;
             }
-            if let (Some(name), Some(client)) = (
-                std::thread::current().name(),
-                tracing_tracy::client::Client::running(),
-            ) {
+            let thread = std::thread::current();
+            let name = thread.name().filter(|n| *n != "main");
+            if let (Some(name), Some(client)) = (name, tracing_tracy::client::Client::running()) {
                 client.set_thread_name(name);
             }
         }

@@ -49,8 +49,16 @@ impl<P> HostPump<P> {
             && self.running(WorkerRole::SimDriver) >= sim_cap
             && self.seats[sims].contains(&SlotState::Idle)
         {
-            // The floor, not a lack of seats, holds a queued sim back.
-            self.suppressed += 1;
+            // The floor, not a lack of seats, holds these queued sims back;
+            // count each unit once.
+            let mut upto = self.floored_upto;
+            for held in &self.queues[sims] {
+                if upto.is_none_or(|u| held.meta.id > u) {
+                    self.suppressed += 1;
+                    upto = Some(held.meta.id);
+                }
+            }
+            self.floored_upto = upto;
         }
         any |= self.grant_keyed(WorkerRole::Solver, KeyedPass::NewKeys, s, guard, fx);
         any |= self.grant_pooled(WorkerRole::Resolve, u32::MAX, guard, fx);

@@ -71,6 +71,8 @@ pub struct HostPump<P> {
     failed: bool,
     last_edge_seq: u64,
     suppressed: u64,
+    /// The highest sim unit id already counted as held by the floor.
+    floored_upto: Option<crate::unit::UnitId>,
 }
 
 impl<P> HostPump<P> {
@@ -95,6 +97,7 @@ impl<P> HostPump<P> {
             failed: false,
             last_edge_seq: 0,
             suppressed: 0,
+            floored_upto: None,
         }
     }
 
@@ -144,10 +147,10 @@ impl<P> HostPump<P> {
         }
     }
 
-    /// Intake suppressions so far: units the posture held into the backlog
-    /// (at admission or moved there when a cordon began) plus dispatch passes
-    /// in which the cordon's sim intake floor, not the seats, held back a
-    /// queued sim. Monotonic; the posture's suppression counter is fed from
+    /// Intake suppressions so far, in units: units the posture held into the
+    /// backlog (at admission or moved there when a cordon began) plus queued
+    /// sims the cordon's sim intake floor, not a lack of seats, held back
+    /// (each counted once). Monotonic; the posture's suppression counter is fed from
     /// its deltas (`DESIGN.md` §3 "Telemetry").
     pub fn suppressed(&self) -> u64 {
         self.suppressed
