@@ -232,7 +232,7 @@ async fn walk_paths(
                 let _ = witness.deliver(path.id, solved);
             }
             Some(sim) => {
-                let fut = join(sim.clone(), shared.pools.clone(), path.clone());
+                let fut = join(*sim, shared.pools.clone(), path.clone());
                 pending = Some((path.id, solved, Instant::now(), fut));
             }
         }
