@@ -23,7 +23,10 @@ use fleet::posture::ThrottleSample;
 use fleet::pump::PumpInput;
 use fleet::slot::{SlotInput, SlotState};
 use fleet::WorkerRole;
-use fleet_bench::profiler::FlamegraphProfiler;
+#[allow(dead_code)]
+#[path = "support/profiler.rs"]
+mod profiler;
+use profiler::FlamegraphProfiler;
 use fleet_workloads::math;
 use fleet_workloads::paths::hop_reserves;
 use std::hint::black_box;

@@ -17,7 +17,10 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use fleet::plan::{Plan, Profile};
 use fleet::receipt::UnitValue;
 use fleet::WorkerRole;
-use fleet_bench::profiler::FlamegraphProfiler;
+#[allow(dead_code)]
+#[path = "support/profiler.rs"]
+mod profiler;
+use profiler::FlamegraphProfiler;
 use fleet_bindings::{boot, unit_body, BootOptions, FleetHandle, PinCores};
 use std::hint::black_box;
 

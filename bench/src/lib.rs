@@ -2,7 +2,6 @@
 pub mod probe;
 pub mod report;
 pub mod cmd;
-pub mod profiler;
 pub mod ops;
 pub mod baseline;
 pub mod lab;

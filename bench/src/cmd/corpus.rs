@@ -11,9 +11,8 @@ use fleet_workloads::corpus::{
 
 /// The shipped corpus directory (`<workspace>/corpus`).
 pub fn corpus_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("corpus")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("corpus");
+    dir.canonicalize().unwrap_or(dir)
 }
 
 /// The shipped golden corpus file.

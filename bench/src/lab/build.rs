@@ -42,6 +42,7 @@ pub(crate) struct Measured<'a> {
     pub posture: PostureCounters,
     pub perf: BTreeMap<String, CounterValue>,
     pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
+    pub load_average: Option<f64>,
     pub census: Option<Vec<CensusRow>>,
 }
 
@@ -177,7 +178,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         histograms_out_of_range: out_of_range,
         per_cycle,
         timeline: m.feeder.timeline,
-        machine: Machine { cpus: m.detected.affinity_cpus as u64, quota: Some(m.quota) },
+        machine: Machine { cpus: m.detected.affinity_cpus as u64, quota: Some(m.quota), load_average: m.load_average },
         corpus: CorpusRef {
             path: m.corpus_path.display().to_string(),
             version: m.corpus.header.version.to_string(),

@@ -203,6 +203,15 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         return Err(LabError::BadScale(spec.scale));
     }
     let detected = fleet::quota::detect_live();
+    let load_average = load_average();
+    if let Some(load) = load_average {
+        if load > detected.affinity_cpus as f64 {
+            eprintln!(
+                "fleet-lab: warning: the host is busy (1-minute load {load:.1} on {} CPUs); latency figures will include other work's contention",
+                detected.affinity_cpus
+            );
+        }
+    }
     let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
     // Plan first: a refused quota exits before anything is created.
     let plan = match spec.contender {
@@ -283,7 +292,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     };
     let seat_counters = fleet.as_ref().map(|_| ThreadCounters::attach("work-fleet-"));
     let spawned_before = host_spawned(&*host);
-    let monitor = ThreadMonitor::start(Duration::from_millis(1)).ok();
+    let monitor = ThreadMonitor::start(Duration::from_millis(2)).ok();
     let cpu0 = rusage_cpu_seconds();
 
     let cores_granted = cores_granted(plan.as_ref(), quota, &detected);
@@ -324,9 +333,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
-    let cpu_seconds = rusage_cpu_seconds() - cpu0;
+    let cpu_total = rusage_cpu_seconds() - cpu0;
     let wall = t0.elapsed();
     let mut threads = monitor.map(|m| m.finish()).unwrap_or_default();
+    // The sampler's own CPU is the lab's, not the contender's.
+    let cpu_seconds = (cpu_total - threads.own_cpu_seconds).max(0.0);
     let self_spawned = host_spawned(&*host).saturating_sub(spawned_before);
     threads.created_during_run = threads.created_during_run.max(self_spawned as u32);
     let feeder_sampled = feeder.is_some();
@@ -369,12 +380,18 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         posture: posture_counters,
         perf,
         perf_per_thread,
+        load_average,
         census,
     };
     let mut artifacts = build_report(measured, replayed);
     artifacts.extras.push(ExtraFile { name: "metrics.prom".into(), bytes: metrics.render().into_bytes() });
     drop(operator);
     Ok(artifacts)
+}
+
+/// The 1-minute load average from `/proc/loadavg`.
+fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 fn own_version(detected: &QuotaReport) -> Option<crate::probe::cgroup::CgroupVersion> {

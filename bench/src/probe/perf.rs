@@ -11,6 +11,20 @@ use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter};
 pub use crate::report::CounterValue;
 
+/// Why a counter could not be opened, in words: hardware counters absent on
+/// this host (ENOENT), perf events forbidden, or the OS's own message.
+fn skip_reason(name: &str, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => {
+            format!("not supported: this host exposes no {name} counter ({e})")
+        }
+        Some(libc::EACCES) | Some(libc::EPERM) => {
+            format!("not permitted: perf events are restricted here (kernel.perf_event_paranoid; {e})")
+        }
+        _ => format!("not supported: {e}"),
+    }
+}
+
 fn events() -> Vec<(&'static str, Event)> {
     vec![
         ("context_switches", Software::CONTEXT_SWITCHES.into()),
@@ -41,7 +55,7 @@ impl RunCounters {
                     c.enable()?;
                     Ok(c)
                 });
-                (name, c.map_err(|e| format!("not supported: {e}")))
+                (name, c.map_err(|e| skip_reason(name, &e)))
             })
             .collect();
         RunCounters { counters }
@@ -96,7 +110,7 @@ impl ThreadCounters {
                     Ok(c)
                 }) {
                     Ok(c) => cs.push((ev_name, c)),
-                    Err(e) => skipped = Some(format!("not supported: {e}")),
+                    Err(e) => skipped = Some(skip_reason(ev_name, &e)),
                 }
             }
             threads.push((format!("{name} ({tid})"), cs));

@@ -59,8 +59,16 @@ pub fn task_state(stat: &str) -> Option<char> {
     stat[close + 1..].split_whitespace().next()?.chars().next()
 }
 
+/// CPU time of the calling thread, seconds.
+fn thread_cpu_seconds() -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
 /// Figures from a sampled run.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct ThreadFigures {
     /// Threads when sampling began.
     pub at_start: u32,
@@ -72,6 +80,9 @@ pub struct ThreadFigures {
     pub peak_runnable: u32,
     /// Samples taken.
     pub samples: u64,
+    /// CPU time the sampler itself used, seconds (subtract it from the
+    /// process's CPU to get the workload's).
+    pub own_cpu_seconds: f64,
 }
 
 /// A background sampler of `/proc/self/task` (its own thread is excluded
@@ -108,6 +119,7 @@ impl ThreadMonitor {
                 }
                 std::thread::sleep(period);
             }
+            figures.own_cpu_seconds = thread_cpu_seconds();
             figures
         })?;
         Ok(ThreadMonitor { stop, join: Some(join) })

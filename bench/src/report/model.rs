@@ -305,6 +305,10 @@ pub struct Machine {
     pub cpus: u64,
     /// The CPU quota the plan was derived from, cores; `null` when unlimited.
     pub quota: Option<f64>,
+    /// The host's 1-minute load average when the run started (`null` where
+    /// unknown). Above the CPU count, latency figures reflect other work too.
+    #[serde(default)]
+    pub load_average: Option<f64>,
 }
 
 /// Which corpus was replayed.

@@ -259,6 +259,7 @@ pub fn sample_run_with_logs(
         machine: Machine {
             cpus: 2,
             quota: Some(2.0),
+            load_average: None,
         },
         corpus: CorpusRef {
             path: "corpus/golden.corpus".into(),

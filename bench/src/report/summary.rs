@@ -191,8 +191,12 @@ pub fn render_run_summary(r: &RunReport) -> String {
     );
     let _ = writeln!(
         s,
-        "machine:    {} cpus, quota {quota}; corpus {} v{} ({})",
-        r.machine.cpus, r.corpus.path, r.corpus.version, r.corpus.checksum
+        "machine:    {} cpus, quota {quota}{}; corpus {} v{} ({})",
+        r.machine.cpus,
+        r.machine.load_average.map(|l| format!(", load {l:.1} at start")).unwrap_or_default(),
+        r.corpus.path,
+        r.corpus.version,
+        r.corpus.checksum
     );
     let _ = writeln!(
         s,
