@@ -163,6 +163,10 @@ pub enum PinReason {
     WholeHost,
     /// `Auto`, unrestricted mask, quota below the host's CPU count.
     QuotaBelowHost,
+    /// `Auto`, and the plan is oversubscribed (a forced pinned profile on a
+    /// host below the pinned floor): with more busy seats than CPUs, fixed
+    /// pins can stack two running walks on one CPU while another idles.
+    Oversubscribed,
 }
 
 impl PinDecision {
@@ -174,16 +178,19 @@ impl PinDecision {
 
 /// The pinning rule (a pure function; tested as a table).
 ///
-/// `quota_cpus` is the effective CPU budget in cores (may be fractional).
+/// `quota_cpus` is the effective CPU budget in cores (may be fractional);
+/// `oversubscribed` is the plan's mark.
 pub fn decide(
     pin: PinCores,
     mask: &AffinityMask,
     host_cpus: usize,
     quota_cpus: f64,
+    oversubscribed: bool,
 ) -> PinDecision {
     match pin {
         PinCores::On => PinDecision::Pin(PinReason::Forced),
         PinCores::Off => PinDecision::NoPin(PinReason::Disabled),
+        PinCores::Auto if oversubscribed => PinDecision::NoPin(PinReason::Oversubscribed),
         PinCores::Auto if !mask.is_unrestricted(host_cpus) => {
             PinDecision::Pin(PinReason::RestrictedMask)
         }
@@ -260,6 +267,7 @@ mod tests {
         let unrestricted = AffinityMask::parse("0-7").unwrap();
         let cpuset = AffinityMask::parse("0-1,4").unwrap();
         let rows: [(PinCores, &AffinityMask, f64, PinDecision); 12] = [
+            // (setting, mask, quota, decision) for a plan that is not oversubscribed.
             (PinCores::On, &unrestricted, 2.0, Pin(Forced)),
             (PinCores::On, &cpuset, 2.0, Pin(Forced)),
             (PinCores::On, &unrestricted, 8.0, Pin(Forced)),
@@ -275,10 +283,16 @@ mod tests {
         ];
         for (pin, mask, quota, want) in rows {
             assert_eq!(
-                decide(pin, mask, 8, quota),
+                decide(pin, mask, 8, quota, false),
                 want,
                 "{pin:?} {mask} q={quota}"
             );
+            // An oversubscribed plan is never auto-pinned; explicit settings win.
+            let over = match pin {
+                PinCores::Auto => NoPin(Oversubscribed),
+                _ => want,
+            };
+            assert_eq!(decide(pin, mask, 8, quota, true), over, "{pin:?} {mask} q={quota} oversubscribed");
         }
     }
 }
