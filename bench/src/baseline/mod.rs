@@ -39,6 +39,23 @@ impl SpawnCounter {
     }
 }
 
+/// A background job (pool update or crawl step) for a baseline's own pool:
+/// `spawn` runs the returned closure on the pool; the receipt resolves when
+/// the job's CPU has been spent.
+pub(crate) fn background_job(
+    cpu_us: u64,
+    pools: std::sync::Arc<fleet_workloads::pools::PoolSet>,
+    probe: fleet_workloads::corpus::PathCase,
+    spawn: impl FnOnce(Box<dyn FnOnce() + Send>),
+) -> fleet::receipt::Receipt {
+    let (tx, rx) = fleet::receipt::receipt_pair();
+    spawn(Box::new(move || {
+        fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
+        tx.complete(Box::new(()));
+    }));
+    rx
+}
+
 /// The CPUs this process may run on (the affinity mask), at least 1.
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)

@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{unbounded, Sender};
 use fleet::ledger::{BinWitness, CycleMerge};
-use fleet::receipt::{receipt_pair, Receipt};
+use fleet::receipt::Receipt;
 use fleet::{FailReason, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
 use fleet_workloads::pools::PoolSet;
@@ -139,12 +139,9 @@ impl CycleHost for PileOfPools {
     }
 
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
-        let (tx, rx) = receipt_pair();
-        self.ambient_rt.spawn_blocking(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
-            tx.complete(Box::new(()));
-        });
-        Ok(rx)
+        Ok(super::background_job(cpu_us, pools, probe, |job| {
+            self.ambient_rt.spawn_blocking(job);
+        }))
     }
 }
 

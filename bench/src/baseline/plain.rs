@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use fleet::ledger::{BinWitness, CycleMerge};
-use fleet::receipt::{receipt_pair, Receipt};
+use fleet::receipt::Receipt;
 use fleet::{FailReason, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
 use fleet_workloads::pools::PoolSet;
@@ -81,12 +81,9 @@ impl CycleHost for PlainTokio {
     }
 
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
-        let (tx, rx) = receipt_pair();
-        self.rt.spawn_blocking(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
-            tx.complete(Box::new(()));
-        });
-        Ok(rx)
+        Ok(super::background_job(cpu_us, pools, probe, |job| {
+            self.rt.spawn_blocking(job);
+        }))
     }
 }
 
@@ -154,11 +151,8 @@ impl CycleHost for RayonTokio {
     }
 
     fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
-        let (tx, rx) = receipt_pair();
-        self.pool.spawn(move || {
-            fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
-            tx.complete(Box::new(()));
-        });
-        Ok(rx)
+        Ok(super::background_job(cpu_us, pools, probe, |job| {
+            self.pool.spawn(job);
+        }))
     }
 }
