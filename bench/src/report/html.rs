@@ -30,7 +30,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums}\
 td.fail{color:#b00020;font-weight:bold}td.ok{color:#176d2c;font-weight:bold}\
 figure{margin:8px 0 16px}figure svg{max-width:100%;height:auto;border:1px solid #e4e4e4}\
 figcaption{font-size:13px;color:#555}caption{text-align:left;font-weight:600;padding:4px 0}\
-th{white-space:nowrap}#details td{font-size:13px}";
+th{white-space:nowrap}#details td{font-size:13px;overflow-wrap:anywhere}#details{table-layout:fixed;width:100%}";
 
 /// Escapes text for HTML element content and attribute values.
 pub fn escape(s: &str) -> String {

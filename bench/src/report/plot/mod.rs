@@ -92,6 +92,35 @@ pub(crate) fn log_tick(v: f64, lo: f64, hi: f64) -> String {
     }
 }
 
+/// Tick positions for a log axis over `[lo, hi]`: the 1-2-5 points of each
+/// decade, or every 1..9 point when that gives fewer than four (a narrow
+/// range would otherwise show one label, or none).
+pub(crate) fn log_keys(lo: f64, hi: f64) -> Vec<f64> {
+    let pick = |mantissas: &[f64]| -> Vec<f64> {
+        if !(lo > 0.0 && hi > lo) {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut decade = 10f64.powf(lo.log10().floor());
+        while decade <= hi {
+            for m in mantissas {
+                let v = m * decade;
+                if v >= lo && v <= hi {
+                    out.push(v);
+                }
+            }
+            decade *= 10.0;
+        }
+        out
+    };
+    let coarse = pick(&[1.0, 2.0, 5.0]);
+    if coarse.len() >= 4 {
+        coarse
+    } else {
+        pick(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0])
+    }
+}
+
 /// Wraps a tick formatter so a label equal to the one just before it comes
 /// out empty: `plotters` can place two key points on one decade boundary,
 /// which would print the same label twice on top of itself.
@@ -206,6 +235,13 @@ mod tests {
         assert_eq!(log_tick(0.05, 0.01, 2000.0), "0.05");
         assert_eq!(log_tick(0.07, 0.01, 2000.0), "");
         assert_eq!(log_tick(900.0, 100.0, 2000.0), "");
+    }
+
+    #[test]
+    fn log_keys_give_enough_ticks_on_narrow_and_wide_ranges() {
+        assert_eq!(log_keys(40.0, 150.0), vec![40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]);
+        assert_eq!(log_keys(1.0, 1000.0), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]);
+        assert!(log_keys(0.0, 10.0).is_empty());
     }
 
     #[test]
