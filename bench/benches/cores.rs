@@ -26,9 +26,9 @@ use fleet::WorkerRole;
 #[allow(dead_code)]
 #[path = "support/profiler.rs"]
 mod profiler;
-use profiler::FlamegraphProfiler;
 use fleet_workloads::math;
 use fleet_workloads::paths::hop_reserves;
+use profiler::FlamegraphProfiler;
 use std::hint::black_box;
 
 fn slot(c: &mut Criterion) {

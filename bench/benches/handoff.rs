@@ -20,8 +20,8 @@ use fleet::WorkerRole;
 #[allow(dead_code)]
 #[path = "support/profiler.rs"]
 mod profiler;
-use profiler::FlamegraphProfiler;
 use fleet_bindings::{boot, unit_body, BootOptions, FleetHandle, PinCores};
+use profiler::FlamegraphProfiler;
 use std::hint::black_box;
 
 /// The quota both fleets are planned for, cores.

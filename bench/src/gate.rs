@@ -78,17 +78,25 @@ impl Budgets {
     /// Reads and parses a budgets file.
     pub fn load(path: &Path) -> Result<Self, BudgetsError> {
         let shown = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| BudgetsError::Read { path: shown.clone(), source })?;
-        toml::from_str(&text).map_err(|e| BudgetsError::Parse { path: shown, message: e.to_string() })
+        let text = std::fs::read_to_string(path).map_err(|source| BudgetsError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|e| BudgetsError::Parse {
+            path: shown,
+            message: e.to_string(),
+        })
     }
 
     /// One profile's budgets.
     pub fn profile(&self, name: &str, path: &Path) -> Result<&ProfileBudget, BudgetsError> {
-        self.profile.get(name).ok_or_else(|| BudgetsError::NoProfile {
-            path: path.display().to_string(),
-            name: name.to_string(),
-            known: self.profile.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        self.profile
+            .get(name)
+            .ok_or_else(|| BudgetsError::NoProfile {
+                path: path.display().to_string(),
+                name: name.to_string(),
+                known: self.profile.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 }
 
@@ -115,32 +123,47 @@ pub fn check(report: &RunReport, b: &ProfileBudget) -> Vec<Breach> {
             Some(m) => format!(" (first at cycle {} path {})", m.cycle, m.path),
             None => String::new(),
         };
-        out.push(Breach { budget: "parity", detail: format!("produced outcomes differ from the golden corpus{at}") });
+        out.push(Breach {
+            budget: "parity",
+            detail: format!("produced outcomes differ from the golden corpus{at}"),
+        });
     }
     let ratio = &report.makespan_over_lower_bound;
     if ratio.p95 > b.makespan_over_lower_bound_p95 {
         out.push(Breach {
             budget: "makespan_over_lower_bound_p95",
-            detail: format!("{:.2} > limit {:.2}", ratio.p95, b.makespan_over_lower_bound_p95),
+            detail: format!(
+                "{:.2} > limit {:.2}",
+                ratio.p95, b.makespan_over_lower_bound_p95
+            ),
         });
     }
     if ratio.p99 > b.makespan_over_lower_bound_p99 {
         out.push(Breach {
             budget: "makespan_over_lower_bound_p99",
-            detail: format!("{:.2} > limit {:.2}", ratio.p99, b.makespan_over_lower_bound_p99),
+            detail: format!(
+                "{:.2} > limit {:.2}",
+                ratio.p99, b.makespan_over_lower_bound_p99
+            ),
         });
     }
     if report.histograms_out_of_range > 0 {
         out.push(Breach {
             budget: "histogram_range",
-            detail: format!("{} values above the histogram's range (never clamped)", report.histograms_out_of_range),
+            detail: format!(
+                "{} values above the histogram's range (never clamped)",
+                report.histograms_out_of_range
+            ),
         });
     }
     if let Some(t) = &report.throttle {
         if t.throttled_share > b.throttled_share_max {
             out.push(Breach {
                 budget: "throttled_share_max",
-                detail: format!("{:.4} > limit {:.4} ({} events)", t.throttled_share, b.throttled_share_max, t.events),
+                detail: format!(
+                    "{:.4} > limit {:.4} ({} events)",
+                    t.throttled_share, b.throttled_share_max, t.events
+                ),
             });
         }
     }
@@ -184,7 +207,11 @@ mod tests {
             let p = b.profile(name, &path).unwrap();
             assert!(p.parity && p.threads_created_per_cycle_max == 0.0, "{name}");
         }
-        assert!(b.profile("C", &path).unwrap_err().to_string().contains("A, B"));
+        assert!(b
+            .profile("C", &path)
+            .unwrap_err()
+            .to_string()
+            .contains("A, B"));
     }
 
     #[test]
@@ -203,7 +230,11 @@ mod tests {
         r.throttle = None;
         r.histograms_out_of_range = 0;
         r.parity = true;
-        assert!(check(&r, &budget()).is_empty(), "{:?}", check(&r, &budget()));
+        assert!(
+            check(&r, &budget()).is_empty(),
+            "{:?}",
+            check(&r, &budget())
+        );
         let mut b = budget();
         b.makespan_over_lower_bound_p99 = r.makespan_over_lower_bound.p99 / 2.0;
         let breaches = check(&r, &b);
@@ -213,6 +244,9 @@ mod tests {
         r.threads.created_during_run = 95 * 10;
         r.histograms_out_of_range = 1;
         let names: Vec<_> = check(&r, &budget()).iter().map(|b| b.budget).collect();
-        assert_eq!(names, ["parity", "histogram_range", "threads_created_per_cycle_max"]);
+        assert_eq!(
+            names,
+            ["parity", "histogram_range", "threads_created_per_cycle_max"]
+        );
     }
 }

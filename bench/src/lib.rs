@@ -1,8 +1,8 @@
 //! The lab library behind `fleet-lab`.
+pub mod baseline;
+pub mod cmd;
+pub mod gate;
+pub mod lab;
+pub mod ops;
 pub mod probe;
 pub mod report;
-pub mod cmd;
-pub mod ops;
-pub mod baseline;
-pub mod lab;
-pub mod gate;

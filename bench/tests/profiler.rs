@@ -5,9 +5,8 @@
 #[path = "../benches/support/profiler.rs"]
 mod profiler;
 
-use profiler::{FlamegraphProfiler, ProfileError, FLAMEGRAPH_FILE};
 use criterion::profiler::Profiler;
-
+use profiler::{FlamegraphProfiler, ProfileError, FLAMEGRAPH_FILE};
 
 /// Real arithmetic the sampler can see on the stack.
 #[inline(never)]

@@ -292,7 +292,11 @@ mod tests {
                 PinCores::Auto => NoPin(Oversubscribed),
                 _ => want,
             };
-            assert_eq!(decide(pin, mask, 8, quota, true), over, "{pin:?} {mask} q={quota} oversubscribed");
+            assert_eq!(
+                decide(pin, mask, 8, quota, true),
+                over,
+                "{pin:?} {mask} q={quota} oversubscribed"
+            );
         }
     }
 }

@@ -110,7 +110,13 @@ pub(crate) fn pin_plan(plan: &Plan, pin: PinCores) -> Result<PinPlan, BootError>
         }
     };
     let decision = match &mask {
-        Some(m) => affinity::decide(pin, m, affinity::host_cpu_count(), plan.quota_cpus, plan.oversubscribed),
+        Some(m) => affinity::decide(
+            pin,
+            m,
+            affinity::host_cpu_count(),
+            plan.quota_cpus,
+            plan.oversubscribed,
+        ),
         None => PinDecision::NoPin(affinity::PinReason::Disabled),
     };
     Ok(PinPlan { mask, decision })

@@ -23,7 +23,11 @@ pub struct GuardSnapshot {
 impl GuardSnapshot {
     /// Nominal posture with the given sim slot cap and no lane death.
     pub const fn nominal(sim_slot_cap: u32) -> Self {
-        GuardSnapshot { cordoned: false, sim_intake_cap: sim_slot_cap, lane_dead: false }
+        GuardSnapshot {
+            cordoned: false,
+            sim_intake_cap: sim_slot_cap,
+            lane_dead: false,
+        }
     }
 
     /// Whether the posture admits new intake of `role` (cordon holds only
@@ -41,10 +45,18 @@ mod tests {
     #[test]
     fn cordon_holds_exactly_the_deferrable_roles() {
         let nominal = GuardSnapshot::nominal(4);
-        let cordoned = GuardSnapshot { cordoned: true, sim_intake_cap: 2, lane_dead: false };
+        let cordoned = GuardSnapshot {
+            cordoned: true,
+            sim_intake_cap: 2,
+            lane_dead: false,
+        };
         for role in ALL_ROLES {
             assert!(nominal.admits(role), "{role}");
-            assert_eq!(cordoned.admits(role), role.cordon_class() != CordonClass::Deferrable, "{role}");
+            assert_eq!(
+                cordoned.admits(role),
+                role.cordon_class() != CordonClass::Deferrable,
+                "{role}"
+            );
         }
     }
 }

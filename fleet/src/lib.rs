@@ -6,13 +6,13 @@
 //! sink, receipts, outcome ledger). This crate spawns no threads of its own;
 //! the bindings in `fleet-bindings` map lanes to threads. See `DESIGN.md` §3.
 
+pub mod admission;
 pub mod guard;
 pub mod ledger;
 pub mod outcome;
-pub mod role;
-pub mod admission;
 pub mod pump;
 pub mod receipt;
+pub mod role;
 pub mod shell;
 pub mod sink;
 pub mod slot;
@@ -24,9 +24,9 @@ pub use outcome::{FailReason, PathOutcome};
 pub use role::{CordonClass, Hosting, WorkerRole, ALL_ROLES};
 pub mod budget;
 pub mod census;
-pub mod plan;
-pub mod quota;
-pub mod posture;
-pub mod status;
 pub mod config;
+pub mod plan;
+pub mod posture;
+pub mod quota;
+pub mod status;
 pub mod telemetry;

@@ -72,9 +72,14 @@ mod tests {
     #[test]
     fn outcomes_round_trip_through_json_exactly() {
         let cases = [
-            PathOutcome::Solved { amount_in: (1u128 << 112) - 1, profit: 12345 },
+            PathOutcome::Solved {
+                amount_in: (1u128 << 112) - 1,
+                profit: 12345,
+            },
             PathOutcome::Suppressed,
-            PathOutcome::Failed { reason: FailReason::LaneDeath },
+            PathOutcome::Failed {
+                reason: FailReason::LaneDeath,
+            },
         ];
         for o in cases {
             let j = serde_json::to_string(&o).unwrap();

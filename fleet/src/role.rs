@@ -67,9 +67,10 @@ impl WorkerRole {
     /// The role's cordon class.
     pub const fn cordon_class(self) -> CordonClass {
         match self {
-            WorkerRole::Solver | WorkerRole::Resolve | WorkerRole::Merge | WorkerRole::Submitter => {
-                CordonClass::Never
-            }
+            WorkerRole::Solver
+            | WorkerRole::Resolve
+            | WorkerRole::Merge
+            | WorkerRole::Submitter => CordonClass::Never,
             WorkerRole::SimDriver => CordonClass::IntakeFloored,
             WorkerRole::PoolStateUpdater | WorkerRole::Registrar | WorkerRole::Verifier => {
                 CordonClass::Deferrable
@@ -101,7 +102,10 @@ impl WorkerRole {
 
     /// Position of the role in [`ALL_ROLES`].
     pub fn index(self) -> usize {
-        ALL_ROLES.iter().position(|r| *r == self).expect("every role is in ALL_ROLES")
+        ALL_ROLES
+            .iter()
+            .position(|r| *r == self)
+            .expect("every role is in ALL_ROLES")
     }
 
     /// Stable snake_case name (the same as its serde form and metric label).
@@ -144,7 +148,16 @@ mod tests {
     #[test]
     fn cordon_classes_follow_the_design_table() {
         use CordonClass::*;
-        let expected = [Never, IntakeFloored, Never, Never, Deferrable, Deferrable, Deferrable, Never];
+        let expected = [
+            Never,
+            IntakeFloored,
+            Never,
+            Never,
+            Deferrable,
+            Deferrable,
+            Deferrable,
+            Never,
+        ];
         for (role, class) in ALL_ROLES.iter().zip(expected) {
             assert_eq!(role.cordon_class(), class, "{role}");
         }
@@ -161,7 +174,10 @@ mod tests {
     #[test]
     fn serde_name_matches_name() {
         for role in ALL_ROLES {
-            assert_eq!(serde_json::to_string(&role).unwrap(), format!("\"{}\"", role.name()));
+            assert_eq!(
+                serde_json::to_string(&role).unwrap(),
+                format!("\"{}\"", role.name())
+            );
         }
     }
 }

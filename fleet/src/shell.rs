@@ -270,9 +270,16 @@ impl<P: Send + 'static> HostShell<P> {
             };
             let closing = matches!(input, PumpInput::Close);
             let effects = self.pump.step(input, (self.guard_source)());
-            let grants = effects.iter().filter(|e| matches!(e, Effect::Grant { .. })).count();
+            let grants = effects
+                .iter()
+                .filter(|e| matches!(e, Effect::Grant { .. }))
+                .count();
             if grants > 0 {
-                let span = tracing::debug_span!("pump.grant", grants, in_flight = self.pump.counts().in_flight);
+                let span = tracing::debug_span!(
+                    "pump.grant",
+                    grants,
+                    in_flight = self.pump.counts().in_flight
+                );
                 span.in_scope(|| self.apply(effects, pending))?;
             } else {
                 self.apply(effects, pending)?;

@@ -58,5 +58,7 @@ pub(crate) fn background_job(
 
 /// The CPUs this process may run on (the affinity mask), at least 1.
 pub fn cpu_count() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }

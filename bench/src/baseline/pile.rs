@@ -12,7 +12,9 @@ use fleet_workloads::corpus::{CycleCase, PathCase};
 use fleet_workloads::pools::PoolSet;
 use fleet_workloads::replay::host::Merged;
 use fleet_workloads::replay::record::BinRecord;
-use fleet_workloads::replay::units::{resolve_step, simulate_blocking, walk_bin, CycleShared, Scale, SimJoin};
+use fleet_workloads::replay::units::{
+    resolve_step, simulate_blocking, walk_bin, CycleShared, Scale, SimJoin,
+};
 use fleet_workloads::replay::CycleHost;
 use futures::FutureExt;
 
@@ -66,11 +68,13 @@ impl PileOfPools {
         let leftover = cpus.saturating_sub(1).max(1);
         let (merge_tx, merge_rx) = unbounded::<MergeJob>();
         spawned.add();
-        let sidecar = std::thread::Builder::new().name("merge-sidecar".into()).spawn(move || {
-            for (merge, reply) in merge_rx {
-                let _ = reply.send(merge.wait().ok());
-            }
-        })?;
+        let sidecar = std::thread::Builder::new()
+            .name("merge-sidecar".into())
+            .spawn(move || {
+                for (merge, reply) in merge_rx {
+                    let _ = reply.send(merge.wait().ok());
+                }
+            })?;
         Ok(PileOfPools {
             solve_rt,
             ambient_rt,
@@ -83,7 +87,6 @@ impl PileOfPools {
         })
     }
 
-
     /// The legacy sim path: a permit from the `leftover × 2` semaphore, then
     /// one short-lived OS thread per sim. Started at call time.
     fn sim_join(&self) -> SimJoin {
@@ -95,11 +98,14 @@ impl PileOfPools {
             let sims = sims.clone();
             let spawned = spawned.clone();
             let task = handle.spawn(async move {
-                let _permit = sims.acquire_owned().await.map_err(|_| FailReason::SimRefused)?;
+                let _permit = sims
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| FailReason::SimRefused)?;
                 let (tx, rx) = futures::channel::oneshot::channel();
                 spawned.add();
                 std::thread::Builder::new()
-                    .name("arb-sim".into())
+                    .name("legacy-sim".into())
                     .spawn(move || {
                         let _ = tx.send(simulate_blocking(&sim, &pools, &path, scale));
                     })
@@ -112,8 +118,15 @@ impl PileOfPools {
 }
 
 impl CycleHost for PileOfPools {
-    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
-        Ok(self.resolve_pool.install(|| resolve_step(&prev, &case, scale)))
+    fn resolve(
+        &self,
+        prev: Arc<PoolSet>,
+        case: Arc<CycleCase>,
+        scale: Scale,
+    ) -> Result<Arc<PoolSet>, String> {
+        Ok(self
+            .resolve_pool
+            .install(|| resolve_step(&prev, &case, scale)))
     }
 
     fn solve(
@@ -123,13 +136,23 @@ impl CycleHost for PileOfPools {
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
         let (reply_tx, reply_rx) = crossbeam_channel::bounded(1);
-        self.merge_tx.as_ref().ok_or("merge sidecar gone")?.send((merge, reply_tx)).map_err(|e| e.to_string())?;
+        self.merge_tx
+            .as_ref()
+            .ok_or("merge sidecar gone")?
+            .send((merge, reply_tx))
+            .map_err(|e| e.to_string())?;
         let walks: Vec<_> = witnesses
             .into_iter()
             .enumerate()
-            .map(|(b, w)| self.solve_rt.spawn(walk_bin(shared.clone(), b, w, self.sim_join())))
+            .map(|(b, w)| {
+                self.solve_rt
+                    .spawn(walk_bin(shared.clone(), b, w, self.sim_join()))
+            })
             .collect();
-        let bins = walks.into_iter().map(|h| self.solve_rt.block_on(h).ok()).collect();
+        let bins = walks
+            .into_iter()
+            .map(|h| self.solve_rt.block_on(h).ok())
+            .collect();
         let merged = reply_rx.recv().map_err(|e| e.to_string())?;
         Ok((bins, merged))
     }
@@ -138,7 +161,13 @@ impl CycleHost for PileOfPools {
         self.spawned.get()
     }
 
-    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+    fn background(
+        &self,
+        _role: WorkerRole,
+        cpu_us: u64,
+        pools: Arc<PoolSet>,
+        probe: PathCase,
+    ) -> Result<Receipt, String> {
         Ok(super::background_job(cpu_us, pools, probe, |job| {
             self.ambient_rt.spawn_blocking(job);
         }))

@@ -9,13 +9,19 @@ use fleet_workloads::corpus::{CycleCase, PathCase};
 use fleet_workloads::pools::PoolSet;
 use fleet_workloads::replay::host::Merged;
 use fleet_workloads::replay::record::BinRecord;
-use fleet_workloads::replay::units::{resolve_step, simulate, walk_bin, CycleShared, Scale, SimJoin};
+use fleet_workloads::replay::units::{
+    resolve_step, simulate, walk_bin, CycleShared, Scale, SimJoin,
+};
 use fleet_workloads::replay::CycleHost;
 use futures::FutureExt;
 
 use super::{cpu_count, SpawnCounter};
 
-fn runtime(workers: usize, name: &str, spawned: &SpawnCounter) -> std::io::Result<tokio::runtime::Runtime> {
+fn runtime(
+    workers: usize,
+    name: &str,
+    spawned: &SpawnCounter,
+) -> std::io::Result<tokio::runtime::Runtime> {
     let c = spawned.clone();
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
@@ -43,14 +49,23 @@ impl PlainTokio {
     /// Builds the runtime (`cpus` workers, Tokio's default blocking pool).
     pub fn new() -> std::io::Result<Self> {
         let spawned = SpawnCounter::default();
-        Ok(PlainTokio { rt: runtime(cpu_count(), "tokio-rt", &spawned)?, spawned })
+        Ok(PlainTokio {
+            rt: runtime(cpu_count(), "tokio-rt", &spawned)?,
+            spawned,
+        })
     }
-
 }
 
 impl CycleHost for PlainTokio {
-    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
-        let task = self.rt.spawn_blocking(move || resolve_step(&prev, &case, scale));
+    fn resolve(
+        &self,
+        prev: Arc<PoolSet>,
+        case: Arc<CycleCase>,
+        scale: Scale,
+    ) -> Result<Arc<PoolSet>, String> {
+        let task = self
+            .rt
+            .spawn_blocking(move || resolve_step(&prev, &case, scale));
         self.rt.block_on(task).map_err(|e| e.to_string())
     }
 
@@ -68,10 +83,14 @@ impl CycleHost for PlainTokio {
                 let handle = self.rt.handle().clone();
                 let join = tokio_sim_join(handle.clone(), shared.scale);
                 let shared = shared.clone();
-                self.rt.spawn_blocking(move || handle.block_on(walk_bin(shared, b, w, join)))
+                self.rt
+                    .spawn_blocking(move || handle.block_on(walk_bin(shared, b, w, join)))
             })
             .collect();
-        let bins = walks.into_iter().map(|h| self.rt.block_on(h).ok()).collect();
+        let bins = walks
+            .into_iter()
+            .map(|h| self.rt.block_on(h).ok())
+            .collect();
         let merged = self.rt.block_on(merge).map_err(|e| e.to_string())?;
         Ok((bins, merged))
     }
@@ -80,7 +99,13 @@ impl CycleHost for PlainTokio {
         self.spawned.get()
     }
 
-    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+    fn background(
+        &self,
+        _role: WorkerRole,
+        cpu_us: u64,
+        pools: Arc<PoolSet>,
+        probe: PathCase,
+    ) -> Result<Receipt, String> {
         Ok(super::background_job(cpu_us, pools, probe, |job| {
             self.rt.spawn_blocking(job);
         }))
@@ -106,13 +131,21 @@ impl RayonTokio {
             .start_handler(move |_| c.add())
             .build()
             .map_err(std::io::Error::other)?;
-        Ok(RayonTokio { pool, rt: runtime(cpu_count(), "tokio-sim", &spawned)?, spawned })
+        Ok(RayonTokio {
+            pool,
+            rt: runtime(cpu_count(), "tokio-sim", &spawned)?,
+            spawned,
+        })
     }
-
 }
 
 impl CycleHost for RayonTokio {
-    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+    fn resolve(
+        &self,
+        prev: Arc<PoolSet>,
+        case: Arc<CycleCase>,
+        scale: Scale,
+    ) -> Result<Arc<PoolSet>, String> {
         Ok(self.pool.install(|| resolve_step(&prev, &case, scale)))
     }
 
@@ -150,7 +183,13 @@ impl CycleHost for RayonTokio {
         self.spawned.get()
     }
 
-    fn background(&self, _role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+    fn background(
+        &self,
+        _role: WorkerRole,
+        cpu_us: u64,
+        pools: Arc<PoolSet>,
+        probe: PathCase,
+    ) -> Result<Receipt, String> {
         Ok(super::background_job(cpu_us, pools, probe, |job| {
             self.pool.spawn(job);
         }))

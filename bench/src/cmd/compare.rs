@@ -12,7 +12,9 @@ use fleet::plan::Profile;
 
 use crate::cmd::run::ReplayArgs;
 use crate::lab::{self, Contender};
-use crate::report::{read_log_histogram, render_compare_table, write_compare_dir, CompareReport, Metric};
+use crate::report::{
+    read_log_histogram, render_compare_table, write_compare_dir, CompareReport, Metric,
+};
 
 /// Arguments of `fleet-lab compare`.
 #[derive(Debug, Clone, Args)]
@@ -29,9 +31,16 @@ pub struct CompareArgs {
 
 /// The contenders, in table order.
 pub fn contenders(fleet_only: bool) -> Vec<Contender> {
-    let mut c = vec![Contender::Fleet(Profile::Auto), Contender::Fleet(Profile::Pinned)];
+    let mut c = vec![
+        Contender::Fleet(Profile::Auto),
+        Contender::Fleet(Profile::Pinned),
+    ];
     if !fleet_only {
-        c.extend([Contender::PileOfPools, Contender::PlainTokio, Contender::RayonTokio]);
+        c.extend([
+            Contender::PileOfPools,
+            Contender::PlainTokio,
+            Contender::RayonTokio,
+        ]);
     }
     c
 }
@@ -59,7 +68,16 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
     println!("report: {}", args.out.join("report.html").display());
     if compare.runs.iter().any(|r| !r.parity) {
-        anyhow::bail!("parity failed for: {}", compare.runs.iter().filter(|r| !r.parity).map(|r| r.label.as_str()).collect::<Vec<_>>().join(", "));
+        anyhow::bail!(
+            "parity failed for: {}",
+            compare
+                .runs
+                .iter()
+                .filter(|r| !r.parity)
+                .map(|r| r.label.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     Ok(())
 }

@@ -11,7 +11,9 @@ use fleet_workloads::corpus::{
 
 /// The shipped corpus directory (`<workspace>/corpus`).
 pub fn corpus_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("corpus");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("corpus");
     dir.canonicalize().unwrap_or(dir)
 }
 

@@ -59,8 +59,14 @@ pub fn run(args: GateArgs) -> Result<()> {
     let (path, corpus) = replay.load_corpus()?;
     let mut spec = replay.spec(Contender::Fleet(profile), path)?;
     spec.label = Some(format!("gate {} ({})", args.profile, budget.fleet_profile));
-    spec.injection = Injection { delay_ms: args.inject_delay_ms, wrong_outcome: args.inject_wrong_outcome };
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
+    spec.injection = Injection {
+        delay_ms: args.inject_delay_ms,
+        wrong_outcome: args.inject_wrong_outcome,
+    };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
     let artifacts = run_and_write(&spec, &corpus, &out)?;
     print!("{}", render_run_summary(&artifacts.report));
     let breaches = check(&artifacts.report, budget);
@@ -75,6 +81,10 @@ pub fn run(args: GateArgs) -> Result<()> {
         "gate {} failed {} budget(s): {}",
         args.profile,
         breaches.len(),
-        breaches.iter().map(|b| b.to_string()).collect::<Vec<_>>().join("; ")
+        breaches
+            .iter()
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
     )
 }

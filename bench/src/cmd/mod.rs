@@ -2,11 +2,11 @@
 //! `run` function returning `anyhow::Result<()>`; the binary maps an error
 //! to a plain message and a non-zero exit.
 
-pub mod corpus;
-pub mod plan;
-pub mod report;
-pub mod posture;
-pub mod run;
-pub mod parity;
-pub mod gate;
 pub mod compare;
+pub mod corpus;
+pub mod gate;
+pub mod parity;
+pub mod plan;
+pub mod posture;
+pub mod report;
+pub mod run;

@@ -56,7 +56,11 @@ pub fn run(args: ParityArgs) -> Result<()> {
         }
     }
     if !failures.is_empty() {
-        bail!("{} binding(s) differ from the golden corpus; first: {}", failures.len(), failures[0]);
+        bail!(
+            "{} binding(s) differ from the golden corpus; first: {}",
+            failures.len(),
+            failures[0]
+        );
     }
     Ok(())
 }

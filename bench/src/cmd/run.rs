@@ -74,7 +74,8 @@ impl ReplayArgs {
     /// with the file, line and reason.
     pub fn load_corpus(&self) -> Result<(PathBuf, Corpus)> {
         let path = self.corpus_path();
-        let corpus = Corpus::load(&path).with_context(|| format!("cannot use corpus {}", path.display()))?;
+        let corpus =
+            Corpus::load(&path).with_context(|| format!("cannot use corpus {}", path.display()))?;
         Ok((path, corpus))
     }
 
@@ -94,7 +95,8 @@ impl ReplayArgs {
     /// The fleet config (boot policy, pump timing).
     pub fn fleet_config(&self) -> Result<FleetConfig> {
         let text = match &self.config {
-            Some(p) => std::fs::read_to_string(p).with_context(|| format!("cannot read config {}", p.display()))?,
+            Some(p) => std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read config {}", p.display()))?,
             None => String::new(),
         };
         Ok(FleetConfig::load(&text, std::env::vars())?)
@@ -108,7 +110,7 @@ impl ReplayArgs {
         spec.quota = self.quota;
         spec.cgroup_quota = self.cgroup_quota;
         spec.pin_cores = self.pin;
-        spec.posture = cfg.posture.clone();
+        spec.posture = cfg.posture;
         spec.pump = cfg.pump.into();
         spec.progress = !self.quiet;
         Ok(spec)
@@ -153,20 +155,32 @@ pub fn parse_shrink(s: &str) -> Result<QuotaShrink, String> {
     let at_cycle = parts[0].parse().map_err(|_| bad())?;
     let cores: f64 = parts[1].parse().map_err(|_| bad())?;
     if !(cores.is_finite() && cores >= 0.01) {
-        return Err(format!("--quota-shrink-at: {cores} cores is invalid: give at least 0.01"));
+        return Err(format!(
+            "--quota-shrink-at: {cores} cores is invalid: give at least 0.01"
+        ));
     }
     let cycles = match parts.get(2) {
         Some(c) => c.parse().map_err(|_| bad())?,
         None => 30,
     };
-    Ok(QuotaShrink { at_cycle, cores, cycles })
+    Ok(QuotaShrink {
+        at_cycle,
+        cores,
+        cycles,
+    })
 }
 
 /// Runs one contender and writes its report directory; returns the artifacts.
 pub fn run_and_write(spec: &RunSpec, corpus: &Corpus, out: &Path) -> Result<RunArtifacts> {
     let artifacts = lab::run(spec, corpus)?;
-    write_report_dir_with(out, &artifacts.report, &artifacts.logs, &artifacts.outcomes_jsonl, &artifacts.extras)
-        .with_context(|| format!("cannot write the report to {}", out.display()))?;
+    write_report_dir_with(
+        out,
+        &artifacts.report,
+        &artifacts.logs,
+        &artifacts.outcomes_jsonl,
+        &artifacts.extras,
+    )
+    .with_context(|| format!("cannot write the report to {}", out.display()))?;
     Ok(artifacts)
 }
 

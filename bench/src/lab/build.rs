@@ -17,8 +17,8 @@ use crate::lab::session::{profile_name, Contender, RunArtifacts};
 use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
-    CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts, PostureCounts,
-    RunReport, ThreadCounts, Throttle, ThrottleSource,
+    CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts,
+    PostureCounts, RunReport, ThreadCounts, Throttle, ThrottleSource,
 };
 
 /// Everything measured around a replay.
@@ -51,9 +51,11 @@ pub(crate) struct Measured<'a> {
 pub(crate) fn progress_bar(total: u64, label: &str) -> ProgressBar {
     let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     pb.set_style(
-        ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} cycles {elapsed_precise} {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{prefix:>14} [{bar:30}] {pos}/{len} cycles {elapsed_precise} {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     pb.set_prefix(label.to_string());
     pb
@@ -132,7 +134,8 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         ),
         _ => ("baseline".to_string(), "none".to_string(), false),
     };
-    let out_of_range = makespan.out_of_range() + ratio.out_of_range() + bins.out_of_range() + sims.out_of_range();
+    let out_of_range =
+        makespan.out_of_range() + ratio.out_of_range() + bins.out_of_range() + sims.out_of_range();
     let mut background = BTreeMap::new();
     let b = &replay.background;
     for (k, v) in [
@@ -178,7 +181,11 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         histograms_out_of_range: out_of_range,
         per_cycle,
         timeline: m.feeder.timeline,
-        machine: Machine { cpus: m.detected.affinity_cpus as u64, quota: Some(m.quota), load_average: m.load_average },
+        machine: Machine {
+            cpus: m.detected.affinity_cpus as u64,
+            quota: Some(m.quota),
+            load_average: m.load_average,
+        },
         corpus: CorpusRef {
             path: m.corpus_path.display().to_string(),
             version: m.corpus.header.version.to_string(),
@@ -198,5 +205,11 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         .iter()
         .filter_map(|r| r.to_hdr_log(start, end).ok())
         .collect();
-    RunArtifacts { report, logs, outcomes_jsonl: jsonl, extras: Vec::new(), replay }
+    RunArtifacts {
+        report,
+        logs,
+        outcomes_jsonl: jsonl,
+        extras: Vec::new(),
+        replay,
+    }
 }

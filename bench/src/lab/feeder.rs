@@ -77,12 +77,24 @@ impl Feeder {
                         log.timeline.push(TimelineEvent {
                             t_ms: now_ms as f64,
                             kind: TimelineKind::Throttle,
-                            detail: format!("{} events, {:.1} ms throttled", sample.events, sample.throttled_us as f64 / 1e3),
+                            detail: format!(
+                                "{} events, {:.1} ms throttled",
+                                sample.events,
+                                sample.throttled_us as f64 / 1e3
+                            ),
                         });
                     }
                     if let Some(t) = edge {
-                        let kind = if t.to == Posture::Cordoned { TimelineKind::PostureEnter } else { TimelineKind::PostureExit };
-                        log.timeline.push(TimelineEvent { t_ms: now_ms as f64, kind, detail: format!("{:?}", t.cause) });
+                        let kind = if t.to == Posture::Cordoned {
+                            TimelineKind::PostureEnter
+                        } else {
+                            TimelineKind::PostureExit
+                        };
+                        log.timeline.push(TimelineEvent {
+                            t_ms: now_ms as f64,
+                            kind,
+                            detail: format!("{:?}", t.cause),
+                        });
                         drop(log);
                         if let Some(w) = &waker {
                             w.notify(posture.seq());
@@ -91,7 +103,11 @@ impl Feeder {
                 }
             })
             .expect("spawning the throttle feeder thread");
-        Ok(Feeder { stop, join: Some(join), log })
+        Ok(Feeder {
+            stop,
+            join: Some(join),
+            log,
+        })
     }
 
     /// Stops the feeder and returns what it saw.

@@ -44,7 +44,12 @@ impl InjectedHost {
 }
 
 impl CycleHost for InjectedHost {
-    fn resolve(&self, prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> Result<Arc<PoolSet>, String> {
+    fn resolve(
+        &self,
+        prev: Arc<PoolSet>,
+        case: Arc<CycleCase>,
+        scale: Scale,
+    ) -> Result<Arc<PoolSet>, String> {
         if self.injection.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
         }
@@ -63,7 +68,9 @@ impl CycleHost for InjectedHost {
             if let Some(rec) = merged.as_mut() {
                 if let Some((_, o)) = rec.outcomes.iter_mut().next() {
                     *o = match o {
-                        PathOutcome::Suppressed => PathOutcome::Failed { reason: FailReason::SimRefused },
+                        PathOutcome::Suppressed => PathOutcome::Failed {
+                            reason: FailReason::SimRefused,
+                        },
                         _ => PathOutcome::Suppressed,
                     };
                 }
@@ -72,7 +79,13 @@ impl CycleHost for InjectedHost {
         Ok((bins, merged))
     }
 
-    fn background(&self, role: WorkerRole, cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> Result<Receipt, String> {
+    fn background(
+        &self,
+        role: WorkerRole,
+        cpu_us: u64,
+        pools: Arc<PoolSet>,
+        probe: PathCase,
+    ) -> Result<Receipt, String> {
         self.inner.background(role, cpu_us, pools, probe)
     }
 

@@ -16,7 +16,7 @@ use fleet_workloads::Corpus;
 use crate::baseline::{PileOfPools, PlainTokio, RayonTokio};
 use crate::lab::build::{build_report, Measured};
 use crate::lab::feeder::{Feeder, FeederLog};
-use crate::probe::cgroup::{ChildCgroup, CgroupError};
+use crate::probe::cgroup::{CgroupError, ChildCgroup};
 use crate::probe::perf::{RunCounters, ThreadCounters};
 use crate::probe::threads::ThreadMonitor;
 use crate::report::{ExtraFile, HdrLog, RunReport};
@@ -218,11 +218,19 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         Contender::Fleet(profile) => Some(Plan::resolve(quota, profile, &Default::default())?),
         _ => None,
     };
-    let mut cgroup = match spec.cgroup_quota.or(spec.quota_shrink.map(|_| detected.affinity_cpus as f64)) {
+    // A shrink needs a real cgroup: without --cgroup-quota, one with the
+    // host's CPUs as its quota, restored to that after the shrink.
+    let cgroup_quota = spec
+        .cgroup_quota
+        .or(spec.quota_shrink.map(|_| detected.affinity_cpus as f64));
+    let mut cgroup = match cgroup_quota {
         Some(cores) => Some(ChildCgroup::enter(cores)?),
         None => None,
     };
-    let throttle_dir = cgroup.as_ref().map(|c| c.dir().to_path_buf()).or_else(|| detected.cgroup_dir.clone());
+    let throttle_dir = cgroup
+        .as_ref()
+        .map(|c| c.dir().to_path_buf())
+        .or_else(|| detected.cgroup_dir.clone());
     let t0 = Instant::now();
     let counters = RunCounters::start();
     let profiler = match &spec.flamegraph {
@@ -231,50 +239,70 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
                 .frequency(499)
                 .blocklist(&["libc", "libgcc", "pthread", "vdso"])
                 .build()
-                .map_err(|e| LabError::Flamegraph { path: path.clone(), reason: e.to_string() })?,
+                .map_err(|e| LabError::Flamegraph {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?,
         ),
         None => None,
     };
 
     let sim_cap = plan.as_ref().map_or(4, |p| p.seat_layout().sim_slot_cap);
-    let posture = Arc::new(PostureOwner::new(spec.posture.clone(), sim_cap));
+    let posture = Arc::new(PostureOwner::new(spec.posture, sim_cap));
     let mut fleet = None;
-    let host: Box<dyn CycleHost> = match spec.contender {
-        Contender::Fleet(_) => {
-            let plan = plan.as_ref().expect("a fleet run has a plan");
-            let mut opts = BootOptions::new(posture.clone());
-            opts.pump = spec.pump;
-            opts.pin_cores = spec.pin_cores;
-            let f = boot(plan, opts)?;
-            let h = Box::new(FleetHost::new(f.handle()));
-            fleet = Some(f);
-            h
-        }
-        Contender::PileOfPools => Box::new(
-            PileOfPools::new(spec.scale, 6).map_err(|source| LabError::Baseline { which: "pile of pools".into(), source })?,
-        ),
-        Contender::PlainTokio => {
-            Box::new(PlainTokio::new().map_err(|source| LabError::Baseline { which: "plain tokio".into(), source })?)
-        }
-        Contender::RayonTokio => {
-            Box::new(RayonTokio::new().map_err(|source| LabError::Baseline { which: "rayon + tokio".into(), source })?)
-        }
-    };
+    let host: Box<dyn CycleHost> =
+        match spec.contender {
+            Contender::Fleet(_) => {
+                let plan = plan.as_ref().expect("a fleet run has a plan");
+                let mut opts = BootOptions::new(posture.clone());
+                opts.pump = spec.pump;
+                opts.pin_cores = spec.pin_cores;
+                let f = boot(plan, opts)?;
+                let h = Box::new(FleetHost::new(f.handle()));
+                fleet = Some(f);
+                h
+            }
+            Contender::PileOfPools => Box::new(PileOfPools::new(spec.scale, 6).map_err(
+                |source| LabError::Baseline {
+                    which: "pile of pools".into(),
+                    source,
+                },
+            )?),
+            Contender::PlainTokio => {
+                Box::new(PlainTokio::new().map_err(|source| LabError::Baseline {
+                    which: "plain tokio".into(),
+                    source,
+                })?)
+            }
+            Contender::RayonTokio => {
+                Box::new(RayonTokio::new().map_err(|source| LabError::Baseline {
+                    which: "rayon + tokio".into(),
+                    source,
+                })?)
+            }
+        };
     let host: Box<dyn CycleHost> = if spec.injection.any() {
         Box::new(crate::lab::inject::InjectedHost::new(host, spec.injection))
     } else {
         host
     };
-    let metrics = crate::ops::metrics::install(spec.metrics_addr).map_err(|e| LabError::Ops(e.to_string()))?;
+    let metrics = crate::ops::metrics::install(spec.metrics_addr)
+        .map_err(|e| LabError::Ops(e.to_string()))?;
     if let Some(plan) = plan.as_ref() {
         fleet::telemetry::record_profile(plan);
     }
     let operator = match spec.operator_addr {
-        Some(addr) => Some(crate::ops::operator::serve(addr, posture.clone()).map_err(|e| LabError::Ops(e.to_string()))?),
+        Some(addr) => Some(
+            crate::ops::operator::serve(addr, posture.clone())
+                .map_err(|e| LabError::Ops(e.to_string()))?,
+        ),
         None => None,
     };
     if let Some(op) = &operator {
-        eprintln!("fleet-lab: posture operator channel on http://{}/posture", op.local_addr());
+        eprintln!(
+            "fleet-lab: posture operator channel on http://{}/posture",
+            op.local_addr()
+        );
     }
     if let Some(addr) = metrics.local_addr() {
         eprintln!("fleet-lab: metrics on http://{addr}/metrics");
@@ -290,7 +318,9 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         .ok(),
         None => None,
     };
-    let seat_counters = fleet.as_ref().map(|_| ThreadCounters::attach("work-fleet-"));
+    let seat_counters = fleet
+        .as_ref()
+        .map(|_| ThreadCounters::attach("work-fleet-"));
     let spawned_before = host_spawned(&*host);
     let monitor = ThreadMonitor::start(Duration::from_millis(2)).ok();
     let cpu0 = rusage_cpu_seconds();
@@ -300,29 +330,40 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     opts.cycles = spec.cycles;
     opts.cores_granted = cores_granted;
     opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
-    let total = spec.cycles.map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len()));
-    let progress = spec.progress.then(|| crate::lab::build::progress_bar(total as u64, &spec.contender.label()));
+    let total = spec.cycles.map_or(corpus.cycles.len(), |c| {
+        (c as usize).min(corpus.cycles.len())
+    });
+    let progress = spec
+        .progress
+        .then(|| crate::lab::build::progress_bar(total as u64, &spec.contender.label()));
     let pb = progress.clone();
     opts.on_cycle_end = Some(Box::new(move |rec| {
         if let Some(pb) = &pb {
             pb.inc(1);
-            pb.set_message(format!("cycle {} {:.1} ms", rec.cycle, rec.makespan_us() as f64 / 1e3));
+            pb.set_message(format!(
+                "cycle {} {:.1} ms",
+                rec.cycle,
+                rec.makespan_us() as f64 / 1e3
+            ));
         }
         for b in &rec.bins {
             fleet::telemetry::record_bin_makespan(b.bin, Duration::from_micros(b.walk_us));
         }
     }));
-    let shrink_state = Arc::new(parking_lot::Mutex::new((cgroup.take(), spec.quota_shrink, spec.cgroup_quota)));
+    let shrink_state = Arc::new(parking_lot::Mutex::new((
+        cgroup.take(),
+        spec.quota_shrink,
+        cgroup_quota,
+    )));
     let shrink_cb = shrink_state.clone();
     if spec.quota_shrink.is_some() {
         opts.on_cycle_start = Some(Box::new(move |cycle| {
             let mut st = shrink_cb.lock();
             let (cg, shrink, base) = &mut *st;
             if let (Some(cg), Some(s)) = (cg.as_mut(), shrink.as_ref()) {
-                let restore = base.unwrap_or(s.cores.max(1.0) * 2.0);
                 if cycle == s.at_cycle {
                     let _ = cg.set_quota(s.cores);
-                } else if cycle == s.at_cycle + s.cycles {
+                } else if let (true, Some(restore)) = (cycle == s.at_cycle + s.cycles, *base) {
                     let _ = cg.set_quota(restore);
                 }
             }
@@ -350,7 +391,8 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let posture_counters = posture.counters();
     drop(host);
     if let Some(f) = fleet.take() {
-        f.shutdown().map_err(|e| LabError::Shutdown(e.to_string()))?;
+        f.shutdown()
+            .map_err(|e| LabError::Shutdown(e.to_string()))?;
     }
     let perf = counters.finish();
     let (cg, _, _) = std::mem::take(&mut *shrink_state.lock());
@@ -376,7 +418,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         wall,
         feeder: feeder_log,
         cgroup_version,
-        own_cgroup: if feeder_sampled { own_version(&detected) } else { None },
+        own_cgroup: if feeder_sampled {
+            own_version(&detected)
+        } else {
+            None
+        },
         posture: posture_counters,
         perf,
         perf_per_thread,
@@ -384,14 +430,22 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         census,
     };
     let mut artifacts = build_report(measured, replayed);
-    artifacts.extras.push(ExtraFile { name: "metrics.prom".into(), bytes: metrics.render().into_bytes() });
+    artifacts.extras.push(ExtraFile {
+        name: "metrics.prom".into(),
+        bytes: metrics.render().into_bytes(),
+    });
     drop(operator);
     Ok(artifacts)
 }
 
 /// The 1-minute load average from `/proc/loadavg`.
 fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn own_version(detected: &QuotaReport) -> Option<crate::probe::cgroup::CgroupVersion> {
@@ -399,7 +453,13 @@ fn own_version(detected: &QuotaReport) -> Option<crate::probe::cgroup::CgroupVer
     match detected.source {
         fleet::quota::QuotaSource::CgroupV2 => Some(V::V2),
         fleet::quota::QuotaSource::CgroupV1 => Some(V::V1),
-        _ => detected.cgroup_dir.as_ref().map(|d| if d.join("cpu.max").exists() { V::V2 } else { V::V1 }),
+        _ => detected.cgroup_dir.as_ref().map(|d| {
+            if d.join("cpu.max").exists() {
+                V::V2
+            } else {
+                V::V1
+            }
+        }),
     }
 }
 
@@ -422,7 +482,10 @@ fn cores_granted(plan: Option<&Plan>, quota: f64, detected: &QuotaReport) -> f64
 }
 
 fn write_flamegraph(guard: &pprof::ProfilerGuard<'_>, path: &PathBuf) -> Result<(), LabError> {
-    let err = |reason: String| LabError::Flamegraph { path: path.clone(), reason };
+    let err = |reason: String| LabError::Flamegraph {
+        path: path.clone(),
+        reason,
+    };
     let report = guard.report().build().map_err(|e| err(e.to_string()))?;
     let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
     report.flamegraph(file).map_err(|e| err(e.to_string()))

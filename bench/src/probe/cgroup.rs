@@ -31,7 +31,9 @@ pub enum CgroupError {
         source: std::io::Error,
     },
     /// A quota below what the kernel accepts.
-    #[error("cgroup quota {cores} cores is invalid: give a positive number of cores (at least 0.01)")]
+    #[error(
+        "cgroup quota {cores} cores is invalid: give a positive number of cores (at least 0.01)"
+    )]
     BadQuota {
         /// The requested cores.
         cores: f64,
@@ -55,7 +57,10 @@ pub enum CgroupVersion {
 static LIVE: Mutex<Vec<(PathBuf, PathBuf)>> = Mutex::new(Vec::new());
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CgroupError + '_ {
-    move |source| CgroupError::Io { path: path.to_path_buf(), source }
+    move |source| CgroupError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
 }
 
 /// A child cgroup this process runs in until it is dropped.
@@ -94,7 +99,9 @@ impl ChildCgroup {
             removed: false,
         };
         install_ctrlc_cleanup();
-        LIVE.lock().unwrap().push((cg.dir.clone(), cg.parent_procs.clone()));
+        LIVE.lock()
+            .unwrap()
+            .push((cg.dir.clone(), cg.parent_procs.clone()));
         cg.set_quota(cores)?;
         let procs = cg.dir.join("cgroup.procs");
         fs::write(&procs, pid.to_string()).map_err(io(&procs))?;
@@ -154,7 +161,10 @@ impl ChildCgroup {
 impl Drop for ChildCgroup {
     fn drop(&mut self) {
         if let Err(e) = self.cleanup() {
-            eprintln!("fleet-lab: could not remove cgroup {}: {e}", self.dir.display());
+            eprintln!(
+                "fleet-lab: could not remove cgroup {}: {e}",
+                self.dir.display()
+            );
         }
     }
 }
@@ -184,7 +194,10 @@ fn remove_child(dir: &Path, parent_procs: &Path) -> Result<(), CgroupError> {
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    Err(CgroupError::Io { path: dir.to_path_buf(), source: last.expect("a failed attempt") })
+    Err(CgroupError::Io {
+        path: dir.to_path_buf(),
+        source: last.expect("a failed attempt"),
+    })
 }
 
 fn find_cpu_hierarchy(root: &Path) -> Result<(PathBuf, CgroupVersion), CgroupError> {
@@ -206,7 +219,9 @@ fn find_cpu_hierarchy(root: &Path) -> Result<(PathBuf, CgroupVersion), CgroupErr
             return Ok((dir, CgroupVersion::V1));
         }
     }
-    Err(CgroupError::NoController { tried: tried.join(", ") })
+    Err(CgroupError::NoController {
+        tried: tried.join(", "),
+    })
 }
 
 fn install_ctrlc_cleanup() {
@@ -242,11 +257,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = ChildCgroup::enter_at(dir.path(), 1.0).unwrap_err();
         let msg = err.to_string();
-        assert!(msg.contains("cpu.cfs_quota_us") && msg.contains("subtree_control"), "{msg}");
+        assert!(
+            msg.contains("cpu.cfs_quota_us") && msg.contains("subtree_control"),
+            "{msg}"
+        );
     }
 
     #[test]
     fn bad_quota_is_refused_before_touching_anything() {
-        assert!(matches!(ChildCgroup::enter_at(Path::new("/nonexistent"), 0.0), Err(CgroupError::BadQuota { .. })));
+        assert!(matches!(
+            ChildCgroup::enter_at(Path::new("/nonexistent"), 0.0),
+            Err(CgroupError::BadQuota { .. })
+        ));
     }
 }

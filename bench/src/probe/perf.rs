@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
+pub use crate::report::CounterValue;
 use perf_event::events::{Event, Hardware, Software};
 use perf_event::{Builder, Counter};
-pub use crate::report::CounterValue;
 
 /// Why a counter could not be opened, in words: hardware counters absent on
 /// this host (ENOENT), perf events forbidden, or the OS's own message.
@@ -19,7 +19,9 @@ fn skip_reason(name: &str, e: &std::io::Error) -> String {
             format!("not supported: this host exposes no {name} counter ({e})")
         }
         Some(libc::EACCES) | Some(libc::EPERM) => {
-            format!("not permitted: perf events are restricted here (kernel.perf_event_paranoid; {e})")
+            format!(
+                "not permitted: perf events are restricted here (kernel.perf_event_paranoid; {e})"
+            )
         }
         _ => format!("not supported: {e}"),
     }
@@ -70,9 +72,13 @@ impl RunCounters {
                 let v = match c {
                     Ok(c) => match c.read() {
                         Ok(v) => CounterValue::Value(v),
-                        Err(e) => CounterValue::Skipped { skipped: format!("read failed: {e}") },
+                        Err(e) => CounterValue::Skipped {
+                            skipped: format!("read failed: {e}"),
+                        },
                     },
-                    Err(reason) => CounterValue::Skipped { skipped: reason.clone() },
+                    Err(reason) => CounterValue::Skipped {
+                        skipped: reason.clone(),
+                    },
                 };
                 (name.to_string(), v)
             })
@@ -93,11 +99,23 @@ impl ThreadCounters {
         let mut threads = Vec::new();
         let mut skipped = None;
         let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
-            return ThreadCounters { threads, skipped: Some("no /proc/self/task".into()) };
+            return ThreadCounters {
+                threads,
+                skipped: Some("no /proc/self/task".into()),
+            };
         };
         for entry in dir.flatten() {
-            let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let name = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default().trim().to_string();
+            let Some(tid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let name = std::fs::read_to_string(entry.path().join("comm"))
+                .unwrap_or_default()
+                .trim()
+                .to_string();
             if !name.starts_with(prefix) {
                 continue;
             }
@@ -123,8 +141,10 @@ impl ThreadCounters {
     pub fn read(mut self) -> (BTreeMap<String, BTreeMap<String, u64>>, Option<String>) {
         let mut out = BTreeMap::new();
         for (thread, cs) in &mut self.threads {
-            let row: BTreeMap<String, u64> =
-                cs.iter_mut().filter_map(|(n, c)| c.read().ok().map(|v| (n.to_string(), v))).collect();
+            let row: BTreeMap<String, u64> = cs
+                .iter_mut()
+                .filter_map(|(n, c)| c.read().ok().map(|v| (n.to_string(), v)))
+                .collect();
             out.insert(thread.clone(), row);
         }
         (out, self.skipped)
@@ -148,7 +168,13 @@ mod tests {
         });
         std::hint::black_box(h.join().unwrap());
         let values = run.finish();
-        for name in ["context_switches", "cpu_migrations", "task_clock_ns", "instructions", "cycles"] {
+        for name in [
+            "context_switches",
+            "cpu_migrations",
+            "task_clock_ns",
+            "instructions",
+            "cycles",
+        ] {
             assert!(values.contains_key(name), "{name} missing: {values:?}");
         }
         match &values["task_clock_ns"] {

@@ -25,9 +25,17 @@ pub struct TaskSnapshot {
 /// Reads the thread ids and the runnable count of this process.
 pub fn snapshot() -> TaskSnapshot {
     let mut snap = TaskSnapshot::default();
-    let Ok(dir) = fs::read_dir("/proc/self/task") else { return snap };
+    let Ok(dir) = fs::read_dir("/proc/self/task") else {
+        return snap;
+    };
     for entry in dir.flatten() {
-        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
         snap.tids.insert(tid);
         if let Ok(stat) = fs::read_to_string(entry.path().join("stat")) {
             if task_state(&stat) == Some('R') {
@@ -61,7 +69,10 @@ pub fn task_state(stat: &str) -> Option<char> {
 
 /// CPU time of the calling thread, seconds.
 fn thread_cpu_seconds() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: a valid clock id and a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
@@ -98,37 +109,49 @@ impl ThreadMonitor {
         let start = snapshot();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let join = std::thread::Builder::new().name("lab-threadmon".into()).spawn(move || {
-            let me = unsafe { libc::gettid() } as u32;
-            let mut seen: BTreeSet<u32> = start.tids.clone();
-            let mut figures = ThreadFigures { at_start: start.tids.len() as u32, ..Default::default() };
-            loop {
-                let snap = snapshot();
-                let others = snap.tids.iter().filter(|t| **t != me).count() as u32;
-                figures.peak = figures.peak.max(others);
-                // The sampler itself is running while it reads.
-                figures.peak_runnable = figures.peak_runnable.max(snap.runnable.saturating_sub(1));
-                for tid in snap.tids {
-                    if tid != me && seen.insert(tid) {
-                        figures.created_during_run += 1;
+        let join = std::thread::Builder::new()
+            .name("lab-threadmon".into())
+            .spawn(move || {
+                let me = unsafe { libc::gettid() } as u32;
+                let mut seen: BTreeSet<u32> = start.tids.clone();
+                let mut figures = ThreadFigures {
+                    at_start: start.tids.len() as u32,
+                    ..Default::default()
+                };
+                loop {
+                    let snap = snapshot();
+                    let others = snap.tids.iter().filter(|t| **t != me).count() as u32;
+                    figures.peak = figures.peak.max(others);
+                    // The sampler itself is running while it reads.
+                    figures.peak_runnable =
+                        figures.peak_runnable.max(snap.runnable.saturating_sub(1));
+                    for tid in snap.tids {
+                        if tid != me && seen.insert(tid) {
+                            figures.created_during_run += 1;
+                        }
                     }
+                    figures.samples += 1;
+                    if flag.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    std::thread::sleep(period);
                 }
-                figures.samples += 1;
-                if flag.load(Ordering::Relaxed) {
-                    break;
-                }
-                std::thread::sleep(period);
-            }
-            figures.own_cpu_seconds = thread_cpu_seconds();
-            figures
-        })?;
-        Ok(ThreadMonitor { stop, join: Some(join) })
+                figures.own_cpu_seconds = thread_cpu_seconds();
+                figures
+            })?;
+        Ok(ThreadMonitor {
+            stop,
+            join: Some(join),
+        })
     }
 
     /// Stops sampling and returns the figures.
     pub fn finish(mut self) -> ThreadFigures {
         self.stop.store(true, Ordering::Relaxed);
-        self.join.take().map(|j| j.join().unwrap_or_default()).unwrap_or_default()
+        self.join
+            .take()
+            .map(|j| j.join().unwrap_or_default())
+            .unwrap_or_default()
     }
 }
 

@@ -193,7 +193,10 @@ pub fn render_run_summary(r: &RunReport) -> String {
         s,
         "machine:    {} cpus, quota {quota}{}; corpus {} v{} ({})",
         r.machine.cpus,
-        r.machine.load_average.map(|l| format!(", load {l:.1} at start")).unwrap_or_default(),
+        r.machine
+            .load_average
+            .map(|l| format!(", load {l:.1} at start"))
+            .unwrap_or_default(),
         r.corpus.path,
         r.corpus.version,
         r.corpus.checksum

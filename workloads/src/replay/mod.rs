@@ -56,6 +56,12 @@ pub enum ReplayError {
     BadScale(f64),
 }
 
+/// Called before each cycle starts, with the cycle index.
+pub type CycleStartHook = Box<dyn FnMut(u32) + Send>;
+
+/// Called after each cycle ends, with its record.
+pub type CycleEndHook = Box<dyn FnMut(&CycleRecord) + Send>;
+
 /// How to replay.
 pub struct ReplayOptions {
     /// Time scale: CPU and I/O durations and the arrival interval are multiplied by it.
@@ -68,9 +74,9 @@ pub struct ReplayOptions {
     /// Run the registration crawl alongside (units per cycle; 0 = none).
     pub crawl_units_per_cycle: u32,
     /// Called before each cycle starts (cycle index), e.g. to change a quota.
-    pub on_cycle_start: Option<Box<dyn FnMut(u32) + Send>>,
+    pub on_cycle_start: Option<CycleStartHook>,
     /// Called after each cycle with its record (progress, live metrics).
-    pub on_cycle_end: Option<Box<dyn FnMut(&CycleRecord) + Send>>,
+    pub on_cycle_end: Option<CycleEndHook>,
     /// The exactness fuse of the merge's ledger (`None`: abort the process on
     /// a trip, the production discipline; tests pass a hook).
     pub fuse: Option<ExactnessFuse>,

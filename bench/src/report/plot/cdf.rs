@@ -59,7 +59,12 @@ pub(crate) fn makespan_cdf_svg(runs: &[RunReport]) -> Result<String, ReportError
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
-            .build_cartesian_2d((lo..hi).log_scale().with_key_points(super::log_keys(lo, hi)), 0f64..1.0)
+            .build_cartesian_2d(
+                (lo..hi)
+                    .log_scale()
+                    .with_key_points(super::log_keys(lo, hi)),
+                0f64..1.0,
+            )
             .map_err(&err)?;
         chart
             .configure_mesh()

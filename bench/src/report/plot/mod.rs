@@ -239,8 +239,14 @@ mod tests {
 
     #[test]
     fn log_keys_give_enough_ticks_on_narrow_and_wide_ranges() {
-        assert_eq!(log_keys(40.0, 150.0), vec![40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]);
-        assert_eq!(log_keys(1.0, 1000.0), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]);
+        assert_eq!(
+            log_keys(40.0, 150.0),
+            vec![40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]
+        );
+        assert_eq!(
+            log_keys(1.0, 1000.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0]
+        );
         assert!(log_keys(0.0, 10.0).is_empty());
     }
 

@@ -118,7 +118,12 @@ pub(crate) fn sim_latency_svg(
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
-            .build_cartesian_2d((1f64..x_hi).log_scale(), (lo..hi).log_scale().with_key_points(super::log_keys(lo, hi)))
+            .build_cartesian_2d(
+                (1f64..x_hi).log_scale(),
+                (lo..hi)
+                    .log_scale()
+                    .with_key_points(super::log_keys(lo, hi)),
+            )
             .map_err(&err)?;
         chart
             .configure_mesh()
