@@ -141,6 +141,34 @@ pub(super) struct Lines<'a> {
 }
 
 impl<'a> Lines<'a> {
+    /// Reads the first line, `MAGIC VERSION`, and checks both: a wrong magic
+    /// is "not a {what} file", another version is `UnknownVersion`.
+    pub(super) fn magic(
+        &mut self,
+        magic: &str,
+        version: u32,
+        what: &str,
+    ) -> Result<(), CorpusError> {
+        let (ln, f) = self.next(&format!("the `{magic}` line"))?;
+        if f[0] != magic || f.len() != 2 {
+            return Err(self.bad(
+                ln,
+                "magic",
+                format!("not a {what} file: expected `{magic} {version}`"),
+            ));
+        }
+        if f[1] != version.to_string() {
+            return Err(self.err(
+                ln,
+                Reason::UnknownVersion {
+                    found: f[1].into(),
+                    supported: version,
+                },
+            ));
+        }
+        Ok(())
+    }
+
     pub(super) fn new(text: &'a str, file: &'a Path) -> Self {
         Lines {
             file,
@@ -451,23 +479,7 @@ fn parse_cycle(l: &mut Lines, want: u32, n_pools: usize) -> Result<CycleCase, Co
 /// Parses a whole corpus; `file` names it in errors.
 pub(super) fn parse(text: &str, file: &Path) -> Result<Corpus, CorpusError> {
     let mut l = Lines::new(text, file);
-    let (ln, f) = l.next("the `fleet-corpus` line")?;
-    if f[0] != MAGIC || f.len() != 2 {
-        return Err(l.bad(
-            ln,
-            "magic",
-            format!("not a corpus file: expected `{MAGIC} {VERSION}`"),
-        ));
-    }
-    if f[1] != VERSION.to_string() {
-        return Err(l.err(
-            ln,
-            Reason::UnknownVersion {
-                found: f[1].into(),
-                supported: VERSION,
-            },
-        ));
-    }
+    l.magic(MAGIC, VERSION, "corpus")?;
     let (_, seed) = l.header("seed")?;
     let (_, cycles) = l.header::<u32>("cycles")?;
     let (_, cycle_interval_us) = l.header("cycle_interval_us")?;

@@ -91,23 +91,7 @@ impl PoolFile {
     /// as for a corpus).
     pub fn parse(text: &str, file: &Path) -> Result<PoolFile, CorpusError> {
         let mut l = Lines::new(text, file);
-        let (ln, f) = l.next("the `fleet-pools` line")?;
-        if f[0] != MAGIC || f.len() != 2 {
-            return Err(l.bad(
-                ln,
-                "magic",
-                format!("not a pool file: expected `{MAGIC} {POOL_VERSION}`"),
-            ));
-        }
-        if f[1] != POOL_VERSION.to_string() {
-            return Err(l.err(
-                ln,
-                Reason::UnknownVersion {
-                    found: f[1].into(),
-                    supported: POOL_VERSION,
-                },
-            ));
-        }
+        l.magic(MAGIC, POOL_VERSION, "pool")?;
         let mut sources = Vec::new();
         let n_pools = loop {
             let (ln, f) = l.next("a `source` or `pools` line")?;
