@@ -138,14 +138,7 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
             chart.draw_series(boxes).map_err(&err)?;
             chart.draw_series(shapes).map_err(&err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .label_font((FONT, TICK_PX))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(&err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

@@ -87,14 +87,7 @@ pub(crate) fn makespan_cdf_svg(runs: &[RunReport]) -> Result<String, ReportError
                     PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(3))
                 });
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, TICK_PX))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(&err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

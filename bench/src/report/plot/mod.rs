@@ -92,6 +92,26 @@ pub(crate) fn log_tick(v: f64, lo: f64, hi: f64) -> String {
     }
 }
 
+/// Draws a chart's series legend the way every plot of the page does (tick
+/// font, translucent white box, black border) at `position`.
+pub(crate) fn draw_legend<'a, DB, CT>(
+    chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
+    position: plotters::chart::SeriesLabelPosition,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>>
+where
+    DB: plotters::prelude::DrawingBackend + 'a,
+    CT: plotters::coord::CoordTranslate,
+{
+    use plotters::style::{Color, BLACK, WHITE};
+    chart
+        .configure_series_labels()
+        .position(position)
+        .label_font((FONT, TICK_PX))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .draw()
+}
+
 /// Tick positions for a log axis over `[lo, hi]`: the 1-2-5 points of each
 /// decade, or every 1..9 point when that gives fewer than four (a narrow
 /// range would otherwise show one label, or none).

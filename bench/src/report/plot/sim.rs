@@ -158,14 +158,7 @@ pub(crate) fn sim_latency_svg(
                     .map_err(&err)?;
             }
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .label_font((FONT, TICK_PX))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(&err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

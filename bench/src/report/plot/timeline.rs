@@ -146,14 +146,7 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
             .legend(|(x, y)| {
                 PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], RETUNE.stroke_width(2))
             });
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .label_font((FONT, TICK_PX))
-            .background_style(WHITE.mix(0.9))
-            .border_style(BLACK)
-            .draw()
-            .map_err(&err)?;
+        super::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)
