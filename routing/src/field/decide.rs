@@ -1,0 +1,128 @@
+//! `decide`: score every allowed option at an address and explain the choice.
+//!
+//! Per dimension d: w_d = root weight (default 1.0) + weight residuals along
+//! the path; expected = Σ w_d·mean_d, variance = Σ w_d²·var_d, score =
+//! expected − T·√variance; lowest wins, ties by option name bytes.
+//! Source: `ROUTING.md` §3 Decide.
+
+use serde::{Deserialize, Serialize};
+
+use super::{Address, Field, FieldError, Work};
+
+/// Why an alternative did not win. Source: `ROUTING.md` §3 Decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum LossReason {
+    /// This alternative is the selected one.
+    Selected,
+    /// A false gate at this prefix vetoed it.
+    Gate(Address),
+    /// Its expected cost was ±∞ or NaN.
+    NonFiniteMean,
+    /// Its score was higher than the winner's (or equal and its name sorts later).
+    Score,
+}
+
+/// One option as evaluated by a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    /// Option (archetype) name.
+    pub option: String,
+    /// expected − T·√variance (cost units; lower is better); NaN when vetoed by a gate.
+    pub score: f64,
+    /// expected = Σ_d w_d·mean_d (cost units).
+    pub mean: f64,
+    /// Σ_d w_d²·var_d (cost units²).
+    pub variance: f64,
+    /// Per dimension: (dimension, weight, posterior mean, posterior variance).
+    pub dimensions: Vec<(String, f64, f64, f64)>,
+    /// Why it lost, or [`LossReason::Selected`].
+    pub reason: LossReason,
+}
+
+/// The explanation of one decision. Source: `ROUTING.md` §3 Decide.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Receipt {
+    /// Field revision the decision read.
+    pub revision: u64,
+    /// The full address decided at.
+    pub address: Address,
+    /// Temperature actually used (negative or non-finite input becomes 0).
+    pub temperature: f64,
+    /// The winner, or `None` when every option was vetoed.
+    pub selected: Option<String>,
+    /// Every allowed option, ranked: winner first, then by score and name; vetoed last.
+    pub alternatives: Vec<Alternative>,
+    /// Work counters of this decision.
+    pub work: Work,
+}
+
+impl Field {
+    /// Decides among `allowed` options (deduplicated) at `address` with
+    /// temperature `temperature` (≥ 0; negative or non-finite is treated as 0).
+    /// A false gate at any prefix of `address` (root included), or an
+    /// expected cost of ±∞ or NaN, vetoes an option. Ties break by option
+    /// name bytes. Reads only; the field is not changed.
+    ///
+    /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
+    pub fn decide(&self, address: &Address, temperature: f64, allowed: &[&str]) -> Result<Receipt, FieldError> {
+        self.check_address(address)?;
+        let t = if temperature.is_finite() && temperature > 0.0 { temperature } else { 0.0 };
+        let mut names: Vec<&str> = Vec::new();
+        for o in allowed {
+            self.check_option(o)?;
+            if !names.contains(o) {
+                names.push(o);
+            }
+        }
+        let mut work = Work::default();
+        let mut alts = Vec::with_capacity(names.len());
+        for o in names {
+            alts.push(self.evaluate(address, o, t, &mut work)?);
+        }
+        alts.sort_by(|a, b| {
+            let va = !matches!(a.reason, LossReason::Score);
+            let vb = !matches!(b.reason, LossReason::Score);
+            va.cmp(&vb)
+                .then(a.score.partial_cmp(&b.score).unwrap_or(std::cmp::Ordering::Equal))
+                .then(a.option.as_bytes().cmp(b.option.as_bytes()))
+        });
+        let selected = match alts.first_mut() {
+            Some(a) if a.reason == LossReason::Score => {
+                a.reason = LossReason::Selected;
+                Some(a.option.clone())
+            }
+            _ => None,
+        };
+        Ok(Receipt { revision: self.revision, address: address.clone(), temperature: t, selected, alternatives: alts, work })
+    }
+
+    /// Scores one option; its reason is `Score` unless vetoed.
+    fn evaluate(&self, address: &Address, option: &str, t: f64, work: &mut Work) -> Result<Alternative, FieldError> {
+        for n in 0..=address.depth() {
+            let p = address.prefix(n);
+            work.cells_visited += 1;
+            if self.gate(&p, option) == Some(false) {
+                return Ok(Alternative {
+                    option: option.to_string(),
+                    score: f64::NAN,
+                    mean: f64::NAN,
+                    variance: f64::NAN,
+                    dimensions: Vec::new(),
+                    reason: LossReason::Gate(p),
+                });
+            }
+        }
+        let mut mean = 0.0;
+        let mut variance = 0.0;
+        let mut dims = Vec::with_capacity(self.dimensions.len());
+        for d in &self.dimensions {
+            let p = self.posterior_counted(address, option, d, work)?;
+            mean += p.weight * p.mean;
+            variance += p.weight * p.weight * p.variance;
+            dims.push((d.clone(), p.weight, p.mean, p.variance));
+        }
+        let score = mean - t * variance.sqrt();
+        let reason = if mean.is_finite() { LossReason::Score } else { LossReason::NonFiniteMean };
+        Ok(Alternative { option: option.to_string(), score, mean, variance, dimensions: dims, reason })
+    }
+}

@@ -1,0 +1,306 @@
+//! The addressed evidence field: one independent Gaussian tree per (option, dimension).
+//!
+//! Layers are declared in order; addresses are gap-free prefixes; every write
+//! updates cached messages along the exact path only (O(depth)). Source:
+//! `ROUTING.md` §3 Field, Decide, Compaction, Discount.
+
+mod address;
+mod decide;
+mod error;
+mod gauss;
+mod tree;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+pub use address::{Address, Layer};
+pub use decide::{Alternative, LossReason, Receipt};
+pub use error::FieldError;
+pub use gauss::Natural;
+pub use tree::{Node, Posterior, Work};
+
+/// The field: declared layers, options and dimensions, and the trees.
+/// Serializable as a whole: `serde` output of this struct is the snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Field {
+    layers: Vec<Layer>,
+    root_variance: f64,
+    options: Vec<String>,
+    dimensions: Vec<String>,
+    /// option → dimension → tree root.
+    trees: BTreeMap<String, BTreeMap<String, Node>>,
+    /// Gates written per (address, option); absent = open.
+    gates: BTreeMap<Address, BTreeMap<String, bool>>,
+    revision: u64,
+}
+
+fn check_unique(names: &[String]) -> Result<(), FieldError> {
+    for (i, n) in names.iter().enumerate() {
+        if names[..i].contains(n) {
+            return Err(FieldError::Duplicate(n.clone()));
+        }
+    }
+    Ok(())
+}
+
+fn check_variance(v: f64) -> Result<(), FieldError> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(FieldError::BadVariance(v))
+    }
+}
+
+fn check_finite(v: f64) -> Result<(), FieldError> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(FieldError::NonFinite(v))
+    }
+}
+
+impl Field {
+    /// A field with `layers` (coarse to fine), the root's process variance
+    /// `root_variance` (value², finite, > 0; the brief's default is 1.0), and
+    /// the declared `options` and `dimensions`.
+    ///
+    /// Errors: [`FieldError::BadVariance`], [`FieldError::Duplicate`].
+    pub fn new(layers: Vec<Layer>, root_variance: f64, options: &[&str], dimensions: &[&str]) -> Result<Field, FieldError> {
+        check_variance(root_variance)?;
+        for l in &layers {
+            check_variance(l.process_variance)?;
+        }
+        let layer_names: Vec<String> = layers.iter().map(|l| l.name.clone()).collect();
+        let options: Vec<String> = options.iter().map(|s| s.to_string()).collect();
+        let dimensions: Vec<String> = dimensions.iter().map(|s| s.to_string()).collect();
+        check_unique(&layer_names)?;
+        check_unique(&options)?;
+        check_unique(&dimensions)?;
+        let mut trees = BTreeMap::new();
+        for o in &options {
+            let per: BTreeMap<String, Node> = dimensions.iter().map(|d| (d.clone(), Node::default())).collect();
+            trees.insert(o.clone(), per);
+        }
+        Ok(Field { layers, root_variance, options, dimensions, trees, gates: BTreeMap::new(), revision: 0 })
+    }
+
+    /// The declared layers.
+    pub fn layers(&self) -> &[Layer] {
+        &self.layers
+    }
+
+    /// The declared options, in declaration order.
+    pub fn options(&self) -> &[String] {
+        &self.options
+    }
+
+    /// The declared dimensions, in declaration order.
+    pub fn dimensions(&self) -> &[String] {
+        &self.dimensions
+    }
+
+    /// The revision: incremented by every successful write.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Builds an address from `(layer, label)` pairs; see [`Address::from_pairs`].
+    pub fn address(&self, pairs: &[(&str, &str)]) -> Result<Address, FieldError> {
+        Address::from_pairs(&self.layers, pairs)
+    }
+
+    /// Parses `a/b/c` positional labels; see [`Address::parse`].
+    pub fn parse(&self, text: &str) -> Result<Address, FieldError> {
+        Address::parse(&self.layers, text)
+    }
+
+    fn check_address(&self, a: &Address) -> Result<(), FieldError> {
+        if a.depth() > self.layers.len() {
+            return Err(FieldError::TooDeep { given: a.depth(), layers: self.layers.len() });
+        }
+        Ok(())
+    }
+
+    fn check_option(&self, option: &str) -> Result<(), FieldError> {
+        if self.options.iter().any(|o| o == option) {
+            Ok(())
+        } else {
+            Err(FieldError::UnknownOption(option.to_string()))
+        }
+    }
+
+    fn layer_vars(&self) -> Vec<f64> {
+        self.layers.iter().map(|l| l.process_variance).collect()
+    }
+
+    fn tree_mut(&mut self, option: &str, dimension: &str) -> Result<&mut Node, FieldError> {
+        self.check_option(option)?;
+        self.trees
+            .get_mut(option)
+            .and_then(|t| t.get_mut(dimension))
+            .ok_or_else(|| FieldError::UnknownDimension(dimension.to_string()))
+    }
+
+    fn tree(&self, option: &str, dimension: &str) -> Result<&Node, FieldError> {
+        self.check_option(option)?;
+        self.trees
+            .get(option)
+            .and_then(|t| t.get(dimension))
+            .ok_or_else(|| FieldError::UnknownDimension(dimension.to_string()))
+    }
+
+    fn edit(&mut self, address: &Address, option: &str, dimension: &str, edit: &mut dyn FnMut(&mut Node)) -> Result<Work, FieldError> {
+        self.check_address(address)?;
+        let vars = self.layer_vars();
+        let tree = self.tree_mut(option, dimension)?;
+        let mut work = Work::default();
+        tree.edit_path(address.labels(), &vars, &mut work, edit);
+        self.revision += 1;
+        Ok(work)
+    }
+
+    /// Observes value `x` (finite) with observation variance `variance`
+    /// (finite, > 0) for `option` in `dimension` at `address`: adds
+    /// (1/variance, x/variance) to that cell's own evidence and refreshes the
+    /// messages on the path, O(depth). Returns the work done.
+    ///
+    /// Errors: [`FieldError::NonFinite`], [`FieldError::BadVariance`],
+    /// [`FieldError::UnknownOption`], [`FieldError::UnknownDimension`], [`FieldError::TooDeep`].
+    pub fn observe(&mut self, address: &Address, option: &str, dimension: &str, x: f64, variance: f64) -> Result<Work, FieldError> {
+        check_finite(x)?;
+        check_variance(variance)?;
+        let obs = Natural::from_moments(x, variance);
+        self.edit(address, option, dimension, &mut |n| n.own = n.own.add(obs))
+    }
+
+    /// Sets the prior residual (finite) of the cell (address, option,
+    /// dimension); at the root it is the prior mean of θ(root).
+    /// Errors as [`Field::observe`].
+    pub fn set_prior(&mut self, address: &Address, option: &str, dimension: &str, residual: f64) -> Result<Work, FieldError> {
+        check_finite(residual)?;
+        self.edit(address, option, dimension, &mut |n| n.prior_residual = residual)
+    }
+
+    /// Sets the weight (finite) of the cell: at the root the dimension's
+    /// weight (default 1.0; for `budget:<pool>` the price λ), deeper a weight
+    /// residual added along the path (default 0). A non-finite weight is
+    /// refused with [`FieldError::NonFinite`], so it never changes a decision.
+    pub fn set_weight(&mut self, address: &Address, option: &str, dimension: &str, weight: f64) -> Result<Work, FieldError> {
+        check_finite(weight)?;
+        self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))
+    }
+
+    /// Sets (`Some`) or clears (`None`) the gate of `option` at `address`.
+    /// A false gate at any prefix of a decision's address vetoes the option.
+    /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
+    pub fn set_gate(&mut self, address: &Address, option: &str, gate: Option<bool>) -> Result<(), FieldError> {
+        self.check_address(address)?;
+        self.check_option(option)?;
+        match gate {
+            Some(g) => {
+                self.gates.entry(address.clone()).or_default().insert(option.to_string(), g);
+            }
+            None => {
+                if let Some(m) = self.gates.get_mut(address) {
+                    m.remove(option);
+                    if m.is_empty() {
+                        self.gates.remove(address);
+                    }
+                }
+            }
+        }
+        self.revision += 1;
+        Ok(())
+    }
+
+    /// The gate written for `option` exactly at `address`, if any.
+    pub fn gate(&self, address: &Address, option: &str) -> Option<bool> {
+        self.gates.get(address).and_then(|m| m.get(option)).copied()
+    }
+
+    /// Multiplies the precision and information of the cell's *own* evidence
+    /// by `factor` ∈ [0, 1] (its evidence mean stays, its variance grows).
+    /// Errors: [`FieldError::BadFactor`] and as [`Field::observe`].
+    pub fn discount(&mut self, address: &Address, option: &str, dimension: &str, factor: f64) -> Result<Work, FieldError> {
+        if !(0.0..=1.0).contains(&factor) {
+            return Err(FieldError::BadFactor(factor));
+        }
+        self.edit(address, option, dimension, &mut |n| n.own = n.own.scale(factor))
+    }
+
+    /// Folds the subtree at `address` (non-root) into its parent's own
+    /// evidence and deletes it, in every (option, dimension) tree and for
+    /// every gate at or below it. No ancestor's or sibling's posterior moves.
+    /// Returns the work done. Errors: [`FieldError::CompactRoot`], [`FieldError::TooDeep`].
+    pub fn compact(&mut self, address: &Address) -> Result<Work, FieldError> {
+        self.check_address(address)?;
+        if address.depth() == 0 {
+            return Err(FieldError::CompactRoot);
+        }
+        let mut work = Work::default();
+        for per in self.trees.values_mut() {
+            for tree in per.values_mut() {
+                tree.compact(address.labels(), &mut work);
+            }
+        }
+        let d = address.depth();
+        self.gates.retain(|a, _| !(a.depth() >= d && a.prefix(d) == *address));
+        self.revision += 1;
+        Ok(work)
+    }
+
+    /// Posterior mean, variance and path weight of `option` in `dimension` at
+    /// `address`. Cells never written take their defaults.
+    /// Errors: [`FieldError::UnknownOption`], [`FieldError::UnknownDimension`], [`FieldError::TooDeep`].
+    pub fn posterior(&self, address: &Address, option: &str, dimension: &str) -> Result<Posterior, FieldError> {
+        let mut work = Work::default();
+        self.posterior_counted(address, option, dimension, &mut work)
+    }
+
+    fn posterior_counted(&self, address: &Address, option: &str, dimension: &str, work: &mut Work) -> Result<Posterior, FieldError> {
+        self.check_address(address)?;
+        let tree = self.tree(option, dimension)?;
+        let vars = self.layer_vars();
+        Ok(tree.posterior(address.labels(), self.root_variance, &vars, 1.0, work))
+    }
+
+    /// The serializable snapshot (a copy of the whole field).
+    pub fn snapshot(&self) -> Field {
+        self.clone()
+    }
+
+    /// Rebuilds a field from a snapshot: checks its declarations and
+    /// recomputes every cached message from the stored own evidence.
+    /// Errors: [`FieldError::BadSnapshot`], [`FieldError::BadVariance`], [`FieldError::Duplicate`].
+    pub fn restore(snapshot: Field) -> Result<Field, FieldError> {
+        let mut f = snapshot;
+        check_variance(f.root_variance)?;
+        for l in &f.layers {
+            check_variance(l.process_variance)?;
+        }
+        check_unique(&f.options)?;
+        check_unique(&f.dimensions)?;
+        let opts: Vec<&String> = f.trees.keys().collect();
+        let mut declared: Vec<&String> = f.options.iter().collect();
+        declared.sort();
+        if opts != declared {
+            return Err(FieldError::BadSnapshot("trees do not match declared options".into()));
+        }
+        let vars = f.layer_vars();
+        let depth = f.layers.len();
+        for per in f.trees.values_mut() {
+            for tree in per.values_mut() {
+                if tree_depth(tree) > depth {
+                    return Err(FieldError::BadSnapshot("tree deeper than the declared layers".into()));
+                }
+                tree.rebuild(&vars);
+            }
+        }
+        Ok(f)
+    }
+}
+
+fn tree_depth(n: &Node) -> usize {
+    n.children.values().map(|c| 1 + tree_depth(c)).max().unwrap_or(0)
+}

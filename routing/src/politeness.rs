@@ -1,0 +1,110 @@
+//! Per-host token bucket: rate limit, Retry-After pause, capped crawl-delay.
+//!
+//! tokens ← min(capacity, tokens + rate·(t − t_last)), t_last ← max(t_last, t);
+//! starts full; admitting costs one token. Source: `ROUTING.md` §3 Politeness.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Longest robots crawl-delay honoured, in seconds. Source: `ROUTING.md` §3 Politeness.
+pub const MAX_CRAWL_DELAY_S: f64 = 300.0;
+
+/// Errors of bucket configuration.
+#[derive(Debug, Clone, PartialEq, Error)]
+pub enum PolitenessError {
+    /// Capacity must be finite and ≥ 1 (one request must fit).
+    #[error("capacity must be finite and >= 1, got {0}")]
+    BadCapacity(f64),
+    /// Refill rate must be finite and > 0.
+    #[error("refill rate must be finite and > 0, got {0}")]
+    BadRate(f64),
+    /// A duration (pause, crawl-delay) must be finite and ≥ 0.
+    #[error("duration must be finite and >= 0, got {0}")]
+    BadDuration(f64),
+    /// A time must be finite.
+    #[error("time must be finite, got {0}")]
+    BadTime(f64),
+}
+
+/// The token bucket of one source host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Bucket {
+    capacity: f64,
+    rate: f64,
+    tokens: f64,
+    t_last: Option<f64>,
+    paused_until: f64,
+}
+
+impl Bucket {
+    /// A full bucket of `capacity` tokens (finite, ≥ 1) refilling at `rate`
+    /// tokens per second (finite, > 0). Errors: [`PolitenessError`].
+    pub fn new(capacity: f64, rate: f64) -> Result<Bucket, PolitenessError> {
+        if !(capacity.is_finite() && capacity >= 1.0) {
+            return Err(PolitenessError::BadCapacity(capacity));
+        }
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(PolitenessError::BadRate(rate));
+        }
+        Ok(Bucket { capacity, rate, tokens: capacity, t_last: None, paused_until: f64::NEG_INFINITY })
+    }
+
+    /// Tokens now held (after the last refill).
+    pub fn tokens(&self) -> f64 {
+        self.tokens
+    }
+
+    /// Refill rate in tokens per second.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    fn refill(&mut self, t: f64) {
+        let last = self.t_last.unwrap_or(t);
+        let dt = (t - last).max(0.0);
+        self.tokens = (self.tokens + self.rate * dt).min(self.capacity);
+        self.t_last = Some(last.max(t));
+    }
+
+    /// Asks to admit one request at time `t` (seconds, finite): refills, then
+    /// admits if not paused and one token is held. Time running backwards
+    /// refunds nothing. Errors: [`PolitenessError::BadTime`].
+    pub fn admit(&mut self, t: f64) -> Result<bool, PolitenessError> {
+        if !t.is_finite() {
+            return Err(PolitenessError::BadTime(t));
+        }
+        self.refill(t);
+        if t < self.paused_until || self.tokens < 1.0 {
+            return Ok(false);
+        }
+        self.tokens -= 1.0;
+        Ok(true)
+    }
+
+    /// A `Retry-After` (or 429) reported at time `t`: no admission before
+    /// `t + seconds`. Errors: [`PolitenessError::BadTime`], [`PolitenessError::BadDuration`].
+    pub fn pause(&mut self, t: f64, seconds: f64) -> Result<(), PolitenessError> {
+        if !t.is_finite() {
+            return Err(PolitenessError::BadTime(t));
+        }
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(PolitenessError::BadDuration(seconds));
+        }
+        self.paused_until = self.paused_until.max(t + seconds);
+        Ok(())
+    }
+
+    /// A robots crawl-delay of `seconds` (capped at [`MAX_CRAWL_DELAY_S`])
+    /// lowers the refill rate to at most one token per delay; 0 changes
+    /// nothing. Errors: [`PolitenessError::BadDuration`].
+    pub fn crawl_delay(&mut self, seconds: f64) -> Result<(), PolitenessError> {
+        if !(seconds.is_finite() && seconds >= 0.0) {
+            return Err(PolitenessError::BadDuration(seconds));
+        }
+        let d = seconds.min(MAX_CRAWL_DELAY_S);
+        if d > 0.0 {
+            self.rate = self.rate.min(1.0 / d);
+        }
+        Ok(())
+    }
+}
