@@ -29,7 +29,12 @@ pub enum PinCores {
 pub enum AffinityError {
     /// A malformed `Cpus_allowed_list` value.
     #[error("malformed CPU list {text:?}: {why}; expected ranges like `0-3,8`")]
-    Malformed { text: String, why: String },
+    Malformed {
+        /// The value as read.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// `/proc/self/status` could not be read or has no `Cpus_allowed_list`.
     #[error(
         "cannot read the affinity mask from /proc/self/status: {0}; run boot with PinCores::Off"

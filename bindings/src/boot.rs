@@ -149,6 +149,24 @@ pub(crate) fn host_layout(plan: &Plan, opts: &BootOptions) -> HostLayout {
 /// (`work-fleet-serial-0`).
 ///
 /// Errors: [`BootError`]; nothing is left running on error.
+///
+/// ```
+/// use fleet::plan::{Plan, Profile};
+/// use fleet::WorkerRole;
+/// use fleet_bindings::{boot, unit_body, BootOptions};
+/// use std::time::Duration;
+///
+/// let plan = Plan::resolve(2.0, Profile::Auto, &Default::default()).unwrap();
+/// let fleet = boot(&plan, BootOptions::for_plan(&plan)).unwrap();
+/// let receipt = fleet
+///     .handle()
+///     .submit(WorkerRole::Resolve, None, unit_body(|_ctx| async { Box::new(42u32) as _ }))
+///     .unwrap();
+/// let value = receipt.wait_timeout(Duration::from_secs(5)).expect("in time").unwrap();
+/// assert_eq!(value.downcast_ref::<u32>(), Some(&42));
+/// let report = fleet.shutdown().unwrap();
+/// assert!(report.pump.conserved());
+/// ```
 pub fn boot(plan: &Plan, opts: BootOptions) -> Result<Fleet, BootError> {
     if plan.seat_layout().seats.is_empty() {
         return Err(BootError::EmptyLayout);

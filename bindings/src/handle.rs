@@ -161,6 +161,30 @@ impl FleetHandle {
     /// with the body's value or a typed terminal reason.
     ///
     /// Errors: [`SubmitError`] with the body handed back.
+    ///
+    /// A walk submits its sim from inside its own body and awaits it (never
+    /// a blocking wait inside a unit):
+    ///
+    /// ```
+    /// use fleet::plan::{Plan, Profile};
+    /// use fleet::WorkerRole;
+    /// use fleet_bindings::{boot, unit_body, BootOptions};
+    ///
+    /// let plan = Plan::resolve(2.0, Profile::Auto, &Default::default()).unwrap();
+    /// let fleet = boot(&plan, BootOptions::for_plan(&plan)).unwrap();
+    /// let walk = unit_body(|ctx| async move {
+    ///     let sim = ctx
+    ///         .fleet
+    ///         .submit(WorkerRole::SimDriver, None, unit_body(|_| async { Box::new(7u64) as _ }))
+    ///         .expect("sim admitted");
+    ///     let seen = *sim.await.unwrap().downcast::<u64>().unwrap();
+    ///     Box::new(seen * 6) as _
+    /// });
+    /// // Solver units are keyed: the key (a bin index) picks the seat.
+    /// let receipt = fleet.handle().submit(WorkerRole::Solver, Some(0), walk).unwrap();
+    /// assert_eq!(receipt.wait().unwrap().downcast_ref::<u64>(), Some(&42));
+    /// fleet.shutdown().unwrap();
+    /// ```
     pub fn submit(
         &self,
         role: WorkerRole,

@@ -8,6 +8,8 @@
 //! Both produce the identical outcome corpus for the same input
 //! (`DESIGN.md` §4; seed 000 §13).
 
+#![warn(missing_docs)]
+
 pub mod affinity;
 pub mod boot;
 mod exec;

@@ -223,6 +223,21 @@ impl FleetBudget {
     /// [`BudgetError::SolverShareTooSmall`] when `S < 2`;
     /// [`BudgetError::Oversubscribed`] when overrides sum above ⌊Q⌋;
     /// [`BudgetError::ZeroOverride`] for an override of 0.
+    ///
+    /// ```
+    /// use fleet::budget::{BudgetError, FleetBudget};
+    ///
+    /// // The worked row of DESIGN.md §2: 8 cores → H 1, A 2, R 1, M 1, S 3.
+    /// let b = FleetBudget::derive(8.0, &Default::default()).unwrap();
+    /// let shares = (b.reserve_cpus, b.ambient_cpus, b.resolve_cpus, b.merge_cpus, b.solver_cpus);
+    /// assert_eq!(shares, (1, 2, 1, 1, 3));
+    ///
+    /// // A non-finite quota is a typed error, never a panic.
+    /// assert!(matches!(
+    ///     FleetBudget::derive(f64::NAN, &Default::default()),
+    ///     Err(BudgetError::InvalidQuota { .. })
+    /// ));
+    /// ```
     pub fn derive(
         quota_cpus: f64,
         overrides: &BudgetOverrides,

@@ -6,6 +6,8 @@
 //! sink, receipts, outcome ledger). This crate spawns no threads of its own;
 //! the bindings in `fleet-bindings` map lanes to threads. See `DESIGN.md` §3.
 
+#![warn(missing_docs)]
+
 pub mod admission;
 pub mod guard;
 pub mod ledger;

@@ -27,15 +27,20 @@ pub enum PathOutcome {
     /// Profitable above the threshold: the chosen input and its exact profit
     /// (both in the cycle's start token units).
     Solved {
+        /// The optimal input amount.
         #[serde(with = "u128_string")]
         amount_in: u128,
+        /// The exact profit of that input.
         #[serde(with = "u128_string")]
         profit: u128,
     },
     /// Not profitable enough; nothing to submit.
     Suppressed,
     /// The path failed, with the reason.
-    Failed { reason: FailReason },
+    Failed {
+        /// Why it failed.
+        reason: FailReason,
+    },
 }
 
 impl PathOutcome {

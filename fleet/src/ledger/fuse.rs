@@ -18,31 +18,56 @@ pub enum FuseTrip {
     /// had already closed (its outcomes are no longer kept).
     #[error("duplicate outcome for cycle {cycle} path {path}: first {first:?}, second {second:?}; the lane that emitted it twice is the bug")]
     Duplicate {
+        /// The cycle.
         cycle: CycleId,
+        /// The path that got two outcomes.
         path: PathId,
+        /// The first outcome, while the cycle is still open.
         first: Option<PathOutcome>,
+        /// The second outcome.
         second: PathOutcome,
     },
     /// The cycle closed with fewer outcomes than submitted paths.
     #[error("shortfall in cycle {cycle}: solved {} + suppressed {} + failed {} != submitted {}; missing paths {missing:?} were never delivered", tally.solved, tally.suppressed, tally.failed, tally.submitted)]
     Shortfall {
+        /// The cycle.
         cycle: CycleId,
+        /// What the cycle counted when it closed.
         tally: CycleTally,
+        /// The paths that never got an outcome.
         missing: Vec<PathId>,
     },
     /// An outcome for a path the cycle never submitted.
     #[error("stray outcome for cycle {cycle} path {path}: the cycle never submitted that path")]
-    Stray { cycle: CycleId, path: PathId },
+    Stray {
+        /// The cycle.
+        cycle: CycleId,
+        /// The path it never submitted.
+        path: PathId,
+    },
     /// An outcome for a cycle that was never opened (open it before handing
     /// out its senders).
     #[error("outcome for unknown cycle {cycle} (path {path}); open the cycle before its bins run")]
-    UnknownCycle { cycle: CycleId, path: PathId },
+    UnknownCycle {
+        /// The unknown cycle id.
+        cycle: CycleId,
+        /// The path the outcome was for.
+        path: PathId,
+    },
     /// A cycle id opened twice.
     #[error("cycle {cycle} opened twice; cycle ids must be unique per process")]
-    CycleReopened { cycle: CycleId },
+    CycleReopened {
+        /// The cycle id opened twice.
+        cycle: CycleId,
+    },
     /// A path submitted twice in one cycle.
     #[error("cycle {cycle} submits path {path} twice")]
-    DuplicateSubmission { cycle: CycleId, path: PathId },
+    DuplicateSubmission {
+        /// The cycle.
+        cycle: CycleId,
+        /// The path submitted twice.
+        path: PathId,
+    },
 }
 
 /// The loud-stop hook a trip runs after its error log line.

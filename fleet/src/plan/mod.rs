@@ -158,6 +158,22 @@ impl Plan {
     /// Resolve the plan for `quota_cpus` cores and a profile (tier table in
     /// the module docs). Errors: [`PlanError::BelowHostFloor`] for Q < 2;
     /// [`PlanError::Budget`] for an invalid quota or overrides above ⌊Q⌋.
+    ///
+    /// ```
+    /// use fleet::plan::{Binding, Plan, PlanError, Profile};
+    ///
+    /// // 8 cores hold the pinned roles; 5 do not, so auto falls back to serial.
+    /// let big = Plan::resolve(8.0, Profile::Auto, &Default::default()).unwrap();
+    /// assert_eq!(big.binding, Binding::Pinned);
+    /// let small = Plan::resolve(5.0, Profile::Auto, &Default::default()).unwrap();
+    /// assert_eq!(small.binding, Binding::Serial);
+    ///
+    /// // Below the host floor of 2 cores nothing can be hosted.
+    /// assert!(matches!(
+    ///     Plan::resolve(1.5, Profile::Auto, &Default::default()),
+    ///     Err(PlanError::BelowHostFloor { .. })
+    /// ));
+    /// ```
     pub fn resolve(
         quota_cpus: f64,
         profile: Profile,
