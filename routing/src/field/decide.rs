@@ -27,7 +27,8 @@ pub enum LossReason {
 pub struct Alternative {
     /// Option (archetype) name.
     pub option: String,
-    /// expected − T·√variance (cost units; lower is better); NaN when vetoed by a gate.
+    /// expected − T·√variance (cost units; lower is better); +∞ when vetoed by a gate
+    /// (a gated option is not evaluated: its mean and variance are +∞ too).
     pub score: f64,
     /// expected = Σ_d w_d·mean_d (cost units).
     pub mean: f64,
@@ -104,9 +105,9 @@ impl Field {
             if self.gate(&p, option) == Some(false) {
                 return Ok(Alternative {
                     option: option.to_string(),
-                    score: f64::NAN,
-                    mean: f64::NAN,
-                    variance: f64::NAN,
+                    score: f64::INFINITY,
+                    mean: f64::INFINITY,
+                    variance: f64::INFINITY,
                     dimensions: Vec::new(),
                     reason: LossReason::Gate(p),
                 });

@@ -31,6 +31,7 @@ pub struct Field {
     /// option → dimension → tree root.
     trees: BTreeMap<String, BTreeMap<String, Node>>,
     /// Gates written per (address, option); absent = open.
+    #[serde(with = "gate_list")]
     gates: BTreeMap<Address, BTreeMap<String, bool>>,
     revision: u64,
 }
@@ -287,6 +288,11 @@ impl Field {
         if opts != declared {
             return Err(FieldError::BadSnapshot("trees do not match declared options".into()));
         }
+        let mut dims: Vec<&String> = f.dimensions.iter().collect();
+        dims.sort();
+        if f.trees.values().any(|per| per.keys().collect::<Vec<_>>() != dims) {
+            return Err(FieldError::BadSnapshot("trees do not match declared dimensions".into()));
+        }
         let vars = f.layer_vars();
         let depth = f.layers.len();
         for per in f.trees.values_mut() {
@@ -303,4 +309,31 @@ impl Field {
 
 fn tree_depth(n: &Node) -> usize {
     n.children.values().map(|c| 1 + tree_depth(c)).max().unwrap_or(0)
+}
+
+/// Serializes the gate map as a list of (address, option, gate) entries, so
+/// formats with string-only map keys (JSON) can hold it.
+mod gate_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Address;
+
+    type Gates = BTreeMap<Address, BTreeMap<String, bool>>;
+
+    pub fn serialize<S: Serializer>(gates: &Gates, s: S) -> Result<S::Ok, S::Error> {
+        let list: Vec<(&Address, &String, bool)> =
+            gates.iter().flat_map(|(a, m)| m.iter().map(move |(o, g)| (a, o, *g))).collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Gates, D::Error> {
+        let list: Vec<(Address, String, bool)> = Vec::deserialize(d)?;
+        let mut gates = Gates::new();
+        for (a, o, g) in list {
+            gates.entry(a).or_default().insert(o, g);
+        }
+        Ok(gates)
+    }
 }

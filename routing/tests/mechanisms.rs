@@ -1,0 +1,59 @@
+//! Prices, politeness and trust beyond the golden vectors.
+
+use routing::politeness::{Bucket, PolitenessError, MAX_CRAWL_DELAY_S};
+use routing::prices::{Pool, PriceError};
+use routing::trust::{self, State};
+
+#[test]
+fn prices_hold_on_non_finite_usage_and_clamp() {
+    assert!(matches!(Pool::new(-1.0, 0.1, 1e6), Err(PriceError::BadCapacity(_))));
+    assert!(matches!(Pool::new(1.0, 0.0, 1e6), Err(PriceError::BadAlpha(_))));
+    assert!(matches!(Pool::new(1.0, 0.1, f64::NAN), Err(PriceError::BadLambdaMax(_))));
+    let mut p = Pool::new(10.0, 0.1, 5.0).unwrap();
+    assert_eq!(p.tick(&[20.0, 10.0]), 2.0);
+    assert_eq!(p.tick(&[f64::NAN, 1.0]), 2.0);
+    assert_eq!(p.tick(&[f64::INFINITY]), 2.0);
+    assert_eq!(p.tick(&[1000.0]), 5.0); // λ_max
+    let mut q = Pool::with_cap(10.0).unwrap();
+    assert_eq!(q.tick(&[]), 0.0); // never below 0
+}
+
+#[test]
+fn price_sum_is_order_independent() {
+    let usages = [1e16, 1.0, -1e16, 3.5, 0.25, 7.0];
+    let mut rev = usages;
+    rev.reverse();
+    let mut a = Pool::with_cap(0.0).unwrap();
+    let mut b = Pool::with_cap(0.0).unwrap();
+    assert_eq!(a.tick(&usages).to_bits(), b.tick(&rev).to_bits());
+}
+
+#[test]
+fn bucket_pause_and_crawl_delay() {
+    assert!(matches!(Bucket::new(0.5, 1.0), Err(PolitenessError::BadCapacity(_))));
+    assert!(matches!(Bucket::new(1.0, -1.0), Err(PolitenessError::BadRate(_))));
+    let mut b = Bucket::new(2.0, 1.0).unwrap();
+    assert!(matches!(b.admit(f64::NAN), Err(PolitenessError::BadTime(_))));
+    b.pause(0.0, 10.0).unwrap();
+    assert!(!b.admit(5.0).unwrap());
+    assert!(b.admit(10.0).unwrap());
+    assert!(matches!(b.pause(0.0, -1.0), Err(PolitenessError::BadDuration(_))));
+    b.crawl_delay(10_000.0).unwrap();
+    assert_eq!(b.rate(), 1.0 / MAX_CRAWL_DELAY_S);
+}
+
+#[test]
+fn trust_freshness_clamp_and_states() {
+    // Δt = 48 h halves the step: 0.5 + 0.02·0.5·0.5 = 0.505.
+    let (a, _) = trust::pairwise(0.5, 0.5, true, 48.0, 0.0);
+    assert!((a - 0.505).abs() < 1e-12);
+    let (a, b) = trust::pairwise(f64::NAN, 2.0, true, 0.0, 0.0);
+    // NaN reads as 0.5, 2.0 clamps to 1: 0.5 + 0.02·1 = 0.52; 1 + 0.01 → 1.
+    assert!((a - 0.52).abs() < 1e-12);
+    assert_eq!(b, 1.0);
+    assert_eq!(State::classify(State::Normal, 0.8), State::Trusted);
+    assert_eq!(State::classify(State::Normal, 0.29), State::Limited);
+    assert_eq!(State::classify(State::Trusted, 0.5), State::Normal);
+    assert_eq!(State::classify(State::Revoked, 0.95), State::Revoked);
+    assert_eq!(State::classify(State::Suspended, 0.1), State::Suspended);
+}
