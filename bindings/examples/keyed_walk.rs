@@ -34,7 +34,10 @@ fn sim(cycle: u64, bin: u32, k: u64) -> fleet_bindings::UnitBody {
 async fn walk(ctx: SeatCtx, cycle: u64, bin: u32) -> u64 {
     let mut receipts = Vec::new();
     for k in 0..SIMS_PER_WALK {
-        match ctx.fleet.submit(WorkerRole::SimDriver, None, sim(cycle, bin, k)) {
+        match ctx
+            .fleet
+            .submit(WorkerRole::SimDriver, None, sim(cycle, bin, k))
+        {
             Ok(r) => receipts.push(r),
             // A refused sim hands its body back; this walk counts it as 0.
             Err(refused) => eprintln!("cycle {cycle} bin {bin}: sim refused: {refused}"),
