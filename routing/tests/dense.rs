@@ -3,6 +3,8 @@
 //! direct linear solve) to 1e-9, before and after discounts and compactions.
 //! Source: `ROUTING.md` §6, last vector.
 
+#![allow(clippy::needless_range_loop)]
+
 use proptest::prelude::*;
 use routing::field::{Address, Field, Layer};
 

@@ -33,12 +33,12 @@ impl Natural {
     }
 
     /// Product of two factors (sum of natural parameters).
-    pub fn add(self, o: Natural) -> Natural {
+    pub fn product(self, o: Natural) -> Natural {
         Natural { precision: self.precision + o.precision, information: self.information + o.information }
     }
 
     /// Quotient of two factors (difference of natural parameters), the cavity.
-    pub fn sub(self, o: Natural) -> Natural {
+    pub fn quotient(self, o: Natural) -> Natural {
         Natural { precision: self.precision - o.precision, information: self.information - o.information }
     }
 

@@ -172,7 +172,7 @@ impl Field {
         check_finite(x)?;
         check_variance(variance)?;
         let obs = Natural::from_moments(x, variance);
-        self.edit(address, option, dimension, &mut |n| n.own = n.own.add(obs))
+        self.edit(address, option, dimension, &mut |n| n.own = n.own.product(obs))
     }
 
     /// Sets the prior residual (finite) of the cell (address, option,

@@ -71,7 +71,7 @@ impl Node {
             None => {
                 let old_own = self.own;
                 edit(self);
-                self.inner = self.inner.sub(old_own).add(self.own);
+                self.inner = self.inner.quotient(old_own).product(self.own);
             }
             Some((head, rest)) => {
                 let child = self.children.entry(head.clone()).or_default();
@@ -80,7 +80,7 @@ impl Node {
                 child.refresh_message(vars[0]);
                 work.messages_recomputed += 1;
                 let new_msg = child.message;
-                self.inner = self.inner.sub(old_msg).add(new_msg);
+                self.inner = self.inner.quotient(old_msg).product(new_msg);
             }
         }
     }
@@ -92,7 +92,7 @@ impl Node {
         for child in self.children.values_mut() {
             child.rebuild(&vars[1..]);
             child.refresh_message(vars[0]);
-            inner = inner.add(child.message);
+            inner = inner.product(child.message);
         }
         self.inner = inner;
     }
@@ -102,7 +102,7 @@ impl Node {
     /// take their defaults (residual 0, no evidence, no weight).
     pub fn posterior(&self, labels: &[String], root_var: f64, vars: &[f64], default_weight: f64, work: &mut Work) -> Posterior {
         work.cells_visited += 1;
-        let mut belief = Natural::from_moments(self.prior_residual, root_var).add(self.inner);
+        let mut belief = Natural::from_moments(self.prior_residual, root_var).product(self.inner);
         let mut weight = self.weight.unwrap_or(default_weight);
         let mut node = Some(self);
         for (i, label) in labels.iter().enumerate() {
@@ -110,8 +110,8 @@ impl Node {
             match (node, child) {
                 (Some(_), Some(c)) => {
                     work.cells_visited += 1;
-                    let cavity = belief.sub(c.message);
-                    belief = cavity.through_down(c.prior_residual, vars[i]).add(c.inner);
+                    let cavity = belief.quotient(c.message);
+                    belief = cavity.through_down(c.prior_residual, vars[i]).product(c.inner);
                     weight += c.weight.unwrap_or(0.0);
                 }
                 _ => belief = belief.through_down(0.0, vars[i]),
@@ -138,7 +138,7 @@ impl Node {
             [] => false,
             [last] => match self.children.remove(last) {
                 Some(child) => {
-                    self.own = self.own.add(child.message);
+                    self.own = self.own.product(child.message);
                     true
                 }
                 None => false,
