@@ -153,7 +153,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fleet-lab: error: {e:#}");
+            eprintln!("fleet-lab: error: {}", cmd::error_text(&e));
             ExitCode::from(2)
         }
     }

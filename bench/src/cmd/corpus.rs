@@ -43,12 +43,16 @@ pub enum CorpusVerb {
         /// Seed of the generator.
         #[arg(long, default_value_t = GenerateParams::default().seed)]
         seed: u64,
-        /// Number of cycles.
-        #[arg(long, default_value_t = GenerateParams::default().cycles)]
+        /// Number of cycles (≥ 1).
+        #[arg(long, default_value_t = GenerateParams::default().cycles, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_cycles)]
         cycles: u32,
-        /// Output file (default: the shipped `corpus/golden-v1.txt`).
+        /// Output file (required: generating never replaces the shipped
+        /// corpus unless it is named here, with --force).
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace --out when it already exists.
         #[arg(long)]
-        out: Option<PathBuf>,
+        force: bool,
         /// Pool-state file to draw from (default: `corpus/pools-2020-09.txt`).
         #[arg(long)]
         pools: Option<PathBuf>,
@@ -120,6 +124,17 @@ fn print_report(r: &VerifyReport) {
     );
 }
 
+/// Refuses to replace an existing `out` unless `force`.
+fn refuse_existing(out: &Path, force: bool) -> anyhow::Result<()> {
+    if out.exists() && !force {
+        anyhow::bail!(
+            "--out {} already exists: choose another file or pass --force to replace it",
+            out.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs a corpus verb. Errors: unreadable or refused files (with the file,
 /// line and reason), an outcome or bin that does not recompute.
 pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
@@ -128,9 +143,11 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
             seed,
             cycles,
             out,
+            force,
             pools,
             threshold,
         } => {
+            refuse_existing(&out, force)?;
             let pool_path = pools.unwrap_or_else(default_pool_path);
             let pf = read_pool_file(&pool_path)?;
             let params = GenerateParams {
@@ -143,7 +160,6 @@ pub fn run(args: CorpusArgs) -> anyhow::Result<()> {
                 ..GenerateParams::default()
             };
             let corpus = generate(&pf.pools, &params);
-            let out = out.unwrap_or_else(default_corpus_path);
             corpus.save(&out)?;
             let report = corpus
                 .verify()
@@ -195,7 +211,8 @@ mod tests {
             verb: CorpusVerb::Generate {
                 seed: 5,
                 cycles: 3,
-                out: Some(out.into()),
+                out: out.into(),
+                force: false,
                 pools: None,
                 threshold: 10u128.pow(16),
             },
@@ -230,7 +247,8 @@ mod tests {
             verb: CorpusVerb::Generate {
                 seed: 1,
                 cycles: 1,
-                out: Some(dir.path().join("x.txt")),
+                out: dir.path().join("x.txt"),
+                force: false,
                 pools: Some(dir.path().join("nope.txt")),
                 threshold: 1,
             },

@@ -28,7 +28,7 @@ pub struct GateArgs {
     #[command(flatten)]
     pub replay: ReplayArgs,
     /// Override the profile's scale.
-    #[arg(long = "gate-scale", value_name = "F")]
+    #[arg(long = "gate-scale", value_name = "F", allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_gate_scale)]
     pub gate_scale: Option<f64>,
     /// The report directory.
     #[arg(long, value_name = "DIR")]

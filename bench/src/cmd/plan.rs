@@ -18,8 +18,8 @@ use std::path::PathBuf;
 /// Arguments of `fleet-lab plan`.
 #[derive(Debug, Clone, Args)]
 pub struct PlanArgs {
-    /// Plan for this many cores (fractions allowed, e.g. 6.5) instead of the detected quota.
-    #[arg(long, value_name = "CORES")]
+    /// Plan for this many cores (fractions allowed, e.g. 6.5; at most 4096) instead of the detected quota.
+    #[arg(long, value_name = "CORES", allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_quota)]
     pub quota: Option<f64>,
     /// The profile: auto (tier from the quota), pinned or serial. Default: the config's, else auto.
     #[arg(long, value_name = "auto|pinned|serial")]

@@ -70,16 +70,16 @@ pub struct SetArgs {
     #[arg(long)]
     pub cordon_enter_events: Option<u32>,
     /// Rolling window for the event count, ms (> 0).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_window_ms)]
     pub cordon_enter_window_ms: Option<u64>,
     /// Throttled duty that enters the cordon, percent, in (0, 100].
     #[arg(long, allow_negative_numbers = true)]
     pub cordon_duty_percent: Option<f64>,
     /// Trailing window for the duty, ms (> 0).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_window_ms)]
     pub cordon_duty_window_ms: Option<u64>,
     /// Clean time that exits the cordon, ms (> 0).
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_window_ms)]
     pub cordon_exit_clean_ms: Option<u64>,
     /// Sims in flight while cordoned, seats (≥ 1), or `none` for half the cap.
     #[arg(long, value_name = "N|none")]

@@ -14,8 +14,9 @@ use fleet::plan::Profile;
 use fleet_bindings::PinCores;
 use fleet_workloads::Corpus;
 
+use crate::cmd::bounds;
 use crate::lab::{self, Contender, QuotaShrink, RunArtifacts, RunSpec};
-use crate::report::{render_run_summary, write_report_dir_with};
+use crate::report::{check_out_dir, render_run_summary, write_report_dir_with};
 
 /// Options every replaying verb shares (`run`, `parity`, `compare`, `gate`).
 #[derive(Debug, Clone, Args)]
@@ -24,16 +25,16 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "PATH")]
     pub corpus: Option<PathBuf>,
     /// Time scale: CPU, I/O and the arrival interval are multiplied by it (> 0).
-    #[arg(long, value_name = "F", default_value_t = 0.1)]
+    #[arg(long, value_name = "F", default_value_t = 0.1, allow_hyphen_values = true, value_parser = bounds::parse_scale)]
     pub scale: f64,
-    /// Replay only the first N cycles.
-    #[arg(long, value_name = "N")]
+    /// Replay only the first N cycles (≥ 1).
+    #[arg(long, value_name = "N", allow_hyphen_values = true, value_parser = bounds::parse_cycles)]
     pub cycles: Option<u32>,
-    /// Plan for this many cores instead of the detected quota.
-    #[arg(long, value_name = "CORES")]
+    /// Plan for this many cores instead of the detected quota (at most 4096).
+    #[arg(long, value_name = "CORES", allow_hyphen_values = true, value_parser = bounds::parse_quota)]
     pub quota: Option<f64>,
     /// Run inside a real child cgroup with this CPU quota (cores); needs root.
-    #[arg(long, value_name = "CORES")]
+    #[arg(long, value_name = "CORES", allow_hyphen_values = true, value_parser = bounds::parse_cgroup_quota)]
     pub cgroup_quota: Option<f64>,
     /// Core pinning of seat threads: auto, on or off.
     #[arg(long, value_name = "auto|on|off", default_value = "auto", value_parser = parse_pin)]
@@ -126,8 +127,12 @@ pub struct RunArgs {
     #[command(flatten)]
     pub replay: ReplayArgs,
     /// The report directory (replaced atomically; nothing is half-written).
+    /// An existing path that is not a report directory is refused without --force.
     #[arg(long, value_name = "DIR", default_value = "fleet-lab-out/run")]
     pub out: PathBuf,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
     /// Shrink the real cgroup's quota mid-run: CYCLE:CORES[:CYCLES] (default 30 cycles), then restore it.
     #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
     pub quota_shrink_at: Option<QuotaShrink>,
@@ -187,6 +192,7 @@ pub fn run_and_write(spec: &RunSpec, corpus: &Corpus, out: &Path) -> Result<RunA
 /// `fleet-lab run`.
 pub fn run(args: RunArgs) -> Result<()> {
     args.replay.validate()?;
+    check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
     let mut spec = args.replay.spec(Contender::Fleet(args.profile), path)?;
     spec.quota_shrink = args.quota_shrink_at;

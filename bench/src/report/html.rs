@@ -119,8 +119,11 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     let parity = match (&r.first_mismatch, r.parity) {
         (_, true) => "ok".to_string(),
         (Some(m), false) => format!(
-            "FAIL at cycle {} path {}: expected {:?}, got {:?}",
-            m.cycle, m.path, m.expected, m.got
+            "FAIL at cycle {} path {}: expected {}, got {}",
+            m.cycle,
+            m.path,
+            super::summary::describe_outcome(m.expected.as_ref()),
+            super::summary::describe_outcome(m.got.as_ref())
         ),
         (None, false) => "FAIL".to_string(),
     };

@@ -32,17 +32,25 @@ pub use model::{
 };
 pub use summary::{render_compare_table, render_run_summary};
 pub use write::{
-    write_compare_dir, write_dir_atomically, write_report_dir, write_report_dir_with, ExtraFile,
-    OUTCOMES_FILE, REPORT_HTML, REPORT_JSON,
+    check_out_dir, write_compare_dir, write_dir_atomically, write_report_dir,
+    write_report_dir_with, ExtraFile, OUTCOMES_FILE, REPORT_HTML, REPORT_JSON,
 };
 
 use std::path::PathBuf;
+
+/// The advice after an I/O error, fitting what was being done.
+fn io_hint(action: &str) -> &'static str {
+    match action {
+        "read" => "check the file exists and is readable",
+        _ => "check the path exists and is writable",
+    }
+}
 
 /// What can go wrong building, writing or reading a report.
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
     /// A file or directory could not be written or read.
-    #[error("{action} {path}: {error} (check the path exists and is writable)")]
+    #[error("{action} {path}: {error} ({})", io_hint(action))]
     Io {
         /// What was being done (`"create"`, `"write"`, `"rename"`, `"read"`).
         action: &'static str,
@@ -91,6 +99,25 @@ pub enum ReportError {
         plot: &'static str,
         /// The plotting library's error.
         reason: String,
+    },
+    /// `--out` names something that is not a report directory, or a
+    /// directory with other files in it, and `--force` was not given.
+    #[error("--out {path} already exists and is {what}: choose another path or pass --force to replace it")]
+    OutExists {
+        /// The `--out` path.
+        path: PathBuf,
+        /// What is there (`"a file"`, `"a directory that holds no report"`).
+        what: &'static str,
+    },
+    /// The directory `--out` would be written in cannot be written.
+    #[error("--out {path} cannot be written: creating a directory in {parent} failed ({error}); choose a writable directory")]
+    OutNotWritable {
+        /// The `--out` path.
+        path: PathBuf,
+        /// The directory the report would be created in.
+        parent: PathBuf,
+        /// Why the check failed.
+        error: std::io::Error,
     },
     /// `fleet-lab report` was given no reports.
     #[error("no run reports given: pass one or more report.json files")]

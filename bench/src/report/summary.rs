@@ -213,8 +213,11 @@ pub fn render_run_summary(r: &RunReport) -> String {
         (Some(m), false) => {
             let _ = writeln!(
                 s,
-                "parity:     FAIL at cycle {} path {}: expected {:?}, got {:?}",
-                m.cycle, m.path, m.expected, m.got
+                "parity:     FAIL at cycle {} path {}: expected {}, got {}",
+                m.cycle,
+                m.path,
+                describe_outcome(m.expected.as_ref()),
+                describe_outcome(m.got.as_ref())
             );
         }
         (None, false) => {
@@ -289,4 +292,45 @@ pub fn render_run_summary(r: &RunReport) -> String {
     s.push('\n');
     s.push_str(&render_compare_table(std::slice::from_ref(r)));
     s
+}
+
+/// An outcome in words for tables and pages: `solved (in 5, profit 2)`,
+/// `suppressed`, `failed (sim refused)`, or `none` when there was none.
+pub fn describe_outcome(o: Option<&fleet::PathOutcome>) -> String {
+    use fleet::outcome::FailReason;
+    use fleet::PathOutcome;
+    match o {
+        None => "none".to_string(),
+        Some(PathOutcome::Solved { amount_in, profit }) => {
+            format!("solved (in {amount_in}, profit {profit})")
+        }
+        Some(PathOutcome::Suppressed) => "suppressed".to_string(),
+        Some(PathOutcome::Failed { reason }) => {
+            let why = match reason {
+                FailReason::SimReverted => "sim reverted",
+                FailReason::LaneDeath => "lane death",
+                FailReason::SimRefused => "sim refused",
+            };
+            format!("failed ({why})")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_outcome;
+    use fleet::{FailReason, PathOutcome};
+
+    #[test]
+    fn outcomes_read_as_words_not_debug_text() {
+        let refused = PathOutcome::Failed {
+            reason: FailReason::SimRefused,
+        };
+        assert_eq!(describe_outcome(Some(&refused)), "failed (sim refused)");
+        assert_eq!(describe_outcome(None), "none");
+        assert_eq!(
+            describe_outcome(Some(&PathOutcome::Suppressed)),
+            "suppressed"
+        );
+    }
 }

@@ -104,6 +104,84 @@ pub fn write_compare_dir(
     )
 }
 
+/// Checks, before a run starts, that its report can be written at `dir`,
+/// leaving nothing behind: unless `force`, an existing `dir` must be a
+/// report directory (or empty); and the nearest existing ancestor of `dir`
+/// must accept a new directory (probed by creating and removing one).
+///
+/// Errors: [`ReportError::OutExists`], [`ReportError::OutNotWritable`].
+pub fn check_out_dir(dir: &Path, force: bool) -> Result<(), ReportError> {
+    if !force {
+        refuse_foreign(dir)?;
+    }
+    probe_writable(dir)
+}
+
+fn refuse_foreign(dir: &Path) -> Result<(), ReportError> {
+    let Ok(meta) = fs::symlink_metadata(dir) else {
+        return Ok(());
+    };
+    let what = if !meta.is_dir() {
+        "not a directory"
+    } else if holds_report_or_nothing(dir) {
+        return Ok(());
+    } else {
+        "a directory that holds no report"
+    };
+    Err(ReportError::OutExists {
+        path: dir.to_path_buf(),
+        what,
+    })
+}
+
+fn holds_report_or_nothing(dir: &Path) -> bool {
+    dir.join(REPORT_JSON).is_file()
+        || dir.join(COMPARE_JSON).is_file()
+        || fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
+}
+
+/// The parent `dir` is written in, climbing to the nearest one that exists.
+fn nearest_existing_parent(dir: &Path) -> PathBuf {
+    let mut at = dir.parent();
+    while let Some(p) = at {
+        if p.as_os_str().is_empty() {
+            break;
+        }
+        if fs::symlink_metadata(p).is_ok() {
+            return p.to_path_buf();
+        }
+        at = p.parent();
+    }
+    PathBuf::from(".")
+}
+
+fn probe_writable(dir: &Path) -> Result<(), ReportError> {
+    let parent = nearest_existing_parent(dir);
+    let probe = parent.join(format!(".fleet-lab.probe-{}", std::process::id()));
+    match fs::create_dir(&probe) {
+        Ok(()) => {
+            // The probe proved the point; failing to remove an empty
+            // directory we just made is not a reason to refuse the run.
+            let _ = fs::remove_dir(&probe);
+            Ok(())
+        }
+        Err(error) => Err(ReportError::OutNotWritable {
+            path: dir.to_path_buf(),
+            parent,
+            error,
+        }),
+    }
+}
+
+/// Removes `path`, a directory tree or a single file.
+fn remove_any(path: &Path) -> std::io::Result<()> {
+    if fs::symlink_metadata(path)?.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
+}
+
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
     let path = path.to_path_buf();
     move |error| ReportError::Io {
@@ -193,7 +271,7 @@ fn fill_then_swap(
     if replaced {
         // The new report is in place; a leftover previous copy is only
         // clutter, so its removal failing is not the write failing.
-        let _ = fs::remove_dir_all(old);
+        let _ = remove_any(old);
     }
     Ok(files.iter().map(|(n, _)| dir.join(n)).collect())
 }
