@@ -100,6 +100,9 @@ fn weights_add_along_the_path() {
     assert_eq!(p.weight, 2.0);
     let r = f.decide(&a, 0.0, &["browser"]).unwrap();
     let alt = &r.alternatives[0];
+    // Contributions per prefix (root, a, a/api) add up to the expected cost.
+    assert_eq!(alt.contributions.len(), 3);
+    assert!((alt.contributions.iter().sum::<f64>() - alt.mean).abs() < 1e-12);
     let rel = f.posterior(&a, "browser", "reliability").unwrap();
     assert!((alt.mean - (2.0 * p.mean + rel.mean)).abs() < 1e-12);
     assert!((alt.variance - (4.0 * p.variance + rel.variance)).abs() < 1e-12);

@@ -36,6 +36,9 @@ pub struct Alternative {
     pub variance: f64,
     /// Per dimension: (dimension, weight, posterior mean, posterior variance).
     pub dimensions: Vec<(String, f64, f64, f64)>,
+    /// Contribution of each prefix of the address to `mean`, root first:
+    /// Σ_d w_d·E[δ_d(prefix) | evidence]; the entries sum to `mean`. Empty when vetoed by a gate.
+    pub contributions: Vec<f64>,
     /// Why it lost, or [`LossReason::Selected`].
     pub reason: LossReason,
 }
@@ -109,6 +112,7 @@ impl Field {
                     mean: f64::INFINITY,
                     variance: f64::INFINITY,
                     dimensions: Vec::new(),
+                    contributions: Vec::new(),
                     reason: LossReason::Gate(p),
                 });
             }
@@ -116,14 +120,20 @@ impl Field {
         let mut mean = 0.0;
         let mut variance = 0.0;
         let mut dims = Vec::with_capacity(self.dimensions.len());
+        let mut contributions = vec![0.0; address.depth() + 1];
         for d in &self.dimensions {
             let p = self.posterior_counted(address, option, d, work)?;
+            let mut previous = 0.0;
+            for (c, m) in contributions.iter_mut().zip(&p.path_means) {
+                *c += p.weight * (m - previous);
+                previous = *m;
+            }
             mean += p.weight * p.mean;
             variance += p.weight * p.weight * p.variance;
             dims.push((d.clone(), p.weight, p.mean, p.variance));
         }
         let score = mean - t * variance.sqrt();
         let reason = if mean.is_finite() { LossReason::Score } else { LossReason::NonFiniteMean };
-        Ok(Alternative { option: option.to_string(), score, mean, variance, dimensions: dims, reason })
+        Ok(Alternative { option: option.to_string(), score, mean, variance, dimensions: dims, contributions, reason })
     }
 }

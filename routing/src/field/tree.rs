@@ -46,7 +46,7 @@ impl Work {
 }
 
 /// Posterior of one tree at one address, with the per-prefix weight sum.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Posterior {
     /// Posterior mean of θ at the address.
     pub mean: f64,
@@ -54,6 +54,10 @@ pub struct Posterior {
     pub variance: f64,
     /// Root weight (`default_weight` if unset) plus residuals along the path.
     pub weight: f64,
+    /// Posterior mean of θ at every prefix of the address, root first
+    /// (length depth + 1; the last entry is `mean`). Consecutive differences
+    /// are the posterior means of each prefix's δ.
+    pub path_means: Vec<f64>,
 }
 
 impl Node {
@@ -104,6 +108,8 @@ impl Node {
         work.cells_visited += 1;
         let mut belief = Natural::from_moments(self.prior_residual, root_var).product(self.inner);
         let mut weight = self.weight.unwrap_or(default_weight);
+        let mut path_means = Vec::with_capacity(labels.len() + 1);
+        path_means.push(belief.mean());
         let mut node = Some(self);
         for (i, label) in labels.iter().enumerate() {
             let child = node.and_then(|n| n.children.get(label));
@@ -117,8 +123,9 @@ impl Node {
                 _ => belief = belief.through_down(0.0, vars[i]),
             }
             node = child;
+            path_means.push(belief.mean());
         }
-        Posterior { mean: belief.mean(), variance: belief.variance(), weight }
+        Posterior { mean: belief.mean(), variance: belief.variance(), weight, path_means }
     }
 
     /// The node at `labels`, if it exists.
