@@ -92,3 +92,11 @@ impl State {
         }
     }
 }
+
+mod cap;
+mod churn;
+mod cluster;
+
+pub use cap::treated_as_limited;
+pub use churn::{Churn, CHURN_CHANGES, CHURN_COOLDOWN_H, CHURN_WINDOW_H};
+pub use cluster::{AdapterKey, Clusters, Restoration};
