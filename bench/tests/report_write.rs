@@ -169,6 +169,7 @@ fn report_verb_renders_earlier_runs_side_by_side() {
     run(Args {
         reports: inputs,
         out: out.clone(),
+        force: false,
     })
     .unwrap();
     assert_eq!(names(&out), ["compare.json", "report.html"]);
@@ -191,6 +192,7 @@ fn report_verb_refuses_a_bad_report_naming_file_and_line() {
     let err = run(Args {
         reports: vec![bad],
         out: out.clone(),
+        force: false,
     })
     .unwrap_err();
     let msg = format!("{err:#}");
@@ -199,6 +201,7 @@ fn report_verb_refuses_a_bad_report_naming_file_and_line() {
     let missing = run(Args {
         reports: vec![tmp.path().join("nope.json")],
         out,
+        force: false,
     })
     .unwrap_err();
     assert!(format!("{missing:#}").contains("nope.json"));

@@ -307,3 +307,38 @@ fn error_texts_say_each_thing_once_and_fit_what_failed() {
         text(&o)
     );
 }
+
+#[test]
+fn compare_gate_and_report_refuse_an_existing_file_as_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("notes.txt");
+    std::fs::write(&out, "keep me").unwrap();
+    let o = out.to_str().unwrap();
+    let c = corpus();
+    let budgets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/budgets.toml");
+    let b = budgets.to_str().unwrap();
+    for args in [
+        vec![
+            "compare", "--quiet", "--corpus", &c, "--cycles", "1", "--out", o,
+        ],
+        vec![
+            "gate",
+            "--profile",
+            "A",
+            "--budgets",
+            b,
+            "--quiet",
+            "--corpus",
+            &c,
+            "--out",
+            o,
+        ],
+        vec!["report", "missing.json", "--out", o],
+    ] {
+        fails_saying(
+            &lab(&args, dir.path()),
+            "already exists and is not a directory",
+        );
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+    }
+}

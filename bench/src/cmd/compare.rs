@@ -24,6 +24,9 @@ pub struct CompareArgs {
     /// The compare report directory.
     #[arg(long, value_name = "DIR", default_value = "fleet-lab-out/compare")]
     pub out: PathBuf,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
     /// Leave out the baselines (fleet auto and pinned only).
     #[arg(long)]
     pub fleet_only: bool,
@@ -48,6 +51,7 @@ pub fn contenders(fleet_only: bool) -> Vec<Contender> {
 /// `fleet-lab compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
     args.replay.validate()?;
+    crate::report::check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
     let mut runs = Vec::new();
     let mut sims = Vec::new();

@@ -33,6 +33,9 @@ pub struct GateArgs {
     /// The report directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
     /// Test only: delay every cycle's hand-off by this many ms (shows the latency budgets fail).
     #[arg(long, value_name = "MS", default_value_t = 0, hide = true)]
     pub inject_delay_ms: u64,
@@ -56,6 +59,11 @@ pub fn run(args: GateArgs) -> Result<()> {
         replay.cycles = Some(budget.cycles);
     }
     replay.validate()?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
+    crate::report::check_out_dir(&out, args.force)?;
     let (path, corpus) = replay.load_corpus()?;
     let mut spec = replay.spec(Contender::Fleet(profile), path)?;
     spec.label = Some(format!("gate {} ({})", args.profile, budget.fleet_profile));
@@ -63,10 +71,6 @@ pub fn run(args: GateArgs) -> Result<()> {
         delay_ms: args.inject_delay_ms,
         wrong_outcome: args.inject_wrong_outcome,
     };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
     let artifacts = run_and_write(&spec, &corpus, &out)?;
     print!("{}", render_run_summary(&artifacts.report));
     let breaches = check(&artifacts.report, budget);

@@ -21,6 +21,9 @@ pub struct Args {
     /// whole, atomically.
     #[arg(long, value_name = "DIR", default_value = "fleet-lab-report")]
     pub out: PathBuf,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Runs the verb.
@@ -28,6 +31,7 @@ pub struct Args {
 /// Errors: a report that cannot be read or parsed (named, with line and
 /// column), or the output directory that cannot be written.
 pub fn run(args: Args) -> anyhow::Result<()> {
+    crate::report::check_out_dir(&args.out, args.force)?;
     let compare = load_runs(&args.reports).context("loading the run reports")?;
     match compare.runs.as_slice() {
         [one] => print!("{}", render_run_summary(one)),
