@@ -150,11 +150,14 @@ impl PostureOwner {
         let new = patch.apply(&old)?;
         let changes = old.diff(&new);
         inner.machine.set_policy(new);
-        let listing: Vec<String> = changes
-            .iter()
-            .map(|(k, a, b)| format!("{k}: {a} -> {b}"))
-            .collect();
-        tracing::warn!(changes = %listing.join(", "), "[fleet-posture] operator retune");
+        match change_listing(&changes) {
+            Some(listing) => {
+                tracing::warn!(changes = %listing, "[fleet-posture] operator retune")
+            }
+            None => tracing::info!(
+                "[fleet-posture] operator retune changed nothing: every value was already as asked"
+            ),
+        }
         Ok(new)
     }
 
@@ -206,5 +209,42 @@ impl PostureOwner {
             cordoned_dwell_ms: inner.dwell_ms(),
             intake_suppressions: self.suppressions.load(Ordering::Relaxed),
         }
+    }
+}
+
+/// The retune log's `changes` text (`key: old -> new, …`), or `None` when
+/// the retune changed nothing (so the log never reads `changes=` with
+/// nothing after it).
+fn change_listing(changes: &[(&'static str, String, String)]) -> Option<String> {
+    if changes.is_empty() {
+        return None;
+    }
+    let listing: Vec<String> = changes
+        .iter()
+        .map(|(k, a, b)| format!("{k}: {a} -> {b}"))
+        .collect();
+    Some(listing.join(", "))
+}
+
+#[cfg(test)]
+mod listing_tests {
+    use super::change_listing;
+    use crate::posture::PosturePolicy;
+
+    #[test]
+    fn an_empty_retune_has_no_listing_and_a_real_one_names_each_change() {
+        let p = PosturePolicy::default();
+        assert_eq!(change_listing(&p.diff(&p)), None);
+        let mut q = p;
+        q.cordon_enter_events = p.cordon_enter_events + 1;
+        let text = change_listing(&p.diff(&q)).expect("one change");
+        assert_eq!(
+            text,
+            format!(
+                "cordon_enter_events: {} -> {}",
+                p.cordon_enter_events,
+                p.cordon_enter_events + 1
+            )
+        );
     }
 }
