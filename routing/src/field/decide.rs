@@ -79,9 +79,10 @@ impl Field {
             }
         }
         let mut work = Work::default();
+        let vars = self.layer_vars();
         let mut alts = Vec::with_capacity(names.len());
         for o in names {
-            alts.push(self.evaluate(address, o, t, &mut work)?);
+            alts.push(self.evaluate(address, o, t, &vars, &mut work)?);
         }
         alts.sort_by(|a, b| {
             let va = !matches!(a.reason, LossReason::Score);
@@ -101,10 +102,13 @@ impl Field {
     }
 
     /// Scores one option; its reason is `Score` unless vetoed.
-    fn evaluate(&self, address: &Address, option: &str, t: f64, work: &mut Work) -> Result<Alternative, FieldError> {
+    fn evaluate(&self, address: &Address, option: &str, t: f64, vars: &[f64], work: &mut Work) -> Result<Alternative, FieldError> {
         for n in 0..=address.depth() {
-            let p = address.prefix(n);
             work.cells_visited += 1;
+            if self.gates.is_empty() {
+                continue;
+            }
+            let p = address.prefix(n);
             if self.gate(&p, option) == Some(false) {
                 return Ok(Alternative {
                     option: option.to_string(),
@@ -122,7 +126,7 @@ impl Field {
         let mut dims = Vec::with_capacity(self.dimensions.len());
         let mut contributions = vec![0.0; address.depth() + 1];
         for d in &self.dimensions {
-            let p = self.posterior_counted(address, option, d, work)?;
+            let p = self.tree(option, d)?.posterior(address.labels(), self.root_variance, vars, 1.0, work);
             let mut previous = 0.0;
             for (c, m) in contributions.iter_mut().zip(&p.path_means) {
                 *c += p.weight * (m - previous);

@@ -131,7 +131,7 @@ impl Field {
         }
     }
 
-    fn layer_vars(&self) -> Vec<f64> {
+    pub(crate) fn layer_vars(&self) -> Vec<f64> {
         self.layers.iter().map(|l| l.process_variance).collect()
     }
 
@@ -143,7 +143,7 @@ impl Field {
             .ok_or_else(|| FieldError::UnknownDimension(dimension.to_string()))
     }
 
-    fn tree(&self, option: &str, dimension: &str) -> Result<&Node, FieldError> {
+    pub(crate) fn tree(&self, option: &str, dimension: &str) -> Result<&Node, FieldError> {
         self.check_option(option)?;
         self.trees
             .get(option)
