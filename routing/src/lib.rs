@@ -5,10 +5,14 @@
 //! - [`dynamics`]: clock aging and the drift detector;
 //! - [`prices`]: metered pools and their price tick;
 //! - [`politeness`]: per-host token buckets;
-//! - [`trust`]: pairwise trust updates and trust states.
+//! - [`trust`]: pairwise trust updates, states, churn, clustering, fleet cap;
+//! - [`participant`]: the device-side fold of a lease with local facts.
+
+#![warn(missing_docs)]
 
 pub mod dynamics;
 pub mod field;
+pub mod participant;
 pub mod politeness;
 pub mod prices;
 pub mod trust;
