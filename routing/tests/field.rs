@@ -171,3 +171,23 @@ fn snapshot_round_trips_through_serde() {
     assert_eq!(format!("{before:?}"), format!("{after:?}"));
     assert_eq!(g.revision(), f.revision());
 }
+
+#[test]
+fn prices_become_budget_weights_and_aging_halves_evidence() {
+    let layers = vec![Layer::new("source")];
+    let mut f = Field::new(layers, 1.0, &["browser", "container"], &["reliability", "budget:store"]).unwrap();
+    let a = f.parse("s").unwrap();
+    f.observe(&a, "container", "budget:store", 1.0, 0.01).unwrap();
+    f.set_price("budget:store", 5.0).unwrap();
+    assert_eq!(f.posterior(&a, "browser", "budget:store").unwrap().weight, 5.0);
+    assert_eq!(f.decide(&a, 0.0, &["browser", "container"]).unwrap().selected.as_deref(), Some("browser"));
+    assert!(f.set_price("budget:store", -1.0).is_err());
+    assert!(f.set_price("budget:none", 1.0).is_err());
+    // Aging 48 h equals discounting by 1/2.
+    let mut g = f.clone();
+    f.age(&a, "container", "budget:store", 48.0).unwrap();
+    g.discount(&a, "container", "budget:store", 0.5).unwrap();
+    let (pf, pg) = (f.posterior(&a, "container", "budget:store").unwrap(), g.posterior(&a, "container", "budget:store").unwrap());
+    assert!((pf.mean - pg.mean).abs() < 1e-12 && (pf.variance - pg.variance).abs() < 1e-12);
+    assert!(f.age(&a, "container", "budget:store", f64::NAN).is_err());
+}

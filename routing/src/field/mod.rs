@@ -192,6 +192,34 @@ impl Field {
         self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))
     }
 
+    /// Publishes a pool's price `lambda` (finite, ≥ 0) as the root weight
+    /// of `dimension` (e.g. `budget:<pool>`) in every option's tree.
+    /// Errors: [`FieldError::NonFinite`] (also for a negative price), [`FieldError::UnknownDimension`].
+    /// Source: `ROUTING.md` §3 Prices.
+    pub fn set_price(&mut self, dimension: &str, lambda: f64) -> Result<(), FieldError> {
+        if !(lambda.is_finite() && lambda >= 0.0) {
+            return Err(FieldError::NonFinite(lambda));
+        }
+        if !self.dimensions.iter().any(|d| d == dimension) {
+            return Err(FieldError::UnknownDimension(dimension.to_string()));
+        }
+        let root = Address::root();
+        for o in self.options.clone() {
+            self.set_weight(&root, &o, dimension, lambda)?;
+        }
+        Ok(())
+    }
+
+    /// Ages the cell's own evidence by `dt_hours` elapsed: precision and
+    /// information scale by 2^(−|Δt|/48 h) (see `dynamics::aging_factor`),
+    /// so an unobserved cell returns toward its prior, never beyond.
+    /// Errors: [`FieldError::NonFinite`] for a non-finite duration, and as [`Field::observe`].
+    /// Source: `ROUTING.md` §3 Evidence dynamics.
+    pub fn age(&mut self, address: &Address, option: &str, dimension: &str, dt_hours: f64) -> Result<Work, FieldError> {
+        let factor = crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
+        self.discount(address, option, dimension, factor)
+    }
+
     /// Sets (`Some`) or clears (`None`) the gate of `option` at `address`.
     /// A false gate at any prefix of a decision's address vetoes the option.
     /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
