@@ -63,7 +63,13 @@ impl DriftConfig {
     /// The brief's constants with `threshold` ([`RELIABILITY_THRESHOLD`] or
     /// [`LATENCY_THRESHOLD`]).
     pub fn with_threshold(threshold: f64) -> DriftConfig {
-        DriftConfig { fast: 0.50, slow: 0.05, baseline: 8, streak: 3, threshold }
+        DriftConfig {
+            fast: 0.50,
+            slow: 0.05,
+            baseline: 8,
+            streak: 3,
+            threshold,
+        }
     }
 }
 
@@ -108,7 +114,17 @@ impl Drift {
         if config.streak == 0 {
             return Err(DynamicsError::BadConfig("streak must be >= 1"));
         }
-        Ok(Drift { config, fast: 0.0, slow: 0.0, seen: 0, run: 0, run_sign: 0.0, observations: 0, confirmations: 0, trace: Vec::new() })
+        Ok(Drift {
+            config,
+            fast: 0.0,
+            slow: 0.0,
+            seen: 0,
+            run: 0,
+            run_sign: 0.0,
+            observations: 0,
+            confirmations: 0,
+            trace: Vec::new(),
+        })
     }
 
     /// Feeds one input `x` (finite; 1 − ok, or ln seconds). The first input
@@ -133,7 +149,11 @@ impl Drift {
         let gap = self.fast - self.slow;
         if gap.abs() > self.config.threshold {
             let sign = gap.signum();
-            self.run = if sign == self.run_sign { self.run + 1 } else { 1 };
+            self.run = if sign == self.run_sign {
+                self.run + 1
+            } else {
+                1
+            };
             self.run_sign = sign;
         } else {
             self.run = 0;

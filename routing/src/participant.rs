@@ -53,7 +53,10 @@ impl Participant {
         if !(window_s.is_finite() && window_s > 0.0) {
             return Err(ParticipantError::BadWindow(window_s));
         }
-        Ok(Participant { window_s, unreachable: BTreeMap::new() })
+        Ok(Participant {
+            window_s,
+            unreachable: BTreeMap::new(),
+        })
     }
 
     /// Records that `source` was unreachable from here at `t_s` seconds
@@ -74,7 +77,12 @@ impl Participant {
 
     /// Folds a lease for `source` (with its `receipt`) at `t_s` seconds with
     /// the local facts. Errors: [`ParticipantError::BadTime`].
-    pub fn fold(&self, source: &str, receipt: &Receipt, t_s: f64) -> Result<Verdict, ParticipantError> {
+    pub fn fold(
+        &self,
+        source: &str,
+        receipt: &Receipt,
+        t_s: f64,
+    ) -> Result<Verdict, ParticipantError> {
         if !t_s.is_finite() {
             return Err(ParticipantError::BadTime(t_s));
         }
@@ -83,7 +91,10 @@ impl Participant {
             Some(&at) => {
                 let age = t_s - at;
                 if age < self.window_s {
-                    Verdict::Protest { receipt: receipt.clone(), reopens_in_s: self.window_s - age.max(0.0) }
+                    Verdict::Protest {
+                        receipt: receipt.clone(),
+                        reopens_in_s: self.window_s - age.max(0.0),
+                    }
                 } else {
                     Verdict::Trial
                 }

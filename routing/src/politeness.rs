@@ -46,7 +46,13 @@ impl Bucket {
         if !(rate.is_finite() && rate > 0.0) {
             return Err(PolitenessError::BadRate(rate));
         }
-        Ok(Bucket { capacity, rate, tokens: capacity, t_last: None, paused_until: f64::NEG_INFINITY })
+        Ok(Bucket {
+            capacity,
+            rate,
+            tokens: capacity,
+            t_last: None,
+            paused_until: f64::NEG_INFINITY,
+        })
     }
 
     /// Tokens now held (after the last refill).

@@ -48,7 +48,12 @@ impl Pool {
         if !(lambda_max.is_finite() && lambda_max >= 0.0) {
             return Err(PriceError::BadLambdaMax(lambda_max));
         }
-        Ok(Pool { cap, alpha, lambda_max, lambda: 0.0 })
+        Ok(Pool {
+            cap,
+            alpha,
+            lambda_max,
+            lambda: 0.0,
+        })
     }
 
     /// A pool with capacity `cap` and the default α and λ_max. Errors: [`PriceError`].

@@ -37,7 +37,12 @@ struct Tree {
 }
 
 fn random_tree(rng: &mut Rng, layer_vars: &[f64], root_var: f64) -> Tree {
-    let mut t = Tree { labels: vec![vec![]], parent: vec![None], prior: vec![rng.range(-2.0, 2.0)], var: vec![root_var] };
+    let mut t = Tree {
+        labels: vec![vec![]],
+        parent: vec![None],
+        prior: vec![rng.range(-2.0, 2.0)],
+        var: vec![root_var],
+    };
     let mut frontier = vec![0usize];
     while let Some(n) = frontier.pop() {
         let depth = t.labels[n].len();
@@ -62,7 +67,9 @@ fn random_tree(rng: &mut Rng, layer_vars: &[f64], root_var: f64) -> Tree {
 fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Vec<f64> {
     let n = b.len();
     for c in 0..n {
-        let p = (c..n).max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs())).unwrap();
+        let p = (c..n)
+            .max_by(|&i, &j| a[i][c].abs().total_cmp(&a[j][c].abs()))
+            .unwrap();
         a.swap(c, p);
         b.swap(c, p);
         for r in c + 1..n {
@@ -97,14 +104,26 @@ fn dense(t: &Tree, obs: &[(usize, f64, f64)]) -> Vec<(f64, f64)> {
             v
         })
         .collect();
-    let mu: Vec<f64> = (0..n).map(|i| anc[i].iter().map(|&j| t.prior[j]).sum()).collect();
-    let cov = |i: usize, j: usize| -> f64 { anc[i].iter().filter(|k| anc[j].contains(k)).map(|&k| t.var[k]).sum() };
+    let mu: Vec<f64> = (0..n)
+        .map(|i| anc[i].iter().map(|&j| t.prior[j]).sum())
+        .collect();
+    let cov = |i: usize, j: usize| -> f64 {
+        anc[i]
+            .iter()
+            .filter(|k| anc[j].contains(k))
+            .map(|&k| t.var[k])
+            .sum()
+    };
     let m = obs.len();
     if m == 0 {
         return (0..n).map(|i| (mu[i], cov(i, i))).collect();
     }
     let syy: Vec<Vec<f64>> = (0..m)
-        .map(|a| (0..m).map(|b| cov(obs[a].0, obs[b].0) + if a == b { obs[a].2 } else { 0.0 }).collect())
+        .map(|a| {
+            (0..m)
+                .map(|b| cov(obs[a].0, obs[b].0) + if a == b { obs[a].2 } else { 0.0 })
+                .collect()
+        })
         .collect();
     let resid: Vec<f64> = obs.iter().map(|&(i, x, _)| x - mu[i]).collect();
     let alpha = solve(syy.clone(), resid);
@@ -130,9 +149,23 @@ fn check(field: &Field, t: &Tree, alive: &[bool], obs: &[(usize, f64, f64)]) {
         if !alive[i] {
             continue;
         }
-        let p = field.posterior(&addr(field, &t.labels[i]), "o", "d").unwrap();
-        assert!((p.mean - want[i].0).abs() < 1e-9, "mean at {:?}: {} vs {}", t.labels[i], p.mean, want[i].0);
-        assert!((p.variance - want[i].1).abs() < 1e-9, "var at {:?}: {} vs {}", t.labels[i], p.variance, want[i].1);
+        let p = field
+            .posterior(&addr(field, &t.labels[i]), "o", "d")
+            .unwrap();
+        assert!(
+            (p.mean - want[i].0).abs() < 1e-9,
+            "mean at {:?}: {} vs {}",
+            t.labels[i],
+            p.mean,
+            want[i].0
+        );
+        assert!(
+            (p.variance - want[i].1).abs() < 1e-9,
+            "var at {:?}: {} vs {}",
+            t.labels[i],
+            p.variance,
+            want[i].1
+        );
     }
 }
 
@@ -142,18 +175,26 @@ fn run(seed: u64) {
     let layer_vars: Vec<f64> = (0..depth).map(|_| rng.range(0.2, 3.0)).collect();
     let root_var = rng.range(0.2, 3.0);
     let t = random_tree(&mut rng, &layer_vars, root_var);
-    let layers: Vec<Layer> = layer_vars.iter().enumerate().map(|(i, v)| Layer::with_variance(&format!("l{i}"), *v)).collect();
+    let layers: Vec<Layer> = layer_vars
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Layer::with_variance(&format!("l{i}"), *v))
+        .collect();
     let mut field = Field::new(layers, root_var, &["o"], &["d"]).unwrap();
     let n = t.labels.len();
     for i in 0..n {
-        field.set_prior(&addr(&field, &t.labels[i]), "o", "d", t.prior[i]).unwrap();
+        field
+            .set_prior(&addr(&field, &t.labels[i]), "o", "d", t.prior[i])
+            .unwrap();
     }
     // Observations (node, x, variance), kept per node so discounts can be mirrored.
     let mut obs: Vec<(usize, f64, f64)> = Vec::new();
     for _ in 0..rng.below(8) + 1 {
         let i = rng.below(n);
         let (x, s) = (rng.range(-5.0, 5.0), rng.range(0.05, 2.0));
-        field.observe(&addr(&field, &t.labels[i]), "o", "d", x, s).unwrap();
+        field
+            .observe(&addr(&field, &t.labels[i]), "o", "d", x, s)
+            .unwrap();
         obs.push((i, x, s));
     }
     let alive = vec![true; n];
@@ -162,8 +203,14 @@ fn run(seed: u64) {
     // observations' variance divided by f; f = 0 drops them.
     for _ in 0..rng.below(3) {
         let i = rng.below(n);
-        let f = if rng.below(4) == 0 { 0.0 } else { rng.range(0.1, 1.0) };
-        field.discount(&addr(&field, &t.labels[i]), "o", "d", f).unwrap();
+        let f = if rng.below(4) == 0 {
+            0.0
+        } else {
+            rng.range(0.1, 1.0)
+        };
+        field
+            .discount(&addr(&field, &t.labels[i]), "o", "d", f)
+            .unwrap();
         if f == 0.0 {
             obs.retain(|o| o.0 != i);
         } else {

@@ -1,7 +1,9 @@
 //! Drift detector: false confirmations on stationary noise and detection
 //! delay after a step change, for binary and log-latency inputs.
 
-use routing::dynamics::{aging_factor, Drift, DriftConfig, DriftEvent, LATENCY_THRESHOLD, RELIABILITY_THRESHOLD};
+use routing::dynamics::{
+    aging_factor, Drift, DriftConfig, DriftEvent, LATENCY_THRESHOLD, RELIABILITY_THRESHOLD,
+};
 
 struct Rng(u64);
 impl Rng {
@@ -31,7 +33,10 @@ fn stationary_false_confirmations_are_bounded() {
     let mut out = Vec::new();
     for p in [0.05, 0.2, 0.5] {
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-        let n = false_alarms(|| if r.unit() < p { 1.0 } else { 0.0 }, RELIABILITY_THRESHOLD);
+        let n = false_alarms(
+            || if r.unit() < p { 1.0 } else { 0.0 },
+            RELIABILITY_THRESHOLD,
+        );
         out.push(("binary", p, n));
     }
     for s in [0.5, 0.8] {
@@ -55,7 +60,11 @@ fn stationary_false_confirmations_are_bounded() {
     }
 }
 
-fn delay_after_step(before: impl Fn(&mut Rng) -> f64, after: impl Fn(&mut Rng) -> f64, threshold: f64) -> u64 {
+fn delay_after_step(
+    before: impl Fn(&mut Rng) -> f64,
+    after: impl Fn(&mut Rng) -> f64,
+    threshold: f64,
+) -> u64 {
     let mut r = Rng(0x1234_5678_9abc_def1);
     let mut d = Drift::new(DriftConfig::with_threshold(threshold)).unwrap();
     for _ in 0..200 {
@@ -78,7 +87,11 @@ fn step_change_is_confirmed_quickly() {
     let n = delay_after_step(|_| 0.0, |_| 1.0, RELIABILITY_THRESHOLD);
     assert_eq!(n, 3);
     // Log-latency: ln s jumps by 2 (σ 0.3 noise): confirmed within 8.
-    let n = delay_after_step(|r| 0.3 * r.normal(), |r| 2.0 + 0.3 * r.normal(), LATENCY_THRESHOLD);
+    let n = delay_after_step(
+        |r| 0.3 * r.normal(),
+        |r| 2.0 + 0.3 * r.normal(),
+        LATENCY_THRESHOLD,
+    );
     assert!(n <= 8, "{n}");
 }
 
@@ -95,6 +108,10 @@ fn bad_inputs_are_typed_errors() {
     let mut d = Drift::new(DriftConfig::with_threshold(0.35)).unwrap();
     assert!(d.observe(f64::NAN).is_err());
     assert_eq!(d.observations(), 0);
-    assert!(Drift::new(DriftConfig { fast: 1.5, ..DriftConfig::with_threshold(0.35) }).is_err());
+    assert!(Drift::new(DriftConfig {
+        fast: 1.5,
+        ..DriftConfig::with_threshold(0.35)
+    })
+    .is_err());
     assert!(Drift::new(DriftConfig::with_threshold(-1.0)).is_err());
 }

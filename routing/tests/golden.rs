@@ -14,7 +14,9 @@ fn vectors() -> Value {
 }
 
 fn f(v: &Value) -> f64 {
-    v.as_float().or_else(|| v.as_integer().map(|i| i as f64)).expect("number")
+    v.as_float()
+        .or_else(|| v.as_integer().map(|i| i as f64))
+        .expect("number")
 }
 
 fn s(v: &Value) -> &str {
@@ -22,21 +24,39 @@ fn s(v: &Value) -> &str {
 }
 
 fn layers(v: &Value) -> Vec<Layer> {
-    v.as_array().unwrap().iter().map(|l| Layer::new(s(l))).collect()
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|l| Layer::new(s(l)))
+        .collect()
 }
 
 #[test]
 fn field_vectors() {
     let all = vectors();
     for case in all["field"].as_array().unwrap() {
-        let mut field = Field::new(layers(&case["layers"]), 1.0, &["browser"], &["reliability"]).unwrap();
+        let mut field =
+            Field::new(layers(&case["layers"]), 1.0, &["browser"], &["reliability"]).unwrap();
         let o = &case["observe"];
         let a = field.parse(s(&o["address"])).unwrap();
-        field.observe(&a, s(&o["option"]), "reliability", f(&o["x"]), f(&o["variance"])).unwrap();
+        field
+            .observe(
+                &a,
+                s(&o["option"]),
+                "reliability",
+                f(&o["x"]),
+                f(&o["variance"]),
+            )
+            .unwrap();
         for e in case["expect"].as_array().unwrap() {
             let at = field.parse(s(&e["address"])).unwrap();
             let p = field.posterior(&at, "browser", "reliability").unwrap();
-            assert!((p.mean - f(&e["mean"])).abs() < TOL, "{at}: {} vs {}", p.mean, f(&e["mean"]));
+            assert!(
+                (p.mean - f(&e["mean"])).abs() < TOL,
+                "{at}: {} vs {}",
+                p.mean,
+                f(&e["mean"])
+            );
         }
     }
 }
@@ -45,15 +65,38 @@ fn field_vectors() {
 fn compaction_vector() {
     let all = vectors();
     let c = &all["compaction"];
-    let mut field = Field::new(layers(&c["layers"]), 1.0, &["browser", "container"], &["reliability"]).unwrap();
+    let mut field = Field::new(
+        layers(&c["layers"]),
+        1.0,
+        &["browser", "container"],
+        &["reliability"],
+    )
+    .unwrap();
     let root = field.parse("").unwrap();
-    field.set_prior(&root, "container", "reliability", f(&c["container_root_prior"])).unwrap();
+    field
+        .set_prior(
+            &root,
+            "container",
+            "reliability",
+            f(&c["container_root_prior"]),
+        )
+        .unwrap();
     let o = &c["observe"];
     let a = field.parse(s(&o["address"])).unwrap();
-    field.observe(&a, s(&o["option"]), "reliability", f(&o["x"]), f(&o["variance"])).unwrap();
+    field
+        .observe(
+            &a,
+            s(&o["option"]),
+            "reliability",
+            f(&o["x"]),
+            f(&o["variance"]),
+        )
+        .unwrap();
     let at = field.parse(s(&c["at"])).unwrap();
     let before = field.posterior(&at, "browser", "reliability").unwrap();
-    field.compact(&field.parse(s(&c["compact"])).unwrap()).unwrap();
+    field
+        .compact(&field.parse(s(&c["compact"])).unwrap())
+        .unwrap();
     let after = field.posterior(&at, "browser", "reliability").unwrap();
     let want = f(&c["browser_mean"]);
     assert!((before.mean - want).abs() < TOL);
@@ -72,7 +115,13 @@ fn compaction_vector() {
 fn trust_vectors() {
     let all = vectors();
     for case in all["trust"].as_array().unwrap() {
-        let (a, b) = trust::pairwise(f(&case["a"]), f(&case["b"]), case["agree"].as_bool().unwrap(), 0.0, f(&case["volatility"]));
+        let (a, b) = trust::pairwise(
+            f(&case["a"]),
+            f(&case["b"]),
+            case["agree"].as_bool().unwrap(),
+            0.0,
+            f(&case["volatility"]),
+        );
         let e = case["expect"].as_array().unwrap();
         assert!((a - f(&e[0])).abs() < TOL, "{a} vs {}", f(&e[0]));
         assert!((b - f(&e[1])).abs() < TOL, "{b} vs {}", f(&e[1]));
@@ -100,8 +149,18 @@ fn bucket_vectors() {
     let all = vectors();
     for case in all["bucket"].as_array().unwrap() {
         let mut b = Bucket::new(f(&case["capacity"]), f(&case["rate"])).unwrap();
-        let got: Vec<bool> = case["times"].as_array().unwrap().iter().map(|t| b.admit(f(t)).unwrap()).collect();
-        let want: Vec<bool> = case["expect"].as_array().unwrap().iter().map(|v| v.as_bool().unwrap()).collect();
+        let got: Vec<bool> = case["times"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| b.admit(f(t)).unwrap())
+            .collect();
+        let want: Vec<bool> = case["expect"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_bool().unwrap())
+            .collect();
         assert_eq!(got, want);
     }
 }

@@ -6,9 +6,18 @@ use routing::trust::{self, State};
 
 #[test]
 fn prices_hold_on_non_finite_usage_and_clamp() {
-    assert!(matches!(Pool::new(-1.0, 0.1, 1e6), Err(PriceError::BadCapacity(_))));
-    assert!(matches!(Pool::new(1.0, 0.0, 1e6), Err(PriceError::BadAlpha(_))));
-    assert!(matches!(Pool::new(1.0, 0.1, f64::NAN), Err(PriceError::BadLambdaMax(_))));
+    assert!(matches!(
+        Pool::new(-1.0, 0.1, 1e6),
+        Err(PriceError::BadCapacity(_))
+    ));
+    assert!(matches!(
+        Pool::new(1.0, 0.0, 1e6),
+        Err(PriceError::BadAlpha(_))
+    ));
+    assert!(matches!(
+        Pool::new(1.0, 0.1, f64::NAN),
+        Err(PriceError::BadLambdaMax(_))
+    ));
     let mut p = Pool::new(10.0, 0.1, 5.0).unwrap();
     assert_eq!(p.tick(&[20.0, 10.0]), 2.0);
     assert_eq!(p.tick(&[f64::NAN, 1.0]), 2.0);
@@ -30,14 +39,26 @@ fn price_sum_is_order_independent() {
 
 #[test]
 fn bucket_pause_and_crawl_delay() {
-    assert!(matches!(Bucket::new(0.5, 1.0), Err(PolitenessError::BadCapacity(_))));
-    assert!(matches!(Bucket::new(1.0, -1.0), Err(PolitenessError::BadRate(_))));
+    assert!(matches!(
+        Bucket::new(0.5, 1.0),
+        Err(PolitenessError::BadCapacity(_))
+    ));
+    assert!(matches!(
+        Bucket::new(1.0, -1.0),
+        Err(PolitenessError::BadRate(_))
+    ));
     let mut b = Bucket::new(2.0, 1.0).unwrap();
-    assert!(matches!(b.admit(f64::NAN), Err(PolitenessError::BadTime(_))));
+    assert!(matches!(
+        b.admit(f64::NAN),
+        Err(PolitenessError::BadTime(_))
+    ));
     b.pause(0.0, 10.0).unwrap();
     assert!(!b.admit(5.0).unwrap());
     assert!(b.admit(10.0).unwrap());
-    assert!(matches!(b.pause(0.0, -1.0), Err(PolitenessError::BadDuration(_))));
+    assert!(matches!(
+        b.pause(0.0, -1.0),
+        Err(PolitenessError::BadDuration(_))
+    ));
     b.crawl_delay(10_000.0).unwrap();
     assert_eq!(b.rate(), 1.0 / MAX_CRAWL_DELAY_S);
 }

@@ -18,7 +18,11 @@ fn six_changes_in_a_day_cool_down_for_a_day() {
 
 #[test]
 fn confirmed_adapter_cluster_restores_trust_once() {
-    let key = |v: &str| AdapterKey { source: "s".into(), adapter: "html".into(), version: v.into() };
+    let key = |v: &str| AdapterKey {
+        source: "s".into(),
+        adapter: "html".into(),
+        version: v.into(),
+    };
     let mut c = Clusters::new(0.6, 3);
     assert!(c.record(&key("2"), "d1", -0.02).is_empty());
     assert!(c.record(&key("1"), "d2", -0.02).is_empty());

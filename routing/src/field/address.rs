@@ -18,12 +18,18 @@ pub struct Layer {
 impl Layer {
     /// A layer with the default process variance 1.0.
     pub fn new(name: &str) -> Layer {
-        Layer { name: name.to_string(), process_variance: 1.0 }
+        Layer {
+            name: name.to_string(),
+            process_variance: 1.0,
+        }
     }
 
     /// A layer with an explicit process variance (checked when the field is built).
     pub fn with_variance(name: &str, process_variance: f64) -> Layer {
-        Layer { name: name.to_string(), process_variance }
+        Layer {
+            name: name.to_string(),
+            process_variance,
+        }
     }
 }
 
@@ -47,26 +53,39 @@ impl Address {
     /// skipped or given out of order), [`FieldError::TooDeep`].
     pub fn from_pairs(layers: &[Layer], pairs: &[(&str, &str)]) -> Result<Address, FieldError> {
         if pairs.len() > layers.len() {
-            return Err(FieldError::TooDeep { given: pairs.len(), layers: layers.len() });
+            return Err(FieldError::TooDeep {
+                given: pairs.len(),
+                layers: layers.len(),
+            });
         }
         for (i, (layer, _)) in pairs.iter().enumerate() {
             if !layers.iter().any(|l| l.name == *layer) {
                 return Err(FieldError::UnknownLayer(layer.to_string()));
             }
             if layers[i].name != *layer {
-                return Err(FieldError::Gap { missing: layers[i].name.clone(), found: layer.to_string() });
+                return Err(FieldError::Gap {
+                    missing: layers[i].name.clone(),
+                    found: layer.to_string(),
+                });
             }
         }
-        Ok(Address { labels: pairs.iter().map(|(_, v)| v.to_string()).collect() })
+        Ok(Address {
+            labels: pairs.iter().map(|(_, v)| v.to_string()).collect(),
+        })
     }
 
     /// Builds an address from positional labels (label `i` is layer `i`);
     /// gap-free by construction. Errors: [`FieldError::TooDeep`].
     pub fn from_labels(layers: &[Layer], labels: &[&str]) -> Result<Address, FieldError> {
         if labels.len() > layers.len() {
-            return Err(FieldError::TooDeep { given: labels.len(), layers: layers.len() });
+            return Err(FieldError::TooDeep {
+                given: labels.len(),
+                layers: layers.len(),
+            });
         }
-        Ok(Address { labels: labels.iter().map(|s| s.to_string()).collect() })
+        Ok(Address {
+            labels: labels.iter().map(|s| s.to_string()).collect(),
+        })
     }
 
     /// Parses `a/b/c` (empty string = root) as positional labels.
@@ -91,7 +110,9 @@ impl Address {
 
     /// The prefix of the first `n` labels (`n` clamped to the depth).
     pub fn prefix(&self, n: usize) -> Address {
-        Address { labels: self.labels[..n.min(self.labels.len())].to_vec() }
+        Address {
+            labels: self.labels[..n.min(self.labels.len())].to_vec(),
+        }
     }
 }
 

@@ -68,9 +68,18 @@ impl Field {
     /// name bytes. Reads only; the field is not changed.
     ///
     /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
-    pub fn decide(&self, address: &Address, temperature: f64, allowed: &[&str]) -> Result<Receipt, FieldError> {
+    pub fn decide(
+        &self,
+        address: &Address,
+        temperature: f64,
+        allowed: &[&str],
+    ) -> Result<Receipt, FieldError> {
         self.check_address(address)?;
-        let t = if temperature.is_finite() && temperature > 0.0 { temperature } else { 0.0 };
+        let t = if temperature.is_finite() && temperature > 0.0 {
+            temperature
+        } else {
+            0.0
+        };
         let mut names: Vec<&str> = Vec::new();
         for o in allowed {
             self.check_option(o)?;
@@ -88,7 +97,11 @@ impl Field {
             let va = !matches!(a.reason, LossReason::Score);
             let vb = !matches!(b.reason, LossReason::Score);
             va.cmp(&vb)
-                .then(a.score.partial_cmp(&b.score).unwrap_or(std::cmp::Ordering::Equal))
+                .then(
+                    a.score
+                        .partial_cmp(&b.score)
+                        .unwrap_or(std::cmp::Ordering::Equal),
+                )
                 .then(a.option.as_bytes().cmp(b.option.as_bytes()))
         });
         let selected = match alts.first_mut() {
@@ -98,11 +111,25 @@ impl Field {
             }
             _ => None,
         };
-        Ok(Receipt { revision: self.revision, address: address.clone(), temperature: t, selected, alternatives: alts, work })
+        Ok(Receipt {
+            revision: self.revision,
+            address: address.clone(),
+            temperature: t,
+            selected,
+            alternatives: alts,
+            work,
+        })
     }
 
     /// Scores one option; its reason is `Score` unless vetoed.
-    fn evaluate(&self, address: &Address, option: &str, t: f64, vars: &[f64], work: &mut Work) -> Result<Alternative, FieldError> {
+    fn evaluate(
+        &self,
+        address: &Address,
+        option: &str,
+        t: f64,
+        vars: &[f64],
+        work: &mut Work,
+    ) -> Result<Alternative, FieldError> {
         for n in 0..=address.depth() {
             work.cells_visited += 1;
             if self.gates.is_empty() {
@@ -126,7 +153,13 @@ impl Field {
         let mut dims = Vec::with_capacity(self.dimensions.len());
         let mut contributions = vec![0.0; address.depth() + 1];
         for d in &self.dimensions {
-            let p = self.tree(option, d)?.posterior(address.labels(), self.root_variance, vars, 1.0, work);
+            let p = self.tree(option, d)?.posterior(
+                address.labels(),
+                self.root_variance,
+                vars,
+                1.0,
+                work,
+            );
             let mut previous = 0.0;
             for (c, m) in contributions.iter_mut().zip(&p.path_means) {
                 *c += p.weight * (m - previous);
@@ -137,7 +170,19 @@ impl Field {
             dims.push((d.clone(), p.weight, p.mean, p.variance));
         }
         let score = mean - t * variance.sqrt();
-        let reason = if mean.is_finite() { LossReason::Score } else { LossReason::NonFiniteMean };
-        Ok(Alternative { option: option.to_string(), score, mean, variance, dimensions: dims, contributions, reason })
+        let reason = if mean.is_finite() {
+            LossReason::Score
+        } else {
+            LossReason::NonFiniteMean
+        };
+        Ok(Alternative {
+            option: option.to_string(),
+            score,
+            mean,
+            variance,
+            dimensions: dims,
+            contributions,
+            reason,
+        })
     }
 }

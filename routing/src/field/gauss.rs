@@ -15,11 +15,17 @@ pub struct Natural {
 
 impl Natural {
     /// The flat factor (no evidence).
-    pub const ZERO: Natural = Natural { precision: 0.0, information: 0.0 };
+    pub const ZERO: Natural = Natural {
+        precision: 0.0,
+        information: 0.0,
+    };
 
     /// A Gaussian with `mean` and `variance` (> 0) as natural parameters.
     pub fn from_moments(mean: f64, variance: f64) -> Natural {
-        Natural { precision: 1.0 / variance, information: mean / variance }
+        Natural {
+            precision: 1.0 / variance,
+            information: mean / variance,
+        }
     }
 
     /// Mean `information/precision`; NaN when the precision is 0.
@@ -34,17 +40,26 @@ impl Natural {
 
     /// Product of two factors (sum of natural parameters).
     pub fn product(self, o: Natural) -> Natural {
-        Natural { precision: self.precision + o.precision, information: self.information + o.information }
+        Natural {
+            precision: self.precision + o.precision,
+            information: self.information + o.information,
+        }
     }
 
     /// Quotient of two factors (difference of natural parameters), the cavity.
     pub fn quotient(self, o: Natural) -> Natural {
-        Natural { precision: self.precision - o.precision, information: self.information - o.information }
+        Natural {
+            precision: self.precision - o.precision,
+            information: self.information - o.information,
+        }
     }
 
     /// Both parameters multiplied by `factor`.
     pub fn scale(self, factor: f64) -> Natural {
-        Natural { precision: self.precision * factor, information: self.information * factor }
+        Natural {
+            precision: self.precision * factor,
+            information: self.information * factor,
+        }
     }
 
     /// Passes a factor on `θ(child)` through `θ(child) = θ(parent) + δ`,
@@ -52,7 +67,10 @@ impl Natural {
     /// (upward message). A flat factor stays flat.
     pub fn through_up(self, residual: f64, variance: f64) -> Natural {
         if self.precision == 0.0 {
-            return Natural { precision: 0.0, information: 0.0 };
+            return Natural {
+                precision: 0.0,
+                information: 0.0,
+            };
         }
         let d = 1.0 + self.precision * variance;
         Natural {

@@ -67,7 +67,12 @@ impl Field {
     /// the declared `options` and `dimensions`.
     ///
     /// Errors: [`FieldError::BadVariance`], [`FieldError::Duplicate`].
-    pub fn new(layers: Vec<Layer>, root_variance: f64, options: &[&str], dimensions: &[&str]) -> Result<Field, FieldError> {
+    pub fn new(
+        layers: Vec<Layer>,
+        root_variance: f64,
+        options: &[&str],
+        dimensions: &[&str],
+    ) -> Result<Field, FieldError> {
         check_variance(root_variance)?;
         for l in &layers {
             check_variance(l.process_variance)?;
@@ -80,10 +85,21 @@ impl Field {
         check_unique(&dimensions)?;
         let mut trees = BTreeMap::new();
         for o in &options {
-            let per: BTreeMap<String, Node> = dimensions.iter().map(|d| (d.clone(), Node::default())).collect();
+            let per: BTreeMap<String, Node> = dimensions
+                .iter()
+                .map(|d| (d.clone(), Node::default()))
+                .collect();
             trees.insert(o.clone(), per);
         }
-        Ok(Field { layers, root_variance, options, dimensions, trees, gates: BTreeMap::new(), revision: 0 })
+        Ok(Field {
+            layers,
+            root_variance,
+            options,
+            dimensions,
+            trees,
+            gates: BTreeMap::new(),
+            revision: 0,
+        })
     }
 
     /// The declared layers.
@@ -118,7 +134,10 @@ impl Field {
 
     fn check_address(&self, a: &Address) -> Result<(), FieldError> {
         if a.depth() > self.layers.len() {
-            return Err(FieldError::TooDeep { given: a.depth(), layers: self.layers.len() });
+            return Err(FieldError::TooDeep {
+                given: a.depth(),
+                layers: self.layers.len(),
+            });
         }
         Ok(())
     }
@@ -151,7 +170,13 @@ impl Field {
             .ok_or_else(|| FieldError::UnknownDimension(dimension.to_string()))
     }
 
-    fn edit(&mut self, address: &Address, option: &str, dimension: &str, edit: &mut dyn FnMut(&mut Node)) -> Result<Work, FieldError> {
+    fn edit(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        edit: &mut dyn FnMut(&mut Node),
+    ) -> Result<Work, FieldError> {
         self.check_address(address)?;
         let vars = self.layer_vars();
         let tree = self.tree_mut(option, dimension)?;
@@ -168,26 +193,49 @@ impl Field {
     ///
     /// Errors: [`FieldError::NonFinite`], [`FieldError::BadVariance`],
     /// [`FieldError::UnknownOption`], [`FieldError::UnknownDimension`], [`FieldError::TooDeep`].
-    pub fn observe(&mut self, address: &Address, option: &str, dimension: &str, x: f64, variance: f64) -> Result<Work, FieldError> {
+    pub fn observe(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        x: f64,
+        variance: f64,
+    ) -> Result<Work, FieldError> {
         check_finite(x)?;
         check_variance(variance)?;
         let obs = Natural::from_moments(x, variance);
-        self.edit(address, option, dimension, &mut |n| n.own = n.own.product(obs))
+        self.edit(address, option, dimension, &mut |n| {
+            n.own = n.own.product(obs)
+        })
     }
 
     /// Sets the prior residual (finite) of the cell (address, option,
     /// dimension); at the root it is the prior mean of θ(root).
     /// Errors as [`Field::observe`].
-    pub fn set_prior(&mut self, address: &Address, option: &str, dimension: &str, residual: f64) -> Result<Work, FieldError> {
+    pub fn set_prior(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        residual: f64,
+    ) -> Result<Work, FieldError> {
         check_finite(residual)?;
-        self.edit(address, option, dimension, &mut |n| n.prior_residual = residual)
+        self.edit(address, option, dimension, &mut |n| {
+            n.prior_residual = residual
+        })
     }
 
     /// Sets the weight (finite) of the cell: at the root the dimension's
     /// weight (default 1.0; for `budget:<pool>` the price λ), deeper a weight
     /// residual added along the path (default 0). A non-finite weight is
     /// refused with [`FieldError::NonFinite`], so it never changes a decision.
-    pub fn set_weight(&mut self, address: &Address, option: &str, dimension: &str, weight: f64) -> Result<Work, FieldError> {
+    pub fn set_weight(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        weight: f64,
+    ) -> Result<Work, FieldError> {
         check_finite(weight)?;
         self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))
     }
@@ -215,20 +263,35 @@ impl Field {
     /// so an unobserved cell returns toward its prior, never beyond.
     /// Errors: [`FieldError::NonFinite`] for a non-finite duration, and as [`Field::observe`].
     /// Source: `ROUTING.md` §3 Evidence dynamics.
-    pub fn age(&mut self, address: &Address, option: &str, dimension: &str, dt_hours: f64) -> Result<Work, FieldError> {
-        let factor = crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
+    pub fn age(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        dt_hours: f64,
+    ) -> Result<Work, FieldError> {
+        let factor =
+            crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
         self.discount(address, option, dimension, factor)
     }
 
     /// Sets (`Some`) or clears (`None`) the gate of `option` at `address`.
     /// A false gate at any prefix of a decision's address vetoes the option.
     /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
-    pub fn set_gate(&mut self, address: &Address, option: &str, gate: Option<bool>) -> Result<(), FieldError> {
+    pub fn set_gate(
+        &mut self,
+        address: &Address,
+        option: &str,
+        gate: Option<bool>,
+    ) -> Result<(), FieldError> {
         self.check_address(address)?;
         self.check_option(option)?;
         match gate {
             Some(g) => {
-                self.gates.entry(address.clone()).or_default().insert(option.to_string(), g);
+                self.gates
+                    .entry(address.clone())
+                    .or_default()
+                    .insert(option.to_string(), g);
             }
             None => {
                 if let Some(m) = self.gates.get_mut(address) {
@@ -251,11 +314,19 @@ impl Field {
     /// Multiplies the precision and information of the cell's *own* evidence
     /// by `factor` ∈ [0, 1] (its evidence mean stays, its variance grows).
     /// Errors: [`FieldError::BadFactor`] and as [`Field::observe`].
-    pub fn discount(&mut self, address: &Address, option: &str, dimension: &str, factor: f64) -> Result<Work, FieldError> {
+    pub fn discount(
+        &mut self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        factor: f64,
+    ) -> Result<Work, FieldError> {
         if !(0.0..=1.0).contains(&factor) {
             return Err(FieldError::BadFactor(factor));
         }
-        self.edit(address, option, dimension, &mut |n| n.own = n.own.scale(factor))
+        self.edit(address, option, dimension, &mut |n| {
+            n.own = n.own.scale(factor)
+        })
     }
 
     /// Folds the subtree at `address` (non-root) into its parent's own
@@ -274,7 +345,8 @@ impl Field {
             }
         }
         let d = address.depth();
-        self.gates.retain(|a, _| !(a.depth() >= d && a.prefix(d) == *address));
+        self.gates
+            .retain(|a, _| !(a.depth() >= d && a.prefix(d) == *address));
         self.revision += 1;
         Ok(work)
     }
@@ -282,12 +354,23 @@ impl Field {
     /// Posterior mean, variance and path weight of `option` in `dimension` at
     /// `address`. Cells never written take their defaults.
     /// Errors: [`FieldError::UnknownOption`], [`FieldError::UnknownDimension`], [`FieldError::TooDeep`].
-    pub fn posterior(&self, address: &Address, option: &str, dimension: &str) -> Result<Posterior, FieldError> {
+    pub fn posterior(
+        &self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+    ) -> Result<Posterior, FieldError> {
         let mut work = Work::default();
         self.posterior_counted(address, option, dimension, &mut work)
     }
 
-    fn posterior_counted(&self, address: &Address, option: &str, dimension: &str, work: &mut Work) -> Result<Posterior, FieldError> {
+    fn posterior_counted(
+        &self,
+        address: &Address,
+        option: &str,
+        dimension: &str,
+        work: &mut Work,
+    ) -> Result<Posterior, FieldError> {
         self.check_address(address)?;
         let tree = self.tree(option, dimension)?;
         let vars = self.layer_vars();
@@ -314,19 +397,28 @@ impl Field {
         let mut declared: Vec<&String> = f.options.iter().collect();
         declared.sort();
         if opts != declared {
-            return Err(FieldError::BadSnapshot("trees do not match declared options".into()));
+            return Err(FieldError::BadSnapshot(
+                "trees do not match declared options".into(),
+            ));
         }
         let mut dims: Vec<&String> = f.dimensions.iter().collect();
         dims.sort();
-        if f.trees.values().any(|per| per.keys().collect::<Vec<_>>() != dims) {
-            return Err(FieldError::BadSnapshot("trees do not match declared dimensions".into()));
+        if f.trees
+            .values()
+            .any(|per| per.keys().collect::<Vec<_>>() != dims)
+        {
+            return Err(FieldError::BadSnapshot(
+                "trees do not match declared dimensions".into(),
+            ));
         }
         let vars = f.layer_vars();
         let depth = f.layers.len();
         for per in f.trees.values_mut() {
             for tree in per.values_mut() {
                 if tree_depth(tree) > depth {
-                    return Err(FieldError::BadSnapshot("tree deeper than the declared layers".into()));
+                    return Err(FieldError::BadSnapshot(
+                        "tree deeper than the declared layers".into(),
+                    ));
                 }
                 tree.rebuild(&vars);
             }
@@ -336,7 +428,11 @@ impl Field {
 }
 
 fn tree_depth(n: &Node) -> usize {
-    n.children.values().map(|c| 1 + tree_depth(c)).max().unwrap_or(0)
+    n.children
+        .values()
+        .map(|c| 1 + tree_depth(c))
+        .max()
+        .unwrap_or(0)
 }
 
 /// Serializes the gate map as a list of (address, option, gate) entries, so
@@ -351,8 +447,10 @@ mod gate_list {
     type Gates = BTreeMap<Address, BTreeMap<String, bool>>;
 
     pub fn serialize<S: Serializer>(gates: &Gates, s: S) -> Result<S::Ok, S::Error> {
-        let list: Vec<(&Address, &String, bool)> =
-            gates.iter().flat_map(|(a, m)| m.iter().map(move |(o, g)| (a, o, *g))).collect();
+        let list: Vec<(&Address, &String, bool)> = gates
+            .iter()
+            .flat_map(|(a, m)| m.iter().map(move |(o, g)| (a, o, *g)))
+            .collect();
         list.serialize(s)
     }
 

@@ -69,7 +69,13 @@ impl Node {
     /// Applies `edit` to the node at `labels` (created on the way), then
     /// refreshes `inner` and messages on the exact path back up.
     /// `vars[i]` is the process variance of the node at depth `i + 1`.
-    pub fn edit_path(&mut self, labels: &[String], vars: &[f64], work: &mut Work, edit: &mut dyn FnMut(&mut Node)) {
+    pub fn edit_path(
+        &mut self,
+        labels: &[String],
+        vars: &[f64],
+        work: &mut Work,
+        edit: &mut dyn FnMut(&mut Node),
+    ) {
         work.cells_visited += 1;
         match labels.split_first() {
             None => {
@@ -104,7 +110,14 @@ impl Node {
     /// Posterior at `labels` when this node is the root with process variance
     /// `root_var`; `vars` as in [`Node::edit_path`]. Cells not yet written
     /// take their defaults (residual 0, no evidence, no weight).
-    pub fn posterior(&self, labels: &[String], root_var: f64, vars: &[f64], default_weight: f64, work: &mut Work) -> Posterior {
+    pub fn posterior(
+        &self,
+        labels: &[String],
+        root_var: f64,
+        vars: &[f64],
+        default_weight: f64,
+        work: &mut Work,
+    ) -> Posterior {
         work.cells_visited += 1;
         let mut belief = Natural::from_moments(self.prior_residual, root_var).product(self.inner);
         let mut weight = self.weight.unwrap_or(default_weight);
@@ -117,7 +130,9 @@ impl Node {
                 (Some(_), Some(c)) => {
                     work.cells_visited += 1;
                     let cavity = belief.quotient(c.message);
-                    belief = cavity.through_down(c.prior_residual, vars[i]).product(c.inner);
+                    belief = cavity
+                        .through_down(c.prior_residual, vars[i])
+                        .product(c.inner);
                     weight += c.weight.unwrap_or(0.0);
                 }
                 _ => belief = belief.through_down(0.0, vars[i]),
@@ -125,7 +140,12 @@ impl Node {
             node = child;
             path_means.push(belief.mean());
         }
-        Posterior { mean: belief.mean(), variance: belief.variance(), weight, path_means }
+        Posterior {
+            mean: belief.mean(),
+            variance: belief.variance(),
+            weight,
+            path_means,
+        }
     }
 
     /// The node at `labels`, if it exists.

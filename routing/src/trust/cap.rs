@@ -8,7 +8,11 @@ use super::LIMITED_BELOW;
 /// [0, 1] (clamped; NaN reads as 0). Returns indices into `taus`, ascending.
 /// It restrains demotion only; τ itself is untouched. Source: `ROUTING.md` §3 Trust.
 pub fn treated_as_limited(taus: &[f64], cap_share: f64) -> Vec<usize> {
-    let share = if cap_share.is_nan() { 0.0 } else { cap_share.clamp(0.0, 1.0) };
+    let share = if cap_share.is_nan() {
+        0.0
+    } else {
+        cap_share.clamp(0.0, 1.0)
+    };
     let max = (share * taus.len() as f64).floor() as usize;
     let mut low: Vec<(f64, usize)> = taus
         .iter()

@@ -22,7 +22,8 @@ impl Churn {
     /// returns whether the target is cooling down at `t_h` afterwards.
     pub fn record_change(&mut self, t_h: f64) -> bool {
         if t_h.is_finite() {
-            self.changes.retain(|c| t_h - c < CHURN_WINDOW_H && *c <= t_h);
+            self.changes
+                .retain(|c| t_h - c < CHURN_WINDOW_H && *c <= t_h);
             self.changes.push(t_h);
             if self.changes.len() >= CHURN_CHANGES {
                 self.cooling_until = Some(t_h + CHURN_COOLDOWN_H);

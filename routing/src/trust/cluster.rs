@@ -49,8 +49,17 @@ impl Clusters {
     /// Clusters confirmed at `share` ∈ (0, 1] of a source's disagreements
     /// (clamped; NaN reads as 1) and at least `min_count` disagreements.
     pub fn new(share: f64, min_count: u64) -> Clusters {
-        let share = if share.is_nan() { 1.0 } else { share.clamp(f64::MIN_POSITIVE, 1.0) };
-        Clusters { share, min_count, per_source: BTreeMap::new(), clusters: BTreeMap::new() }
+        let share = if share.is_nan() {
+            1.0
+        } else {
+            share.clamp(f64::MIN_POSITIVE, 1.0)
+        };
+        Clusters {
+            share,
+            min_count,
+            per_source: BTreeMap::new(),
+            clusters: BTreeMap::new(),
+        }
     }
 
     /// Whether disagreements of `key` should still move trust (false once confirmed).
@@ -69,10 +78,18 @@ impl Clusters {
         if c.confirmed {
             return Vec::new();
         }
-        *c.moved.entry(device.to_string()).or_default() += if moved.is_finite() { moved } else { 0.0 };
+        *c.moved.entry(device.to_string()).or_default() +=
+            if moved.is_finite() { moved } else { 0.0 };
         if c.count >= self.min_count && c.count as f64 >= self.share * total as f64 {
             c.confirmed = true;
-            return c.moved.iter().map(|(d, m)| Restoration { device: d.clone(), delta: -m }).collect();
+            return c
+                .moved
+                .iter()
+                .map(|(d, m)| Restoration {
+                    device: d.clone(),
+                    delta: -m,
+                })
+                .collect();
         }
         Vec::new()
     }

@@ -46,7 +46,11 @@ fn clamp(t: f64) -> f64 {
 pub fn pairwise(a: f64, b: f64, agree: bool, dt_hours: f64, volatility: f64) -> (f64, f64) {
     let (a, b) = (clamp(a), clamp(b));
     let w = freshness(dt_hours);
-    let v = if volatility.is_finite() { volatility.clamp(0.0, 1.0) } else { 0.0 };
+    let v = if volatility.is_finite() {
+        volatility.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
     let step = |other: f64| {
         if agree {
             AGREE_GAIN * other * w
