@@ -1,0 +1,7 @@
+//! The router service: the application core `Router` (registry, leases,
+//! folds, ticks; time injected, no HTTP), its durable [`store`] and the
+//! `routerd` HTTP shell. Design brief: `ROUTING.md` §4.
+
+#![warn(missing_docs)]
+
+pub mod store;
