@@ -342,3 +342,47 @@ fn compare_gate_and_report_refuse_an_existing_file_as_out() {
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
     }
 }
+
+#[test]
+fn refused_background_submits_are_counted_per_kind_in_the_report_and_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/budgets.toml");
+    let out = dir.path().join("gate");
+    let c = corpus();
+    let o = lab(
+        &[
+            "gate",
+            "--profile",
+            "A",
+            "--quiet",
+            "--corpus",
+            &c,
+            "--cycles",
+            "5",
+            "--gate-scale",
+            "0.02",
+            "--budgets",
+            budgets.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--inject-refuse-background",
+        ],
+        dir.path(),
+    );
+    assert!(!text(&o).contains("panicked"), "{}", text(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let bg = &report["background"];
+    // One pool update per cycle, refused; the crawl stops at its first
+    // refusal each cycle and tries again on the next.
+    assert_eq!(bg["poolupd_refused"], 5, "{bg}");
+    assert_eq!(bg["crawl_refused"], 5, "{bg}");
+    assert_eq!(bg["poolupd_submitted"], 0, "{bg}");
+    assert_eq!(bg["crawl_submitted"], 0, "{bg}");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("pool updates: 0 submitted, 0 completed, 5 refused"),
+        "the page shows the refusals"
+    );
+    assert!(page.contains("crawl units: 0 submitted, 0 completed, 5 refused"));
+}

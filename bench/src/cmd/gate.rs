@@ -42,6 +42,9 @@ pub struct GateArgs {
     /// Test only: break one produced outcome (shows the parity budget fails).
     #[arg(long, hide = true)]
     pub inject_wrong_outcome: bool,
+    /// Test only: refuse every background submit (shows refusals are counted in the report).
+    #[arg(long, hide = true)]
+    pub inject_refuse_background: bool,
 }
 
 /// `fleet-lab gate`.
@@ -70,6 +73,7 @@ pub fn run(args: GateArgs) -> Result<()> {
     spec.injection = Injection {
         delay_ms: args.inject_delay_ms,
         wrong_outcome: args.inject_wrong_outcome,
+        refuse_background: args.inject_refuse_background,
     };
     let artifacts = run_and_write(&spec, &corpus, &out)?;
     print!("{}", render_run_summary(&artifacts.report));

@@ -142,7 +142,9 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         ("poolupd_submitted", b.poolupd_submitted),
         ("poolupd_completed", b.poolupd_completed),
         ("crawl_submitted", b.crawl_submitted),
+        ("poolupd_refused", b.poolupd_refused),
         ("crawl_completed", b.crawl_completed),
+        ("crawl_refused", b.crawl_refused),
         ("terminal", b.terminal),
     ] {
         background.insert(k.to_string(), v);

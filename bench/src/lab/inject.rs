@@ -1,5 +1,6 @@
 //! Test-only fault injection, so the gates can be shown to fail: a host
-//! wrapper that delays every cycle's hand-off, or breaks one outcome.
+//! wrapper that delays every cycle's hand-off, breaks one outcome, or
+//! refuses every background submit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,12 +22,14 @@ pub struct Injection {
     pub delay_ms: u64,
     /// Replace the first path outcome of cycle 1 with a wrong one.
     pub wrong_outcome: bool,
+    /// Refuse every background submit (shows refusals are counted).
+    pub refuse_background: bool,
 }
 
 impl Injection {
     /// Whether anything is injected.
     pub fn any(&self) -> bool {
-        self.delay_ms > 0 || self.wrong_outcome
+        self.delay_ms > 0 || self.wrong_outcome || self.refuse_background
     }
 }
 
@@ -86,6 +89,9 @@ impl CycleHost for InjectedHost {
         pools: Arc<PoolSet>,
         probe: PathCase,
     ) -> Result<Receipt, String> {
+        if self.injection.refuse_background {
+            return Err(format!("{role} submit refused by the test injection"));
+        }
         self.inner.background(role, cpu_us, pools, probe)
     }
 

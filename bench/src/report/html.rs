@@ -174,6 +174,7 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             r.posture.enters, r.posture.exits, r.posture.cordoned_ms, r.posture.intake_suppressed
         ),
     );
+    kv("background", background_text(&r.background));
     kv(
         "values above histogram range",
         r.histograms_out_of_range.to_string(),
@@ -193,6 +194,26 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
         );
     }
     rows
+}
+
+/// The background row: per kind, submitted / completed / refused, then the
+/// terminal receipts; "none driven" for a run that drove none.
+pub fn background_text(b: &std::collections::BTreeMap<String, u64>) -> String {
+    if b.values().all(|&v| v == 0) {
+        return "none driven".to_string();
+    }
+    let get = |k: &str| b.get(k).copied().unwrap_or(0);
+    let mut parts = Vec::new();
+    for (kind, name) in [("poolupd", "pool updates"), ("crawl", "crawl units")] {
+        parts.push(format!(
+            "{name}: {} submitted, {} completed, {} refused",
+            get(&format!("{kind}_submitted")),
+            get(&format!("{kind}_completed")),
+            get(&format!("{kind}_refused")),
+        ));
+    }
+    parts.push(format!("{} ended terminally", get("terminal")));
+    parts.join("; ")
 }
 
 /// The details table: one row per key, one column per run (side by side).

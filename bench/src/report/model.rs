@@ -91,7 +91,10 @@ pub struct RunReport {
     #[serde(default)]
     pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
     /// Background units driven alongside the cycles (pool updates, the
-    /// registration crawl): submitted, completed, terminal.
+    /// registration crawl): `poolupd_submitted`, `poolupd_completed`,
+    /// `poolupd_refused`, `crawl_submitted`, `crawl_completed`,
+    /// `crawl_refused`, `terminal`. A refused submit never ran and is
+    /// counted under its kind's `_refused`, never dropped.
     #[serde(default)]
     pub background: BTreeMap<String, u64>,
 }

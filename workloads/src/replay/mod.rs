@@ -183,7 +183,16 @@ pub fn replay(
                         background.crawl_submitted += 1;
                         crawl.push_back(r)
                     }
-                    Err(_) => break,
+                    Err(reason) => {
+                        // Counted, never dropped silently; the crawl tries
+                        // again next cycle.
+                        note_refusal(
+                            &mut background.crawl_refused,
+                            WorkerRole::Registrar,
+                            &reason,
+                        );
+                        break;
+                    }
                 }
             }
         }
@@ -207,14 +216,21 @@ pub fn replay(
 
         if let Some(probe) = &probe {
             let cpu = scale.us(case.poolupd_cpu_us as u64);
-            if let Ok(r) = host.background(
+            match host.background(
                 WorkerRole::PoolStateUpdater,
                 cpu,
                 pools.clone(),
                 probe.clone(),
             ) {
-                background.poolupd_submitted += 1;
-                poolupd.push(r);
+                Ok(r) => {
+                    background.poolupd_submitted += 1;
+                    poolupd.push(r);
+                }
+                Err(reason) => note_refusal(
+                    &mut background.poolupd_refused,
+                    WorkerRole::PoolStateUpdater,
+                    &reason,
+                ),
             }
         }
 
@@ -327,6 +343,15 @@ pub fn replay(
         background,
         wall_us: now_us(),
     })
+}
+
+/// Counts one refused background submit; the first of each kind is logged
+/// with the host's reason.
+fn note_refusal(count: &mut u64, role: WorkerRole, reason: &str) {
+    if *count == 0 {
+        tracing::warn!(%role, reason, "background submit refused (counted in the report's background figures)");
+    }
+    *count += 1;
 }
 
 fn settle(r: Receipt, completed: &mut u64, terminal: &mut u64) {

@@ -71,10 +71,12 @@ pub struct Mismatch {
     pub got: Option<PathOutcome>,
 }
 
-/// Background work the replay drove alongside the cycles.
+/// Background work the replay drove alongside the cycles. Every submit is
+/// counted once: accepted (`*_submitted`, then completed or terminal) or
+/// refused (`*_refused`).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct BackgroundRecord {
-    /// Pool-update units submitted / completed.
+    /// Pool-update units submitted (accepted by the host).
     pub poolupd_submitted: u64,
     /// Pool-update units whose receipt resolved with a value.
     pub poolupd_completed: u64,
@@ -82,6 +84,11 @@ pub struct BackgroundRecord {
     pub crawl_submitted: u64,
     /// Registration-crawl units whose receipt resolved with a value.
     pub crawl_completed: u64,
+    /// Pool-update submits the host refused (the unit never ran).
+    pub poolupd_refused: u64,
+    /// Registration-crawl submits the host refused (the unit never ran; the
+    /// crawl tries again on the next cycle).
+    pub crawl_refused: u64,
     /// Receipts that resolved terminally (lane death, closed host).
     pub terminal: u64,
 }
