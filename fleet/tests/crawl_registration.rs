@@ -51,6 +51,7 @@ fn run_crawl(backstop_enabled: bool, bound: Duration) -> Outcome {
         backstop_interval_ms: INTERVAL_MS,
         stall_ticks: 1_000,
         backstop_enabled,
+        ..PumpConfig::default()
     };
     let sink = PooledQueue::<Job>::new(&[Registrar]);
     let seat_rx = sink.receiver(Registrar).unwrap();

@@ -15,6 +15,7 @@ fn config(backstop_enabled: bool) -> PumpConfig {
         backstop_interval_ms: 250,
         stall_ticks: 2,
         backstop_enabled,
+        ..PumpConfig::default()
     }
 }
 
@@ -46,8 +47,31 @@ fn safety_and_liveness_hold_over_every_interleaving() {
         report.backed_checked
     );
     assert!(
-        report.faulted_states > 0 && report.loud_states > 0,
-        "Faulted and loud states must be reachable"
+        report.faulted_states > 0,
+        "Faulted states must be reachable"
+    );
+    // Every seat here is healthy (it reports each unit it runs, in any
+    // order and after any number of ticks): a loud stop must be unreachable.
+    assert_eq!(
+        report.loud_states, 0,
+        "a loud stop is reachable with healthy seats"
+    );
+}
+
+#[test]
+fn a_dispatcher_that_never_grants_a_role_is_caught_by_the_stall_check() {
+    let withheld = PumpConfig {
+        withhold_grants: Some(fleet::WorkerRole::Registrar),
+        ..config(true)
+    };
+    let report = explore(small_layout(), withheld, MAX_UNITS);
+    println!(
+        "registrar grants withheld: explored {} states; {} loud",
+        report.states, report.loud_states
+    );
+    assert!(
+        report.loud_states > 0,
+        "the stall check must catch work waiting beside an idle seat"
     );
 }
 

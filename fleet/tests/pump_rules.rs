@@ -387,18 +387,17 @@ fn close_resolves_held_and_queued_units_and_refuses_new_ones() {
 }
 
 #[test]
-fn k_ticks_that_admit_without_progress_fail_loudly_naming_the_host_and_counts() {
+fn k_ticks_of_admitted_work_beside_an_idle_seat_fail_loudly_naming_the_host_and_counts() {
+    // A dispatcher fault: the registrar seat stays Idle while its unit waits.
     let cfg = PumpConfig {
         stall_ticks: 3,
+        withhold_grants: Some(Registrar),
         ..PumpConfig::default()
     };
     let mut p = HostPump::new(layout(vec![(Registrar, 1)], 1, 1), cfg);
-    enq(&mut p, UnitMeta::pooled(1, Registrar), NOMINAL); // running (a hung seat)
-    enq(&mut p, UnitMeta::pooled(2, Registrar), NOMINAL); // queued: queue full
-    enq(&mut p, UnitMeta::pooled(3, Registrar), CORDONED); // held
+    enq(&mut p, UnitMeta::pooled(1, Registrar), NOMINAL); // queued, never granted
+    enq(&mut p, UnitMeta::pooled(2, Registrar), CORDONED); // held: the backstop ticks
     let mut loud = Vec::new();
-    // The first tick moves the held unit into the freed queue slot (progress);
-    // three more move nothing while the hung seat never reports.
     for _ in 0..4 {
         for e in p.step(PumpInput::BackstopTick, NOMINAL) {
             if let Effect::LoudFailure(f) = e {
@@ -415,10 +414,49 @@ fn k_ticks_that_admit_without_progress_fail_loudly_naming_the_host_and_counts() 
             loud[0].counts.queued,
             loud[0].counts.backlog
         ),
-        (1, 1, 1)
+        (0, 1, 1)
     );
     assert!(loud[0].to_string().contains("test-host"));
     assert!(p.has_failed() && !p.backstop_armed());
+}
+
+#[test]
+fn a_long_unit_under_a_full_queue_is_not_a_stall() {
+    let cfg = PumpConfig {
+        stall_ticks: 3,
+        ..PumpConfig::default()
+    };
+    let mut p = HostPump::new(layout(vec![(Registrar, 1)], 1, 1), cfg);
+    enq(&mut p, UnitMeta::pooled(1, Registrar), NOMINAL); // running: a long unit
+    enq(&mut p, UnitMeta::pooled(2, Registrar), NOMINAL); // queued: queue full
+    enq(&mut p, UnitMeta::pooled(3, Registrar), CORDONED); // held
+                                                           // Many more than K ticks while the one seat is busy: healthy, no abort.
+    for _ in 0..100 {
+        let fx = p.step(PumpInput::BackstopTick, NOMINAL);
+        assert!(
+            !fx.iter().any(|e| matches!(e, Effect::LoudFailure(_))),
+            "a busy seat is not a stall"
+        );
+    }
+    assert!(!p.has_failed());
+    assert_eq!(p.stall_ticks(), 0);
+    assert!(
+        p.backstop_armed(),
+        "the held unit still waits for queue room"
+    );
+    // The long unit finishes: the queued one starts, the held one moves up.
+    let fx = p.step(
+        PumpInput::SeatDone {
+            seat: seat(Registrar, 0),
+            unit: 1,
+        },
+        NOMINAL,
+    );
+    assert_eq!(grants(&fx), vec![(2, 0)]);
+    assert_eq!(p.progress(), Progress::Idle);
+    let counts = p.counts();
+    assert_eq!((counts.in_flight, counts.queued, counts.backlog), (1, 1, 0));
+    assert!(counts.conserved());
 }
 
 #[test]
@@ -461,7 +499,7 @@ fn huge_config_values_are_carried_without_overflow() {
     let cfg = PumpConfig {
         backstop_interval_ms: u64::MAX,
         stall_ticks: u32::MAX,
-        backstop_enabled: true,
+        ..PumpConfig::default()
     };
     let mut p = HostPump::new(layout(vec![(Registrar, 1)], u32::MAX, u32::MAX), cfg);
     let fx = enq(&mut p, UnitMeta::pooled(1, Registrar), CORDONED);

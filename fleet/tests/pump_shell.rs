@@ -11,8 +11,9 @@ use fleet::unit::UnitMeta;
 use fleet::waker::PostureWaker;
 use fleet::WorkerRole::{self, *};
 use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const CORDONED: GuardSnapshot = GuardSnapshot {
     cordoned: true,
@@ -94,10 +95,12 @@ fn a_stall_calls_the_loud_hook_naming_the_host() {
     let g = guard.clone();
     let seen = Arc::new(Mutex::new(None));
     let s = seen.clone();
+    // A dispatcher fault: the idle verifier seat is never granted its unit.
     let config = PumpConfig {
         backstop_interval_ms: 5,
         stall_ticks: 3,
-        backstop_enabled: true,
+        withhold_grants: Some(Verifier),
+        ..PumpConfig::default()
     };
     let sink = PooledQueue::new(&[Verifier]);
     let (shell, handle) = HostShell::new(
@@ -108,21 +111,20 @@ fn a_stall_calls_the_loud_hook_naming_the_host() {
     );
     let shell = shell.with_loud_hook(move |f| *s.lock() = Some(f.clone()));
     let host = std::thread::spawn(move || shell.run());
-    // One unit runs forever (nobody reports it), one fills the queue, two are held.
-    for id in 0..2 {
+    // One unit fills the queue beside the idle seat, one is held (the backstop ticks).
+    assert_eq!(
         handle
-            .enqueue(UnitMeta::pooled(id, Verifier), receipt_pair().0)
-            .unwrap();
-    }
+            .enqueue(UnitMeta::pooled(0, Verifier), receipt_pair().0)
+            .unwrap(),
+        Placement::Queued
+    );
     *guard.lock() = CORDONED;
-    for id in 2..4 {
-        assert_eq!(
-            handle
-                .enqueue(UnitMeta::pooled(id, Verifier), receipt_pair().0)
-                .unwrap(),
-            Placement::Backlogged
-        );
-    }
+    assert_eq!(
+        handle
+            .enqueue(UnitMeta::pooled(1, Verifier), receipt_pair().0)
+            .unwrap(),
+        Placement::Backlogged
+    );
     *guard.lock() = GuardSnapshot::nominal(4);
     let failure = host.join().unwrap().expect_err("the stall fails loudly");
     assert!(matches!(failure.kind, FailureKind::Stalled { ticks: 3 }));
@@ -130,6 +132,83 @@ fn a_stall_calls_the_loud_hook_naming_the_host() {
         seen.lock().as_ref().map(|f| f.host.clone()),
         Some("shell-test".into())
     );
+}
+
+#[test]
+fn a_long_unit_under_a_full_queue_does_not_call_the_loud_hook() {
+    const K: u32 = 3;
+    let guard = Arc::new(Mutex::new(GuardSnapshot::nominal(4)));
+    let g = guard.clone();
+    let loud = Arc::new(Mutex::new(None));
+    let l = loud.clone();
+    let steps = Arc::new(AtomicU64::new(0));
+    let st = steps.clone();
+    let config = PumpConfig {
+        backstop_interval_ms: 2,
+        stall_ticks: K,
+        ..PumpConfig::default()
+    };
+    let sink = PooledQueue::new(&[Verifier]);
+    let seat_rx = sink.receiver(Verifier).unwrap();
+    let (shell, handle) = HostShell::new(
+        HostPump::new(layout(vec![(Verifier, 1)], 1), config),
+        move || *g.lock(),
+        sink,
+        terminal,
+    );
+    let shell = shell
+        .with_loud_hook(move |f| *l.lock() = Some(f.clone()))
+        .with_step_hook(move |_| {
+            st.fetch_add(1, Ordering::SeqCst);
+        });
+    let host = std::thread::spawn(move || shell.run().map(|p| p.counts()));
+    // One unit runs long, one fills the queue, one is held behind them.
+    let mut receipts = Vec::new();
+    for id in 0..3 {
+        if id == 2 {
+            *guard.lock() = CORDONED;
+        }
+        let (tx, rx) = receipt_pair();
+        handle.enqueue(UnitMeta::pooled(id, Verifier), tx).unwrap();
+        receipts.push(rx);
+    }
+    *guard.lock() = GuardSnapshot::nominal(4);
+    let first = seat_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first unit is granted");
+    // Hold the unit until the shell has ticked many more than K times (every
+    // step after the three enqueues is a backstop tick).
+    let hang_guard = Instant::now() + Duration::from_secs(60);
+    while steps.load(Ordering::SeqCst) < 3 + 10 * u64::from(K) && !host.is_finished() {
+        assert!(Instant::now() < hang_guard, "the backstop stopped ticking");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        loud.lock().is_none(),
+        "a busy seat is not a stall: {:?}",
+        loud.lock()
+    );
+    let mut pending = Some(first);
+    for id in 0..3 {
+        let d = match pending.take() {
+            Some(d) => d,
+            None => seat_rx
+                .recv_timeout(Duration::from_secs(10))
+                .expect("the next unit is granted when the seat frees"),
+        };
+        assert_eq!(d.meta.id, id);
+        d.payload.complete(Box::new(id));
+        handle.seat_done(d.seat, id);
+    }
+    for r in &receipts {
+        assert!(r
+            .wait_timeout(Duration::from_secs(10))
+            .expect("resolved")
+            .is_ok());
+    }
+    handle.close();
+    let counts = host.join().unwrap().expect("no loud failure");
+    assert_eq!((counts.submitted, counts.resolved), (3, 3), "{counts}");
 }
 
 #[test]

@@ -95,6 +95,7 @@ fn model(backstop_enabled: bool) {
         backstop_interval_ms: 250,
         stall_ticks: u32::MAX,
         backstop_enabled,
+        ..PumpConfig::default()
     };
     let (seat_tx, seat_rx) = mpsc::channel::<(SeatId, UnitMeta, Job)>();
     let g = guard.clone();

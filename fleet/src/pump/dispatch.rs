@@ -90,6 +90,9 @@ impl<P> HostPump<P> {
         guard: &GuardSnapshot,
         fx: &mut Vec<Effect<P>>,
     ) -> bool {
+        if self.config.withhold_grants == Some(role) {
+            return false;
+        }
         let ri = role.index();
         let mut any = false;
         while !self.queues[ri].is_empty() && self.running(role) < limit {
@@ -130,6 +133,9 @@ impl<P> HostPump<P> {
         guard: &GuardSnapshot,
         fx: &mut Vec<Effect<P>>,
     ) -> bool {
+        if self.config.withhold_grants == Some(role) {
+            return false;
+        }
         let ri = role.index();
         let count = self.seats[ri].len() as u32;
         let mut any = false;

@@ -22,9 +22,11 @@
 //!   unblocked by one input come out in precedence order.
 //! - **Faulted** comes only from the sticky lane-death latch: held units get
 //!   `Terminal(LaneDeath)`, queued and in-flight units still run.
-//! - **Stall.** K consecutive ticks on which the guard admits a backlogged
-//!   role but nothing moved (no backlog move, grant or completion) emit one
-//!   `LoudFailure`; the pump then takes nothing new.
+//! - **Stall.** K consecutive ticks on which admitted work waits beside idle
+//!   capacity (a free seat that could run it, its role under its running
+//!   limit) and nothing moved (no backlog move, grant or completion) emit
+//!   one `LoudFailure`; the pump then takes nothing new. Busy seats are not
+//!   a stall: a long unit under a full queue is healthy.
 
 mod dispatch;
 mod types;
@@ -440,10 +442,10 @@ impl<P> HostPump<P> {
         if self.failed || self.closed() {
             return;
         }
-        let admits_held = ALL_ROLES
-            .iter()
-            .any(|r| !self.backlog[r.index()].is_empty() && guard.admits(*r));
-        if admits_held && !self.moved_since_tick {
+        // Busy seats are not a stall: a unit longer than K intervals under a
+        // full queue is healthy. Only admitted work beside idle capacity
+        // that nothing moved counts.
+        if self.idle_capacity_waits(guard) && !self.moved_since_tick {
             self.stall += 1;
             if self.stall >= self.config.stall_ticks.max(1) {
                 let ticks = self.stall;
@@ -453,6 +455,43 @@ impl<P> HostPump<P> {
             self.stall = 0;
         }
         self.moved_since_tick = false;
+    }
+
+    /// Whether admitted work waits beside idle capacity: a backlogged unit
+    /// of an admitted role with room in its queue, or a queued unit whose
+    /// seat (any Idle seat when pooled, seat `key % count` when keyed) is
+    /// free while its role is under its running limit (walk admission S,
+    /// the live sim cap). After a settle this holds only if the dispatcher
+    /// withheld a grant. Work behind busy seats never counts.
+    fn idle_capacity_waits(&self, guard: &GuardSnapshot) -> bool {
+        ALL_ROLES.iter().any(|role| {
+            let ri = role.index();
+            if !guard.admits(*role) {
+                return false;
+            }
+            let queued = self.queues[ri].len() as u32;
+            if !self.backlog[ri].is_empty() && queued < self.layout.queue_capacity {
+                return true;
+            }
+            let limit = match role {
+                WorkerRole::Solver => self.layout.walk_admission,
+                WorkerRole::SimDriver => guard.sim_intake_cap.max(1).min(self.layout.sim_slot_cap),
+                _ => u32::MAX,
+            };
+            let seats = &self.seats[ri];
+            let running = seats.iter().filter(|s| s.unit().is_some()).count() as u32;
+            if running >= limit || seats.is_empty() {
+                return false;
+            }
+            match role.hosting() {
+                Hosting::Pooled => queued > 0 && seats.contains(&SlotState::Idle),
+                Hosting::Keyed => self.queues[ri].iter().any(|h| {
+                    h.meta
+                        .pin_key()
+                        .is_some_and(|k| seats[(k % seats.len() as u32) as usize].unit().is_none())
+                }),
+            }
+        })
     }
 
     fn fail(&mut self, kind: FailureKind, fx: &mut Vec<Effect<P>>) {

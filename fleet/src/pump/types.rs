@@ -51,12 +51,17 @@ pub struct PumpConfig {
     /// delivers a `BackstopTick` at least this often. Default 250. Any value
     /// is safe: a deadline that would overflow means "no timed wake".
     pub backstop_interval_ms: u64,
-    /// K: consecutive ticks that admit but make no progress before a loud
-    /// failure. Default 8. 0 behaves as 1.
+    /// K: consecutive ticks that find admitted work beside idle capacity
+    /// and no progress before a loud failure (busy seats never count).
+    /// Default 8. 0 behaves as 1.
     pub stall_ticks: u32,
     /// Test-only switch: `false` never arms the backstop (used to show the
     /// liveness checks fail without it). Default `true`.
     pub backstop_enabled: bool,
+    /// Test-only fault injection: the dispatcher never grants this role
+    /// (shows that the stall check catches a dispatcher that withholds work
+    /// from idle seats). Default `None`; never set it in production.
+    pub withhold_grants: Option<crate::role::WorkerRole>,
 }
 
 impl Default for PumpConfig {
@@ -65,6 +70,7 @@ impl Default for PumpConfig {
             backstop_interval_ms: 250,
             stall_ticks: 8,
             backstop_enabled: true,
+            withhold_grants: None,
         }
     }
 }
@@ -157,7 +163,10 @@ impl std::fmt::Display for PumpCounts {
 /// What went wrong in a loud failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FailureKind {
-    /// K consecutive backstop ticks admitted a held role but nothing moved.
+    /// K consecutive backstop ticks found admitted work waiting beside
+    /// idle capacity (a seat that could take it, under the role's running
+    /// limit) and nothing moved. Busy seats are not a stall: a long unit
+    /// under a full queue is healthy.
     Stalled {
         /// The consecutive no-progress ticks (≥ K).
         ticks: u32,
