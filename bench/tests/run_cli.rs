@@ -386,3 +386,90 @@ fn refused_background_submits_are_counted_per_kind_in_the_report_and_page() {
     );
     assert!(page.contains("crawl units: 0 submitted, 0 completed, 5 refused"));
 }
+
+#[test]
+fn an_operator_retune_on_a_live_run_reaches_the_timeline_and_the_page() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let c = corpus();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+        .args([
+            "run",
+            "--quiet",
+            "--corpus",
+            &c,
+            "--cycles",
+            "80",
+            "--operator-addr",
+            "127.0.0.1:0",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fleet-lab runs");
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut addr = None;
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 {
+        if let Some(rest) = line
+            .trim()
+            .strip_prefix("fleet-lab: posture operator channel on http://")
+        {
+            addr = rest.strip_suffix("/posture").map(str::to_string);
+            break;
+        }
+        line.clear();
+    }
+    let addr = addr.unwrap_or_else(|| panic!("no operator address announced: {line}"));
+    let set = lab(
+        &[
+            "posture",
+            "set",
+            "--addr",
+            &addr,
+            "--cordon-duty-percent",
+            "3",
+        ],
+        dir.path(),
+    );
+    assert!(set.status.success(), "{}", text(&set));
+    let same = lab(
+        &[
+            "posture",
+            "set",
+            "--addr",
+            &addr,
+            "--cordon-duty-percent",
+            "3",
+        ],
+        dir.path(),
+    );
+    assert!(same.status.success(), "{}", text(&same));
+    // Drain the rest of stderr so the run never blocks on a full pipe.
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    assert!(child.wait().unwrap().success(), "{rest}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let retunes: Vec<&serde_json::Value> = report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "retune")
+        .collect();
+    assert_eq!(retunes.len(), 2, "{}", report["timeline"]);
+    assert_eq!(retunes[0]["detail"], "cordon_duty_percent: 2 -> 3");
+    assert_eq!(retunes[1]["detail"], "no change");
+    assert!(retunes[0]["t_ms"].as_f64().unwrap() > 0.0);
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("cordon_duty_percent: 2 -&gt; 3"),
+        "the page lists the retune"
+    );
+}

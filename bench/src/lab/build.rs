@@ -18,7 +18,7 @@ use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
     CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts,
-    PostureCounts, RunReport, ThreadCounts, Throttle, ThrottleSource,
+    PostureCounts, RunReport, ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
 };
 
 /// Everything measured around a replay.
@@ -44,6 +44,8 @@ pub(crate) struct Measured<'a> {
     pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
     pub load_average: Option<f64>,
     pub census: Option<Vec<CensusRow>>,
+    /// Operator retunes applied during the run, as timeline events.
+    pub retunes: Vec<TimelineEvent>,
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal; a plain
@@ -59,6 +61,17 @@ pub(crate) fn progress_bar(total: u64, label: &str) -> ProgressBar {
     );
     pb.set_prefix(label.to_string());
     pb
+}
+
+/// The feeder's events and the operator's retunes in one time order (a
+/// stable sort: events at the same instant keep their source order).
+fn merge_timeline(
+    mut feeder: Vec<TimelineEvent>,
+    retunes: Vec<TimelineEvent>,
+) -> Vec<TimelineEvent> {
+    feeder.extend(retunes);
+    feeder.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    feeder
 }
 
 /// Builds the report and its files.
@@ -182,7 +195,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         perf_counters: Some(m.perf),
         histograms_out_of_range: out_of_range,
         per_cycle,
-        timeline: m.feeder.timeline,
+        timeline: merge_timeline(m.feeder.timeline, m.retunes),
         machine: Machine {
             cpus: m.detected.affinity_cpus as u64,
             quota: Some(m.quota),

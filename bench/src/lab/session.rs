@@ -389,6 +389,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let census = fleet.as_ref().map(|f| f.census());
     let perf_per_thread = seat_counters.map(|c| c.read().0).unwrap_or_default();
     let posture_counters = posture.counters();
+    let retunes = operator
+        .as_ref()
+        .map(|op| retune_events(&op.retunes(), t0))
+        .unwrap_or_default();
     drop(host);
     if let Some(f) = fleet.take() {
         f.shutdown()
@@ -428,6 +432,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         perf_per_thread,
         load_average,
         census,
+        retunes,
     };
     let mut artifacts = build_report(measured, replayed);
     artifacts.extras.push(ExtraFile {
@@ -436,6 +441,22 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     });
     drop(operator);
     Ok(artifacts)
+}
+
+/// The operator channel's applied retunes as timeline events, ms since
+/// the run's start `t0`.
+fn retune_events(
+    retunes: &[crate::ops::operator::AppliedRetune],
+    t0: Instant,
+) -> Vec<crate::report::TimelineEvent> {
+    retunes
+        .iter()
+        .map(|r| crate::report::TimelineEvent {
+            t_ms: r.at.saturating_duration_since(t0).as_secs_f64() * 1e3,
+            kind: crate::report::TimelineKind::Retune,
+            detail: r.changes.clone(),
+        })
+        .collect()
 }
 
 /// The 1-minute load average from `/proc/loadavg`.

@@ -10,7 +10,9 @@
 //! [`PostureOwner::retune`]'s, refused with its typed error's message and
 //! HTTP 422, changing nothing; `"cordon_sim_intake_floor": null` restores
 //! the default (half the sim slot cap). A success echoes the effective
-//! [`PostureView`] and the owner logs one `warn` line with old → new.
+//! [`PostureView`] and the owner logs one `warn` line with old → new; the
+//! server keeps each applied retune ([`OperatorServer::retunes`]) so a run
+//! puts it on its report's timeline.
 
 use super::http::{self, HttpClientError};
 use super::serve::{reply, Listener, ServeError};
@@ -20,6 +22,9 @@ use serde_json::{Map, Value};
 use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
 use thiserror::Error;
 
 /// The address the `posture` verbs try when none is given.
@@ -201,10 +206,35 @@ pub fn answer(owner: &PostureOwner, method: &str, path: &str, body: &[u8]) -> (u
     }
 }
 
+/// One accepted retune: when it was applied and what it changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AppliedRetune {
+    /// When the channel applied it.
+    pub at: Instant,
+    /// `key: old -> new, …`, or `no change` for a patch that set every key
+    /// to its live value.
+    pub changes: String,
+}
+
+/// The text of a retune's changes: `key: old -> new` joined by `, `, or
+/// `no change` when `old` and `new` are equal.
+pub fn change_text(old: &PosturePolicy, new: &PosturePolicy) -> String {
+    let changes = old.diff(new);
+    if changes.is_empty() {
+        return "no change".to_string();
+    }
+    changes
+        .iter()
+        .map(|(k, a, b)| format!("{k}: {a} -> {b}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The running operator channel. Dropping it stops the server.
 #[derive(Debug)]
 pub struct OperatorServer {
     listener: Listener,
+    retunes: Arc<Mutex<Vec<AppliedRetune>>>,
 }
 
 impl OperatorServer {
@@ -212,6 +242,32 @@ impl OperatorServer {
     pub fn local_addr(&self) -> SocketAddr {
         self.listener.local_addr()
     }
+
+    /// Every retune the channel applied so far, in the order applied.
+    pub fn retunes(&self) -> Vec<AppliedRetune> {
+        self.retunes.lock().clone()
+    }
+}
+
+/// [`answer`], noting an applied retune (its time and changes) in `log`.
+fn answer_logged(
+    owner: &PostureOwner,
+    log: &Mutex<Vec<AppliedRetune>>,
+    method: &str,
+    path: &str,
+    body: &[u8],
+) -> (u16, String) {
+    // The channel is the only writer of the policy and serves one request
+    // at a time, so the policy read before is the one the retune replaced.
+    let before = owner.policy();
+    let (status, text) = answer(owner, method, path, body);
+    if status == 200 && method == "POST" {
+        log.lock().push(AppliedRetune {
+            at: Instant::now(),
+            changes: change_text(&before, &owner.policy()),
+        });
+    }
+    (status, text)
 }
 
 /// Serve the operator channel for `owner` on `addr` (loopback only; port 0
@@ -221,6 +277,8 @@ pub fn serve(addr: SocketAddr, owner: Arc<PostureOwner>) -> Result<OperatorServe
     if !addr.ip().is_loopback() {
         return Err(ServeError::NotLoopback { addr });
     }
+    let retunes = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&retunes);
     let listener = Listener::spawn(
         addr,
         "fleet-lab-operator",
@@ -228,7 +286,7 @@ pub fn serve(addr: SocketAddr, owner: Arc<PostureOwner>) -> Result<OperatorServe
             let mut body = Vec::new();
             let read = req.as_reader().take(MAX_BODY_BYTES).read_to_end(&mut body);
             let (status, text) = match read {
-                Ok(_) => answer(&owner, req.method().as_str(), req.url(), &body),
+                Ok(_) => answer_logged(&owner, &log, req.method().as_str(), req.url(), &body),
                 Err(e) => (
                     400,
                     refusal("not_json", format!("cannot read the body: {e}")),
@@ -238,7 +296,7 @@ pub fn serve(addr: SocketAddr, owner: Arc<PostureOwner>) -> Result<OperatorServe
         },
         || {},
     )?;
-    Ok(OperatorServer { listener })
+    Ok(OperatorServer { listener, retunes })
 }
 
 /// A `posture get|set` that did not come back with a view.
