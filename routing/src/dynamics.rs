@@ -6,8 +6,12 @@
 //! consecutive gaps (fast − slow) of one sign beyond the threshold confirm a
 //! regime change. Source: `ROUTING.md` §3 Evidence dynamics.
 
+use std::collections::{BTreeMap, VecDeque};
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::field::{Address, Field, FieldError};
 
 /// Half-life of stored evidence, in hours.
 pub const AGING_HALF_LIFE_H: f64 = 48.0;
@@ -32,6 +36,9 @@ pub enum DynamicsError {
     /// A configuration value outside its range.
     #[error("bad drift configuration: {0}")]
     BadConfig(&'static str),
+    /// The field refused the update.
+    #[error(transparent)]
+    Field(#[from] FieldError),
 }
 
 /// The aging factor 2^(−|Δt|/48 h) ∈ (0, 1] for `dt_hours` elapsed (a
@@ -192,5 +199,190 @@ impl Drift {
     /// Current (fast, slow) estimates.
     pub fn estimates(&self) -> (f64, f64) {
         (self.fast, self.slow)
+    }
+}
+
+/// One confirmed drift, as kept in a [`DriftBank`]'s bounded trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftRecord {
+    /// Time of the confirming observation (seconds, the caller's clock).
+    pub t_s: f64,
+    /// The cell whose old evidence was discounted (the binding prefix).
+    pub cell: Address,
+    /// Option (archetype).
+    pub option: String,
+    /// Dimension (`reliability` or `latency`).
+    pub dimension: String,
+    /// Fast estimate at confirmation.
+    pub fast: f64,
+    /// Slow estimate at confirmation (before the rebase).
+    pub slow: f64,
+}
+
+/// Detectors per (binding cell, option, dimension), wired to a field: each
+/// outcome feeds its detector, and a confirmation discounts that cell's old
+/// own evidence by [`CONFIRM_DISCOUNT`] before the new outcome is applied.
+/// Only the `reliability` and `latency` dimensions are tracked.
+/// Source: `ROUTING.md` §3 Evidence dynamics (b).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftBank {
+    reliability: DriftConfig,
+    latency: DriftConfig,
+    #[serde(with = "bank_list")]
+    detectors: BTreeMap<(Address, String, String), Drift>,
+    observations: u64,
+    confirmations: u64,
+    trace: VecDeque<DriftRecord>,
+}
+
+impl Default for DriftBank {
+    fn default() -> Self {
+        DriftBank {
+            reliability: DriftConfig::with_threshold(RELIABILITY_THRESHOLD),
+            latency: DriftConfig::with_threshold(LATENCY_THRESHOLD),
+            detectors: BTreeMap::new(),
+            observations: 0,
+            confirmations: 0,
+            trace: VecDeque::new(),
+        }
+    }
+}
+
+impl DriftBank {
+    /// A bank with the given detector constants for `reliability` and
+    /// `latency`. Errors: [`DynamicsError::BadConfig`] as [`Drift::new`].
+    pub fn new(reliability: DriftConfig, latency: DriftConfig) -> Result<DriftBank, DynamicsError> {
+        Drift::new(reliability)?;
+        Drift::new(latency)?;
+        Ok(DriftBank {
+            reliability,
+            latency,
+            detectors: BTreeMap::new(),
+            observations: 0,
+            confirmations: 0,
+            trace: VecDeque::new(),
+        })
+    }
+
+    /// Folds one outcome `x` (variance `variance`) of `option` in
+    /// `dimension` observed at `leaf` into `field`, through the detector of
+    /// (`cell`, option, dimension); `cell` is the prefix of `leaf` that holds
+    /// the long-lived evidence (the binding). On confirmation the cell's own
+    /// evidence is discounted by [`CONFIRM_DISCOUNT`] first, then `x` is
+    /// observed normally; the detector has rebased. Untracked dimensions are
+    /// observed without a detector (`Quiet`).
+    ///
+    /// Errors: [`DynamicsError::NonFinite`] and the field's errors; on error
+    /// neither the field nor the bank changed.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fold(
+        &mut self,
+        field: &mut Field,
+        cell: &Address,
+        leaf: &Address,
+        option: &str,
+        dimension: &str,
+        x: f64,
+        variance: f64,
+        t_s: f64,
+    ) -> Result<DriftEvent, DynamicsError> {
+        if !x.is_finite() {
+            return Err(DynamicsError::NonFinite(x));
+        }
+        if !(variance.is_finite() && variance > 0.0) {
+            return Err(DynamicsError::Field(FieldError::BadVariance(variance)));
+        }
+        // Validate the addresses and names before touching the detector.
+        field.posterior(leaf, option, dimension)?;
+        field.posterior(cell, option, dimension)?;
+        let config = match dimension {
+            "reliability" => self.reliability,
+            "latency" => self.latency,
+            _ => {
+                field.observe(leaf, option, dimension, x, variance)?;
+                return Ok(DriftEvent::Quiet);
+            }
+        };
+        let key = (cell.clone(), option.to_string(), dimension.to_string());
+        let detector = match self.detectors.get_mut(&key) {
+            Some(d) => d,
+            None => self.detectors.entry(key).or_insert(Drift::new(config)?),
+        };
+        let (_, slow0) = detector.estimates();
+        let event = detector.observe(x)?;
+        self.observations += 1;
+        if event == DriftEvent::Confirmed {
+            field.discount(cell, option, dimension, CONFIRM_DISCOUNT)?;
+            self.confirmations += 1;
+            let (fast, _) = detector.estimates();
+            if self.trace.len() == TRACE_LEN {
+                self.trace.pop_front();
+            }
+            self.trace.push_back(DriftRecord {
+                t_s,
+                cell: cell.clone(),
+                option: option.to_string(),
+                dimension: dimension.to_string(),
+                fast,
+                slow: if detector.observations() == 1 {
+                    x
+                } else {
+                    slow0 + config.slow * (x - slow0)
+                },
+            });
+        }
+        field.observe(leaf, option, dimension, x, variance)?;
+        Ok(event)
+    }
+
+    /// Outcomes fed to detectors so far.
+    pub fn observations(&self) -> u64 {
+        self.observations
+    }
+
+    /// Confirmed drifts so far.
+    pub fn confirmations(&self) -> u64 {
+        self.confirmations
+    }
+
+    /// The last (at most [`TRACE_LEN`]) confirmations, oldest first.
+    pub fn trace(&self) -> impl Iterator<Item = &DriftRecord> {
+        self.trace.iter()
+    }
+
+    /// Detectors held.
+    pub fn len(&self) -> usize {
+        self.detectors.len()
+    }
+
+    /// Whether no detector exists yet.
+    pub fn is_empty(&self) -> bool {
+        self.detectors.is_empty()
+    }
+}
+
+/// Serializes the detector map as a list (JSON maps need string keys).
+mod bank_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::Drift;
+    use crate::field::Address;
+
+    type Bank = BTreeMap<(Address, String, String), Drift>;
+
+    pub fn serialize<S: Serializer>(bank: &Bank, s: S) -> Result<S::Ok, S::Error> {
+        let list: Vec<(&Address, &String, &String, &Drift)> =
+            bank.iter().map(|((a, o, d), v)| (a, o, d, v)).collect();
+        list.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Bank, D::Error> {
+        let list: Vec<(Address, String, String, Drift)> = Vec::deserialize(d)?;
+        Ok(list
+            .into_iter()
+            .map(|(a, o, d, v)| ((a, o, d), v))
+            .collect())
     }
 }

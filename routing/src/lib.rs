@@ -6,6 +6,8 @@
 //! - [`prices`]: metered pools and their price tick;
 //! - [`politeness`]: per-host token buckets;
 //! - [`trust`]: pairwise trust updates, states, churn, clustering, fleet cap;
+//! - [`verify`]: verification bookkeeping (quorum, cap, TTL);
+//! - [`policy`]: the lease decision (tiers, feasibility, politeness, batches);
 //! - [`participant`]: the device-side fold of a lease with local facts.
 
 #![warn(missing_docs)]
@@ -13,6 +15,8 @@
 pub mod dynamics;
 pub mod field;
 pub mod participant;
+pub mod policy;
 pub mod politeness;
 pub mod prices;
 pub mod trust;
+pub mod verify;

@@ -56,6 +56,10 @@ pub struct Receipt {
     pub selected: Option<String>,
     /// Every allowed option, ranked: winner first, then by score and name; vetoed last.
     pub alternatives: Vec<Alternative>,
+    /// Selection probabilities per option (same order as `alternatives`)
+    /// when the decision was randomized ([`Field::decide_sampled`]); `None`
+    /// for the deterministic argmin. Lets decisions be evaluated off policy.
+    pub probabilities: Option<Vec<f64>>,
     /// Work counters of this decision.
     pub work: Work,
 }
@@ -117,8 +121,80 @@ impl Field {
             temperature: t,
             selected,
             alternatives: alts,
+            probabilities: None,
             work,
         })
+    }
+
+    /// A randomized decision: option i (not vetoed) is chosen with
+    /// probability p_i ∝ exp(−(score_i − min score) / `spread`) by inverse
+    /// CDF at `u` ∈ [0, 1) (the caller's random draw: the model holds no RNG).
+    /// Scores use `temperature` as in [`Field::decide`]. The receipt lists
+    /// every alternative's probability (vetoed ones get 0) so a logged
+    /// decision can be evaluated off policy.
+    ///
+    /// Errors: [`FieldError::BadFactor`] for `u` outside [0, 1) or a
+    /// `spread` that is not finite and > 0, and as [`Field::decide`].
+    pub fn decide_sampled(
+        &self,
+        address: &Address,
+        temperature: f64,
+        allowed: &[&str],
+        spread: f64,
+        u: f64,
+    ) -> Result<Receipt, FieldError> {
+        if !(0.0..1.0).contains(&u) {
+            return Err(FieldError::BadFactor(u));
+        }
+        if !(spread.is_finite() && spread > 0.0) {
+            return Err(FieldError::BadFactor(spread));
+        }
+        let mut r = self.decide(address, temperature, allowed)?;
+        let live = |a: &Alternative| matches!(a.reason, LossReason::Selected | LossReason::Score);
+        let best = r
+            .alternatives
+            .iter()
+            .filter(|a| live(a))
+            .map(|a| a.score)
+            .fold(f64::INFINITY, f64::min);
+        let raw: Vec<f64> = r
+            .alternatives
+            .iter()
+            .map(|a| {
+                if live(a) {
+                    (-(a.score - best) / spread).exp()
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let total: f64 = raw.iter().sum();
+        if total <= 0.0 || !total.is_finite() {
+            r.probabilities = Some(raw);
+            return Ok(r);
+        }
+        let probs: Vec<f64> = raw.iter().map(|w| w / total).collect();
+        let mut acc = 0.0;
+        let mut pick = probs.iter().rposition(|p| *p > 0.0).unwrap_or(0);
+        for (i, p) in probs.iter().enumerate() {
+            acc += p;
+            if *p > 0.0 && u < acc {
+                pick = i;
+                break;
+            }
+        }
+        for (i, a) in r.alternatives.iter_mut().enumerate() {
+            if live(a) {
+                a.reason = if i == pick {
+                    LossReason::Selected
+                } else {
+                    LossReason::Score
+                };
+            }
+        }
+        r.selected = Some(r.alternatives[pick].option.clone());
+        r.probabilities = Some(probs);
+        Ok(r)
     }
 
     /// Scores one option; its reason is `Score` unless vetoed.

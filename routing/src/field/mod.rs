@@ -377,6 +377,39 @@ impl Field {
         Ok(tree.posterior(address.labels(), self.root_variance, &vars, 1.0, work))
     }
 
+    /// Ages the own evidence of every cell of every tree by `dt_hours`
+    /// elapsed (factor 2^(−|Δt|/48 h), `dynamics::aging_factor`) and
+    /// recomputes the messages: an unobserved class regains uncertainty,
+    /// never beyond its prior. Errors: [`FieldError::NonFinite`] for a
+    /// non-finite duration (nothing changed). Source: `ROUTING.md` §3
+    /// Evidence dynamics (a).
+    pub fn age_all(&mut self, dt_hours: f64) -> Result<Work, FieldError> {
+        let factor =
+            crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
+        let vars = self.layer_vars();
+        let mut work = Work::default();
+        for per in self.trees.values_mut() {
+            for tree in per.values_mut() {
+                tree.scale_own(factor, &mut work);
+                tree.rebuild(&vars);
+            }
+        }
+        self.revision += 1;
+        Ok(work)
+    }
+
+    /// [`Field::restore`] followed by [`Field::age_all`] for the `dt_hours`
+    /// that passed since the snapshot was taken (recovery after a restart).
+    /// Errors: as both.
+    pub fn restore_aged(snapshot: Field, dt_hours: f64) -> Result<Field, FieldError> {
+        if !dt_hours.is_finite() {
+            return Err(FieldError::NonFinite(dt_hours));
+        }
+        let mut f = Field::restore(snapshot)?;
+        f.age_all(dt_hours)?;
+        Ok(f)
+    }
+
     /// The serializable snapshot (a copy of the whole field).
     pub fn snapshot(&self) -> Field {
         self.clone()

@@ -95,6 +95,16 @@ impl Node {
         }
     }
 
+    /// Scales the own evidence of this node and every node below by `factor`
+    /// (caches are left stale: call [`Node::rebuild`] next).
+    pub fn scale_own(&mut self, factor: f64, work: &mut Work) {
+        work.cells_visited += 1;
+        self.own = self.own.scale(factor);
+        for child in self.children.values_mut() {
+            child.scale_own(factor, work);
+        }
+    }
+
     /// Recomputes every cache below and at this node from scratch
     /// (used after restore). `vars` as in [`Node::edit_path`].
     pub fn rebuild(&mut self, vars: &[f64]) {

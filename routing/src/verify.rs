@@ -1,0 +1,249 @@
+//! Verification bookkeeping of one row: open verifications with a cap and a
+//! TTL, votes, and the settlement rule (a trusted device settles alone,
+//! otherwise a quorum of unweighted agreeing votes).
+//! Source: `ROUTING.md` §3 Assignment policy, step 2.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Verification constants (configuration; defaults from the brief).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct VerifyConfig {
+    /// τ at or above which one vote settles a row (τ_hi, default 0.8).
+    pub tau_hi: f64,
+    /// Agreeing votes from distinct devices that settle a row (k, default 3).
+    pub quorum: u32,
+    /// Verifications that may be open at once per row (default 2).
+    pub max_open: u32,
+    /// Seconds after which an open verification expires (default 3,600).
+    pub ttl_s: f64,
+}
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        VerifyConfig {
+            tau_hi: 0.8,
+            quorum: 3,
+            max_open: 2,
+            ttl_s: 3600.0,
+        }
+    }
+}
+
+impl VerifyConfig {
+    /// Checks the ranges: τ_hi ∈ (0, 1], quorum ≥ 1, max_open ≥ 1, TTL finite and > 0.
+    pub fn check(&self) -> Result<(), VerifyError> {
+        let ok = self.tau_hi > 0.0
+            && self.tau_hi <= 1.0
+            && self.quorum >= 1
+            && self.max_open >= 1
+            && self.ttl_s.is_finite()
+            && self.ttl_s > 0.0;
+        if ok {
+            Ok(())
+        } else {
+            Err(VerifyError::BadConfig)
+        }
+    }
+}
+
+/// Why a verification could not be opened or a vote not counted.
+#[derive(Debug, Clone, PartialEq, Eq, Error, Serialize, Deserialize)]
+pub enum VerifyError {
+    /// The row is already settled.
+    #[error("row already settled")]
+    Settled,
+    /// `max_open` verifications are already open.
+    #[error("too many open verifications")]
+    Full,
+    /// This device already voted or holds an open verification of the row.
+    #[error("device already verifies this row")]
+    AlreadyInvolved,
+    /// A time that is not finite.
+    #[error("time must be finite")]
+    BadTime,
+    /// Configuration out of range.
+    #[error("verification configuration out of range")]
+    BadConfig,
+}
+
+/// How a row got settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SettledBy {
+    /// One vote from a device with τ ≥ τ_hi.
+    Trusted,
+    /// `quorum` agreeing votes.
+    Quorum,
+}
+
+/// The result of one vote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VoteOutcome {
+    /// The row is settled on `hash`.
+    Settled {
+        /// The content hash agreed on.
+        hash: String,
+        /// The rule that settled it.
+        by: SettledBy,
+    },
+    /// Not settled yet: `agreeing` distinct votes share this vote's hash.
+    Pending {
+        /// Votes agreeing with this one, itself included.
+        agreeing: u32,
+    },
+}
+
+/// One vote on a row's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Vote {
+    /// Device id.
+    pub device: String,
+    /// Content hash it observed.
+    pub hash: String,
+    /// Its τ when it voted.
+    pub tau: f64,
+}
+
+/// The verification state of one row.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    votes: Vec<Vote>,
+    open: Vec<(String, f64)>,
+    settled: Option<String>,
+}
+
+impl Verification {
+    /// A row with no votes.
+    pub fn new() -> Verification {
+        Verification::default()
+    }
+
+    /// The settled hash, if any.
+    pub fn settled(&self) -> Option<&str> {
+        self.settled.as_deref()
+    }
+
+    /// Votes so far (the first observation counts as a vote).
+    pub fn votes(&self) -> &[Vote] {
+        &self.votes
+    }
+
+    /// Open verifications: (device, expires at, seconds).
+    pub fn open(&self) -> &[(String, f64)] {
+        &self.open
+    }
+
+    /// Drops open verifications whose expiry is ≤ `now_s`; returns how many
+    /// expired (so verification always terminates).
+    pub fn expire(&mut self, now_s: f64) -> usize {
+        let before = self.open.len();
+        self.open.retain(|(_, at)| *at > now_s);
+        before - self.open.len()
+    }
+
+    /// Whether `device` may open a verification now: not settled, fewer than
+    /// `max_open` open (after expiry at `now_s`), and the device neither
+    /// voted nor holds one. Reads only.
+    pub fn can_open(&self, device: &str, now_s: f64, config: &VerifyConfig) -> bool {
+        self.check_open(device, now_s, config).is_ok()
+    }
+
+    fn check_open(
+        &self,
+        device: &str,
+        now_s: f64,
+        config: &VerifyConfig,
+    ) -> Result<(), VerifyError> {
+        if !now_s.is_finite() {
+            return Err(VerifyError::BadTime);
+        }
+        if self.settled.is_some() {
+            return Err(VerifyError::Settled);
+        }
+        if self.votes.iter().any(|v| v.device == device)
+            || self.open.iter().any(|(d, _)| d == device)
+        {
+            return Err(VerifyError::AlreadyInvolved);
+        }
+        let live = self.open.iter().filter(|(_, at)| *at > now_s).count();
+        if live as u32 >= config.max_open {
+            return Err(VerifyError::Full);
+        }
+        Ok(())
+    }
+
+    /// Opens a verification for `device` at `now_s`, expiring after the TTL.
+    /// Errors: [`VerifyError`] (nothing changed).
+    pub fn begin(
+        &mut self,
+        device: &str,
+        now_s: f64,
+        config: &VerifyConfig,
+    ) -> Result<(), VerifyError> {
+        config.check()?;
+        self.check_open(device, now_s, config)?;
+        self.expire(now_s);
+        self.open.push((device.to_string(), now_s + config.ttl_s));
+        Ok(())
+    }
+
+    /// Releases `device`'s open verification without a vote (a protest).
+    pub fn release(&mut self, device: &str) {
+        self.open.retain(|(d, _)| d != device);
+    }
+
+    /// Counts `device`'s vote for `hash` (its τ `tau`), closing its open
+    /// verification if any. τ ≥ τ_hi settles alone; otherwise `quorum`
+    /// distinct agreeing votes settle (unweighted: trust raises the quorum
+    /// demanded, never a vote's weight). Errors: [`VerifyError::Settled`],
+    /// [`VerifyError::AlreadyInvolved`] for a second vote, [`VerifyError::BadConfig`].
+    pub fn vote(
+        &mut self,
+        device: &str,
+        hash: &str,
+        tau: f64,
+        config: &VerifyConfig,
+    ) -> Result<VoteOutcome, VerifyError> {
+        config.check()?;
+        if self.settled.is_some() {
+            return Err(VerifyError::Settled);
+        }
+        if self.votes.iter().any(|v| v.device == device) {
+            return Err(VerifyError::AlreadyInvolved);
+        }
+        self.release(device);
+        let tau = if tau.is_finite() {
+            tau.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        self.votes.push(Vote {
+            device: device.to_string(),
+            hash: hash.to_string(),
+            tau,
+        });
+        if tau >= config.tau_hi {
+            self.settled = Some(hash.to_string());
+            return Ok(VoteOutcome::Settled {
+                hash: hash.to_string(),
+                by: SettledBy::Trusted,
+            });
+        }
+        let agreeing = self.votes.iter().filter(|v| v.hash == hash).count() as u32;
+        if agreeing >= config.quorum {
+            self.settled = Some(hash.to_string());
+            return Ok(VoteOutcome::Settled {
+                hash: hash.to_string(),
+                by: SettledBy::Quorum,
+            });
+        }
+        Ok(VoteOutcome::Pending { agreeing })
+    }
+
+    /// Reopens a settled row for a new round (its content changed: a
+    /// re-observation disagreed). Votes are cleared; open ones stay.
+    pub fn reopen(&mut self) {
+        self.settled = None;
+        self.votes.clear();
+    }
+}
