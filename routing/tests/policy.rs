@@ -51,6 +51,7 @@ fn cand<'a>(target: &'a str, host: &'a str, address: &'a Address, tier: Tier) ->
         requires: &[],
         verification: None,
         live: LIVE,
+        receipt: None,
     }
 }
 
@@ -531,4 +532,44 @@ fn the_decision_is_deterministic_and_ordered_by_priority_then_name() {
         vec!["c-target", "a-target", "b-target"]
     );
     assert_eq!(d, run());
+}
+
+#[test]
+fn a_refill_receipt_is_reused_but_current_gates_still_veto() {
+    let mut f = field();
+    let a = f.parse("s/api/t1").unwrap();
+    let before = f.decide(&a, 1.0, LIVE).unwrap();
+    let caps: Vec<String> = vec![];
+    let mut c = cand("t1", "h", &a, Tier::FirstObservation);
+    c.receipt = Some(&before);
+    let mut buckets = BTreeMap::new();
+    let d = lease(
+        &f,
+        &device("d", 0.5, false, &caps),
+        &[c.clone()],
+        &mut buckets,
+        0.0,
+        &config(1),
+    )
+    .unwrap();
+    assert_eq!(d.grants.len(), 1);
+    assert_eq!(d.grants[0].receipt, before);
+    assert_eq!(d.work.cells_visited, 0, "no decision was made again");
+    // A gate written after the refill decided vetoes the reused receipt.
+    f.set_gate(&f.parse("s").unwrap(), "browser", Some(false))
+        .unwrap();
+    let d = lease(
+        &f,
+        &device("d", 0.5, false, &caps),
+        &[c],
+        &mut buckets,
+        0.0,
+        &config(1),
+    )
+    .unwrap();
+    assert!(d.grants.is_empty());
+    assert_eq!(
+        d.passed[0].1,
+        Pass::Infeasible(LossReason::Gate(f.parse("s").unwrap()))
+    );
 }

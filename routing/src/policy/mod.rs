@@ -114,6 +114,9 @@ pub struct Candidate<'a> {
     pub verification: Option<&'a Verification>,
     /// Live archetypes to decide among at the address (the device's own is always included).
     pub live: &'a [&'a str],
+    /// A decision already made at the address (e.g. by the queue refill);
+    /// used as the item's receipt instead of deciding again. `None`: decide now.
+    pub receipt: Option<&'a Receipt>,
 }
 
 /// Why a candidate was passed over.
@@ -252,6 +255,10 @@ pub fn lease(
     let mut work = Work::default();
     for &i in &order {
         let c = &candidates[i];
+        if let Some(r) = c.receipt {
+            receipts.push(r.clone());
+            continue;
+        }
         let mut allowed: Vec<&str> = c.live.to_vec();
         if !allowed.contains(&device.archetype) {
             allowed.push(device.archetype);
@@ -278,7 +285,7 @@ pub fn lease(
             out.passed.push((c.target.to_string(), Pass::BatchFull));
             continue;
         }
-        match admissible(device, c, &receipt, now_s, config) {
+        match admissible(field, device, c, &receipt, now_s, config) {
             Err(p) => out.passed.push((c.target.to_string(), p)),
             Ok(()) => {
                 let bucket = match buckets.get_mut(c.host) {
@@ -304,6 +311,7 @@ pub fn lease(
 
 /// Feasibility and tier rules for one candidate (no token spent).
 fn admissible(
+    field: &Field,
     device: &DeviceView<'_>,
     c: &Candidate<'_>,
     receipt: &Receipt,
@@ -312,6 +320,13 @@ fn admissible(
 ) -> Result<(), Pass> {
     if let Some(missing) = c.requires.iter().find(|r| !device.capabilities.contains(r)) {
         return Err(Pass::MissingCapability(missing.clone()));
+    }
+    // Gates written since a reused receipt was made still veto.
+    for n in 0..=c.address.depth() {
+        let p = c.address.prefix(n);
+        if field.gate(&p, device.archetype) == Some(false) {
+            return Err(Pass::Infeasible(LossReason::Gate(p)));
+        }
     }
     if let Some(mine) = receipt
         .alternatives
