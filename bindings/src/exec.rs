@@ -9,6 +9,13 @@
 //! [`fleet::ledger::BinWitness`], dropped with the unit's future, delivers
 //! `Failed(LaneDeath)` for each path it still owed.
 //!
+//! A seat that dies outside a unit (its settle panics: a unit value or a
+//! panic payload whose `Drop` panics) is a lost seat: a [`SeatWatch`] armed
+//! for the whole delivery latches the lane death, resolves the unit's
+//! receipt `Terminal(SeatLost)` if it is still owed, and reports
+//! `SeatLost` to the pump, which retires the seat and resolves every unit
+//! that needed it (`docs/decisions/0002-lost-seats-retire.md`).
+//!
 //! Every unit runs inside a `debug`-level `unit` span (role, seat index,
 //! unit id, `thread`: the seat's thread name, `work-fleet-solver-3` or
 //! `work-fleet-serial-0`), entered on the seat's own thread, so a timeline
@@ -19,6 +26,7 @@
 use crate::handle::{FleetHandle, Job, SeatCtx, SubmitError};
 use fleet::admission::AdmissionError;
 use fleet::posture::PostureOwner;
+use fleet::pump::SeatId;
 use fleet::receipt::{ReceiptSender, TerminalReason, UnitValue};
 use fleet::shell::Refused;
 use fleet::sink::Delivery;
@@ -58,6 +66,61 @@ pub(crate) struct Lane {
     pub(crate) waker: Arc<PostureWaker>,
 }
 
+/// Armed for one delivery, from grant to `SeatDone`. Dropped armed (the
+/// seat's thread or task unwound out of the settle, or the unit's future
+/// was dropped unfinished), it reports the seat lost: nothing waits on a
+/// seat that will never report.
+struct SeatWatch {
+    lane: Lane,
+    seat: SeatId,
+    unit: fleet::unit::UnitId,
+    /// The unit's receipt until the settle resolves it.
+    receipt: Option<ReceiptSender>,
+    armed: bool,
+}
+
+impl SeatWatch {
+    fn new(lane: Lane, seat: SeatId, unit: fleet::unit::UnitId, receipt: ReceiptSender) -> Self {
+        SeatWatch {
+            lane,
+            seat,
+            unit,
+            receipt: Some(receipt),
+            armed: true,
+        }
+    }
+
+    /// The unit ran and its receipt resolved: report the seat done.
+    fn done(mut self) {
+        self.armed = false;
+        self.lane.fleet.inner.host.seat_done(self.seat, self.unit);
+    }
+}
+
+impl Drop for SeatWatch {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let seat = self.seat;
+        tracing::error!(
+            target: "fleet::lane",
+            role = %seat.role, seat = seat.index, unit = self.unit,
+            "lane death: a seat died outside its unit; the seat leaves the layout, the posture cordons until a fresh process"
+        );
+        // Latch first: the pump step that retires the seat sees the fault.
+        self.lane.posture.mark_lane_death();
+        self.lane.waker.notify(self.lane.posture.seq());
+        if let Some(receipt) = self.receipt.take() {
+            receipt.terminal(TerminalReason::SeatLost {
+                role: seat.role,
+                index: seat.index,
+            });
+        }
+        self.lane.fleet.inner.host.seat_lost(seat);
+    }
+}
+
 impl Lane {
     fn ctx(&self, d: &Delivery<Job>, thread_name: &str) -> SeatCtx {
         SeatCtx {
@@ -94,8 +157,9 @@ impl Lane {
             meta,
             payload: Job { body, receipt },
         } = d;
+        let watch = SeatWatch::new(self.clone(), seat, meta.id, receipt);
         let out = catch_unwind(AssertUnwindSafe(|| rt.block_on(body(ctx))));
-        self.settle(seat, meta, receipt, out);
+        self.settle(watch, meta, out);
     }
 
     /// Runs a unit as a future (serial binding): it yields the thread at
@@ -108,23 +172,31 @@ impl Lane {
             meta,
             payload: Job { body, receipt },
         } = d;
+        let watch = SeatWatch::new(self.clone(), seat, meta.id, receipt);
         let out = AssertUnwindSafe(async move { body(ctx).await })
             .catch_unwind()
             .instrument(span.clone())
             .await;
         let _entered = span.enter();
-        self.settle(seat, meta, receipt, out);
+        self.settle(watch, meta, out);
     }
 
+    /// Resolves the unit's receipt and reports the seat done. Runs outside
+    /// `catch_unwind`: a panic here (a value or payload whose `Drop` panics)
+    /// unwinds through `watch`, which reports the seat lost.
     fn settle(
         &self,
-        seat: fleet::pump::SeatId,
+        mut watch: SeatWatch,
         meta: fleet::unit::UnitMeta,
-        receipt: ReceiptSender,
         out: Result<UnitValue, Box<dyn Any + Send>>,
     ) {
+        let seat = watch.seat;
         match out {
-            Ok(value) => receipt.complete(value),
+            Ok(value) => {
+                if let Some(receipt) = watch.receipt.take() {
+                    receipt.complete(value);
+                }
+            }
             Err(panic) => {
                 let message = panic_message(panic.as_ref());
                 drop(panic);
@@ -137,20 +209,29 @@ impl Lane {
                 // sees the cordon.
                 self.posture.mark_lane_death();
                 self.waker.notify(self.posture.seq());
-                receipt.terminal(TerminalReason::Panicked { message });
+                if let Some(receipt) = watch.receipt.take() {
+                    receipt.terminal(TerminalReason::Panicked { message });
+                }
             }
         }
-        self.fleet.inner.host.seat_done(seat, meta.id);
+        watch.done();
     }
 }
 
+/// The seats the pump retired, as the step hook last published them (the
+/// census and the shutdown report read it).
+pub(crate) type LostSeats = Arc<parking_lot::Mutex<Vec<SeatId>>>;
+
 /// The shell's step hook both bindings install: after every pump step,
-/// publish the intake backlog gauge (when it changed) and feed the posture's
-/// intake-suppression counter with the pump's new suppressions.
+/// publish the intake backlog gauge (when it changed), the lost seats, and
+/// feed the posture's intake-suppression counter with the pump's new
+/// suppressions.
 pub(crate) fn step_hook(
     posture: Arc<PostureOwner>,
+    lost: LostSeats,
 ) -> impl FnMut(&fleet::pump::HostPump<Job>) + Send + 'static {
     let mut seen = 0u64;
+    let mut lost_seen = 0usize;
     let mut last_backlog: Vec<(WorkerRole, u32)> = Vec::new();
     move |pump| {
         let now = pump.suppressed();
@@ -158,6 +239,11 @@ pub(crate) fn step_hook(
             posture.note_intake_suppressed();
         }
         seen = now;
+        let now_lost = pump.lost_seats();
+        if now_lost.len() != lost_seen {
+            lost_seen = now_lost.len();
+            *lost.lock() = now_lost;
+        }
         let backlog = pump.backlog_by_role();
         if backlog != last_backlog {
             fleet::telemetry::record_intake_backlog(&backlog);

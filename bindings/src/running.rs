@@ -20,6 +20,8 @@ pub(crate) type PumpThread = JoinHandle<Result<PumpCounts, PumpFailure>>;
 /// The threads and runtime a binding started; joined on shutdown.
 pub(crate) struct Running {
     pub(crate) pump: PumpThread,
+    /// The seats the pump retired (published by the step hook).
+    pub(crate) lost: crate::exec::LostSeats,
     pub(crate) seats: Vec<(String, JoinHandle<()>)>,
     pub(crate) io: Option<tokio::runtime::Runtime>,
 }
@@ -37,6 +39,7 @@ impl Running {
                 panicked.push(name);
             }
         }
+        let lost_seats = self.lost.lock().clone();
         let io_workers = match self.io {
             Some(rt) => {
                 rt.shutdown_timeout(Duration::from_secs(10));
@@ -53,13 +56,17 @@ impl Running {
                 })
             }
         };
-        if !panicked.is_empty() {
+        // A thread that died with a seat the pump retired is accounted for
+        // (a lost seat: lane death); any other panic is a binding bug.
+        if panicked.len() > lost_seats.len() {
             return Err(ShutdownError::ThreadPanicked { threads: panicked });
         }
         Ok(ShutdownReport {
             pump: counts,
             threads_joined: joined,
             io_runtime_stopped: io_workers,
+            lost_seats,
+            lost_threads: panicked,
         })
     }
 }
@@ -74,6 +81,12 @@ pub struct ShutdownReport {
     pub threads_joined: usize,
     /// The ambient I/O runtime was shut down (pinned binding).
     pub io_runtime_stopped: bool,
+    /// Seats lost while running (their threads died outside a unit; the
+    /// pump retired them: a lane death). Empty on a healthy run.
+    pub lost_seats: Vec<fleet::pump::SeatId>,
+    /// Seat threads that had died with those seats (pinned binding; the
+    /// serial binding's lost seats are tasks on its one thread).
+    pub lost_threads: Vec<String>,
 }
 
 /// Shutdown found a problem; every thread was still joined.
@@ -102,6 +115,7 @@ pub struct Fleet {
     pub(crate) handle: FleetHandle,
     pub(crate) census: Vec<CensusRow>,
     pub(crate) pins: PinPlan,
+    pub(crate) lost: crate::exec::LostSeats,
     pub(crate) running: Option<Running>,
 }
 
@@ -145,9 +159,24 @@ impl Fleet {
     /// The census: the plan's projection with what boot actually did (the
     /// pump thread, each pinned seat's CPU, the binding label per row:
     /// `pinned` dedicated threads, `shared` runtimes, `logical` lanes riding
-    /// another thread) and the oversubscribed mark.
+    /// another thread), the oversubscribed mark, and `lost: true` on each
+    /// seat the pump retired since boot.
     pub fn census(&self) -> Vec<CensusRow> {
-        self.census.clone()
+        let lost = self.lost.lock().clone();
+        let mut rows = self.census.clone();
+        for row in rows.iter_mut() {
+            row.lost = lost.iter().any(|s| {
+                Some(s.role) == row.role
+                    && row.name == format!("{}-{}", s.role.thread_label(), s.index)
+            });
+        }
+        rows
+    }
+
+    /// Seats lost since boot (their threads died outside a unit; the pump
+    /// retired them). Empty on a healthy fleet.
+    pub fn lost_seats(&self) -> Vec<fleet::pump::SeatId> {
+        self.lost.lock().clone()
     }
 
     /// `runtime_status()` for this booted fleet (`fleet_booted: true`, the
@@ -155,8 +184,8 @@ impl Fleet {
     /// rows) against the detected `quota`.
     pub fn status(&self, quota: &fleet::quota::QuotaReport) -> fleet::status::RuntimeStatus {
         let census = fleet::census::Census::new();
-        for row in &self.census {
-            census.register(row.clone());
+        for row in self.census() {
+            census.register(row);
         }
         fleet::status::runtime_status(&self.plan, quota, Some(&census))
     }
@@ -217,6 +246,7 @@ pub(crate) fn census_rows(
         binding: CensusBinding::Pinned,
         oversubscribed: plan.oversubscribed,
         pinned_cpu: None,
+        lost: false,
     });
     rows
 }

@@ -70,6 +70,17 @@ pub enum AdmissionError {
         /// The role.
         role: WorkerRole,
     },
+    /// The seat this unit needs was lost (its thread died outside a unit):
+    /// the seat of its key for a keyed role, or every seat of a pooled role
+    /// (`index` then names seat 0). The host will not run it in this
+    /// process; account it as failed (`DESIGN.md` §3 "Outcome ledger").
+    #[error("seat {index} of role {role} was lost: this unit cannot run in this process; account it as failed")]
+    SeatLost {
+        /// The role.
+        role: WorkerRole,
+        /// The lost seat's index.
+        index: u32,
+    },
     /// A Solver unit needs a pin key (its bin index).
     #[error("a {role} unit needs a pin key (its bin index)")]
     MissingKey {

@@ -49,6 +49,11 @@ pub struct CensusRow {
     pub oversubscribed: bool,
     /// The core the thread is pinned to, when core pinning applied.
     pub pinned_cpu: Option<usize>,
+    /// The seat was lost (its thread died outside a unit) and left the
+    /// layout: a lane death (`DESIGN.md` §3 "Outcome ledger"). Absent in
+    /// older JSON reads as `false`.
+    #[serde(default)]
+    pub lost: bool,
 }
 
 /// A thread-safe registry of census rows (`Send + Sync`; share by `Arc`).
@@ -105,6 +110,7 @@ mod tests {
                         binding: CensusBinding::Pinned,
                         oversubscribed: false,
                         pinned_cpu: None,
+                        lost: false,
                     })
                 })
             })

@@ -53,6 +53,17 @@ pub enum TerminalReason {
     /// way (a seat thread gone, a payload dropped). Treat as a lane death.
     #[error("the receipt's sender was dropped without an answer: the unit was lost (treat as a lane death)")]
     SenderDropped,
+    /// The seat the unit ran on, or the only seat it could run on, was lost:
+    /// its thread died outside any unit (`DESIGN.md` §3 "Outcome ledger":
+    /// a lane death). The seat left the host's layout; the lane-death latch
+    /// is set. Account the unit as `Failed(LaneDeath)`.
+    #[error("seat {index} of role {role} was lost (its thread died outside a unit): lane death; account the unit as failed")]
+    SeatLost {
+        /// The lost seat's role.
+        role: crate::role::WorkerRole,
+        /// The lost seat's index among its role's seats.
+        index: u32,
+    },
     /// The receipt's result was already taken (polled after `Ready`).
     #[error("the receipt's result was already taken; a receipt resolves once")]
     AlreadyTaken,

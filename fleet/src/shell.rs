@@ -88,6 +88,11 @@ pub enum ShellMsg<P> {
         /// The unit.
         unit: UnitId,
     },
+    /// A seat's thread died outside a unit: the seat leaves the layout.
+    SeatLost {
+        /// The seat.
+        seat: SeatId,
+    },
     /// A posture change was observed (a hint: re-read the guard).
     PostureEdge {
         /// The feeder's sequence number.
@@ -255,6 +260,7 @@ impl<P: Send + 'static> HostShell<P> {
                 InboxRecv::Msg(ShellMsg::SeatDone { seat, unit }) => {
                     (PumpInput::SeatDone { seat, unit }, None)
                 }
+                InboxRecv::Msg(ShellMsg::SeatLost { seat }) => (PumpInput::SeatLost { seat }, None),
                 InboxRecv::Msg(ShellMsg::PostureEdge { seq }) => {
                     (PumpInput::PostureEdge { seq }, None)
                 }
@@ -333,6 +339,11 @@ impl<P: Send + 'static> HostShell<P> {
                     self.armed = Some((interval, Instant::now().checked_add(interval)));
                 }
                 Effect::DisarmBackstop => self.armed = None,
+                Effect::SeatRetired { seat, unit } => tracing::error!(
+                    target: "fleet::lane",
+                    role = %seat.role, seat = seat.index, ?unit,
+                    "lane death: a seat was lost outside a unit; it leaves the layout until a fresh process"
+                ),
                 Effect::LoudFailure(f) => loud = Some(f),
             }
         }
@@ -369,6 +380,13 @@ impl<P: Send + 'static> HostHandle<P> {
     /// Reports a finished unit (a no-op if the shell is gone).
     pub fn seat_done(&self, seat: SeatId, unit: UnitId) {
         let _ = self.tx.send(ShellMsg::SeatDone { seat, unit });
+    }
+
+    /// Reports that `seat`'s thread died outside a unit (a no-op if the
+    /// shell is gone). Latch the lane death first, so the step that retires
+    /// the seat already sees the fault.
+    pub fn seat_lost(&self, seat: SeatId) {
+        let _ = self.tx.send(ShellMsg::SeatLost { seat });
     }
 
     /// Sends a posture-edge hint (a no-op if the shell is gone).

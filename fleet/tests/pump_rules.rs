@@ -511,3 +511,143 @@ fn huge_config_values_are_carried_without_overflow() {
     }
     assert!(!p.has_failed());
 }
+
+#[test]
+fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() {
+    let mut p = HostPump::new(
+        layout(vec![(Solver, 2), (Resolve, 1)], 4, 2),
+        PumpConfig::default(),
+    );
+    assert_eq!(
+        grants(&enq(&mut p, UnitMeta::keyed(1, Solver, 0), NOMINAL)),
+        vec![(1, 0)]
+    );
+    assert_eq!(
+        placement(&enq(&mut p, UnitMeta::keyed(2, Solver, 2), NOMINAL)),
+        Some(Placement::Queued)
+    );
+    assert_eq!(
+        grants(&enq(&mut p, UnitMeta::keyed(3, Solver, 1), NOMINAL)),
+        vec![(3, 1)]
+    );
+    assert_eq!(
+        grants(&enq(&mut p, UnitMeta::pooled(4, Resolve), NOMINAL)),
+        vec![(4, 0)]
+    );
+    assert_eq!(
+        placement(&enq(&mut p, UnitMeta::pooled(5, Resolve), NOMINAL)),
+        Some(Placement::Queued)
+    );
+
+    // Solver seat 0 dies mid-unit; the binding latched the lane death first.
+    let fx = p.step(
+        PumpInput::SeatLost {
+            seat: seat(Solver, 0),
+        },
+        DEAD,
+    );
+    assert!(fx.iter().any(
+        |e| matches!(e, Effect::SeatRetired { seat: s, unit: Some(1) } if *s == seat(Solver, 0))
+    ));
+    let terminal: Vec<_> = fx
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Terminal { meta, reason, .. } => Some((meta.id, reason.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        terminal,
+        vec![(
+            2,
+            TerminalReason::SeatLost {
+                role: Solver,
+                index: 0
+            }
+        )],
+        "the unit keyed to the lost seat resolves typed"
+    );
+    assert_eq!(p.lost_seats(), vec![seat(Solver, 0)]);
+    assert_eq!(p.progress(), Progress::Faulted);
+    assert!(p.counts().conserved(), "{}", p.counts());
+    // A later unit keyed to the lost seat is refused with its payload; another key still runs.
+    assert!(matches!(
+        enq(&mut p, UnitMeta::keyed(6, Solver, 4), DEAD)[..],
+        [Effect::Refused {
+            error: AdmissionError::SeatLost {
+                role: Solver,
+                index: 0
+            },
+            payload: 6,
+            ..
+        }]
+    ));
+    assert_eq!(
+        placement(&enq(&mut p, UnitMeta::keyed(7, Solver, 3), DEAD)),
+        Some(Placement::Queued)
+    );
+    p.step(
+        PumpInput::SeatDone {
+            seat: seat(Solver, 1),
+            unit: 3,
+        },
+        DEAD,
+    );
+    assert_eq!(
+        p.in_flight(),
+        vec![(seat(Solver, 1), 7), (seat(Resolve, 0), 4)]
+    );
+    // A stale report from the lost seat, or a second loss, changes nothing.
+    assert!(p
+        .step(
+            PumpInput::SeatDone {
+                seat: seat(Solver, 0),
+                unit: 1
+            },
+            DEAD
+        )
+        .is_empty());
+    assert!(p
+        .step(
+            PumpInput::SeatLost {
+                seat: seat(Solver, 0)
+            },
+            DEAD
+        )
+        .is_empty());
+    assert!(p
+        .step(
+            PumpInput::SeatLost {
+                seat: seat(Merge, 9)
+            },
+            DEAD
+        )
+        .is_empty());
+    assert!(!p.has_failed());
+
+    // The only resolve seat is lost: its queued unit resolves, new ones are refused.
+    let fx = p.step(
+        PumpInput::SeatLost {
+            seat: seat(Resolve, 0),
+        },
+        DEAD,
+    );
+    assert!(fx.iter().any(|e| matches!(
+        e,
+        Effect::Terminal { meta, reason: TerminalReason::SeatLost { role: Resolve, index: 0 }, .. } if meta.id == 5
+    )));
+    assert!(matches!(
+        enq(&mut p, UnitMeta::pooled(8, Resolve), NOMINAL)[..],
+        [Effect::Refused {
+            error: AdmissionError::SeatLost {
+                role: Resolve,
+                index: 0
+            },
+            ..
+        }]
+    ));
+    let c = p.counts();
+    assert!(c.conserved(), "{c}");
+    assert_eq!((c.in_flight, c.queued, c.backlog), (1, 0, 0));
+    assert_eq!(p.lost_seats(), vec![seat(Solver, 0), seat(Resolve, 0)]);
+}

@@ -84,13 +84,15 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         sink,
         |_meta, job: Job, reason| job.receipt.terminal(reason),
     );
-    let shell = shell.with_step_hook(crate::exec::step_hook(opts.posture.clone()));
+    let lost = crate::exec::LostSeats::default();
+    let shell = shell.with_step_hook(crate::exec::step_hook(opts.posture.clone(), lost.clone()));
     let handle = FleetHandle::new(host.clone(), Binding::Pinned);
     let waker = Arc::new(PostureWaker::new());
     waker.register_host(&host);
     let pump = spawn_named(PUMP_THREAD_NAME, move || shell.run().map(|p| p.counts()))?;
     let mut running = Running {
         pump,
+        lost: lost.clone(),
         seats: Vec::new(),
         io: Some(io),
     };
@@ -137,6 +139,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         waker,
         handle,
         pins,
+        lost,
         running: Some(running),
     })
 }

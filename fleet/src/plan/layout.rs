@@ -129,6 +129,7 @@ impl Plan {
             binding: CensusBinding::Shared,
             oversubscribed: over,
             pinned_cpu: None,
+            lost: false,
         }];
         let ambient_rule = self
             .budget
@@ -145,6 +146,7 @@ impl Plan {
             binding: CensusBinding::Shared,
             oversubscribed: over,
             pinned_cpu: None,
+            lost: false,
         });
         if layout.binding == Binding::Serial {
             rows.push(CensusRow {
@@ -156,6 +158,7 @@ impl Plan {
                 binding: CensusBinding::Pinned,
                 oversubscribed: over,
                 pinned_cpu: None,
+                lost: false,
             });
         }
         rows.extend(layout.seats.iter().map(|s| CensusRow {
@@ -170,6 +173,7 @@ impl Plan {
             binding: seat_binding,
             oversubscribed: over,
             pinned_cpu: None,
+            lost: false,
         }));
         rows
     }

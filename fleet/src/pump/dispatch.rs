@@ -96,7 +96,9 @@ impl<P> HostPump<P> {
         let ri = role.index();
         let mut any = false;
         while !self.queues[ri].is_empty() && self.running(role) < limit {
-            let Some(index) = self.seats[ri].iter().position(|s| *s == SlotState::Idle) else {
+            let Some(index) = (0..self.seats[ri].len())
+                .find(|&i| self.seats[ri][i] == SlotState::Idle && self.seat_live(role, i))
+            else {
                 break;
             };
             let Ok(leased) = SlotState::Idle.apply(SlotInput::Lease { role }, guard) else {
@@ -144,6 +146,10 @@ impl<P> HostPump<P> {
             let meta = self.queues[ri][i].meta;
             let key = meta.pin_key().expect("keyed units are admitted with a key");
             let index = (key % count) as usize;
+            if !self.seat_live(role, index) {
+                i += 1;
+                continue;
+            }
             let state = self.seats[ri][index];
             let next = match (pass, state) {
                 (KeyedPass::Continuations, SlotState::Pinned { key: pinned, .. })

@@ -75,14 +75,18 @@ pub struct HostPump<P> {
     suppressed: u64,
     /// The highest sim unit id already counted as held by the floor.
     floored_upto: Option<crate::unit::UnitId>,
+    /// Seats lost per role (indexed like `seats`): never granted again.
+    lost: [Vec<bool>; ROLES],
 }
 
 impl<P> HostPump<P> {
     /// A pump for `layout`: every seat Idle, nothing queued, backstop disarmed.
     pub fn new(layout: HostLayout, config: PumpConfig) -> Self {
         let mut seats: [Vec<SlotState>; ROLES] = Default::default();
+        let mut lost: [Vec<bool>; ROLES] = Default::default();
         for role in ALL_ROLES {
             seats[role.index()] = vec![SlotState::Idle; layout.seat_count(role) as usize];
+            lost[role.index()] = vec![false; layout.seat_count(role) as usize];
         }
         HostPump {
             layout,
@@ -100,6 +104,7 @@ impl<P> HostPump<P> {
             last_edge_seq: 0,
             suppressed: 0,
             floored_upto: None,
+            lost,
         }
     }
 
@@ -115,6 +120,7 @@ impl<P> HostPump<P> {
                 self.enqueue(meta, payload, &guard, &mut fx)
             }
             PumpInput::SeatDone { seat, unit } => self.seat_done(seat, unit, &guard, &mut fx),
+            PumpInput::SeatLost { seat } => self.seat_lost(seat, &mut fx),
             PumpInput::BackstopTick => tick = true,
             PumpInput::PostureEdge { seq } => self.last_edge_seq = self.last_edge_seq.max(seq),
             PumpInput::Close => self.close(&mut fx),
@@ -215,6 +221,49 @@ impl<P> HostPump<P> {
             .collect()
     }
 
+    /// Seats lost so far (`PumpInput::SeatLost`), roles in `ALL_ROLES`
+    /// order. A lost seat shows as Idle in [`HostPump::seats`] and is never
+    /// granted again.
+    pub fn lost_seats(&self) -> Vec<SeatId> {
+        ALL_ROLES
+            .iter()
+            .flat_map(|r| {
+                self.lost[r.index()]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, l)| **l)
+                    .map(|(i, _)| SeatId {
+                        role: *r,
+                        index: i as u32,
+                    })
+            })
+            .collect()
+    }
+
+    /// Whether `seat` is live: in the layout and not lost.
+    pub(crate) fn seat_live(&self, role: WorkerRole, index: usize) -> bool {
+        self.lost[role.index()].get(index).is_some_and(|l| !l)
+    }
+
+    /// The seat a unit must run on is lost: `Some(lost seat)` when no live
+    /// seat can run `meta` (its key's seat for a keyed role; every seat of a
+    /// pooled role, then seat 0 is named).
+    fn stranded(&self, meta: &UnitMeta) -> Option<SeatId> {
+        let count = self.lost[meta.role.index()].len();
+        if count == 0 {
+            return None;
+        }
+        let index = match (meta.role.hosting(), meta.pin_key()) {
+            (Hosting::Keyed, Some(k)) => (k as usize) % count,
+            _ if (0..count).any(|i| self.seat_live(meta.role, i)) => return None,
+            _ => 0,
+        };
+        (!self.seat_live(meta.role, index)).then_some(SeatId {
+            role: meta.role,
+            index: index as u32,
+        })
+    }
+
     /// Units in flight: (seat, unit).
     pub fn in_flight(&self) -> Vec<(SeatId, UnitId)> {
         self.seats()
@@ -259,6 +308,11 @@ impl<P> HostPump<P> {
             Some(AdmissionError::NoSeats { role })
         } else if role.hosting() == Hosting::Keyed && meta.pin_key().is_none() {
             Some(AdmissionError::MissingKey { role })
+        } else if let Some(seat) = self.stranded(&meta) {
+            Some(AdmissionError::SeatLost {
+                role,
+                index: seat.index,
+            })
         } else {
             None
         };
@@ -319,6 +373,13 @@ impl<P> HostPump<P> {
         guard: &GuardSnapshot,
         fx: &mut Vec<Effect<P>>,
     ) {
+        if self.lost[seat.role.index()]
+            .get(seat.index as usize)
+            .is_some_and(|l| *l)
+        {
+            // A late report from a seat already retired: its unit was counted.
+            return;
+        }
         let state = self.seats[seat.role.index()]
             .get(seat.index as usize)
             .copied();
@@ -343,6 +404,53 @@ impl<P> HostPump<P> {
             .expect("completion transitions follow the slot table");
         self.resolved += 1;
         self.moved_since_tick = true;
+    }
+
+    fn seat_lost(&mut self, seat: SeatId, fx: &mut Vec<Effect<P>>) {
+        let (ri, i) = (seat.role.index(), seat.index as usize);
+        if !self.seat_live(seat.role, i) {
+            return;
+        }
+        self.lost[ri][i] = true;
+        // The seat leaves the layout: whatever it ran is resolved (the
+        // binding resolved or dropped its receipt) and it is never granted.
+        let unit = self.seats[ri][i].unit();
+        if unit.is_some() {
+            self.resolved += 1;
+        }
+        self.seats[ri][i] = SlotState::Idle;
+        self.moved_since_tick = true;
+        fx.push(Effect::SeatRetired { seat, unit });
+        for from_backlog in [false, true] {
+            let held = if from_backlog {
+                std::mem::take(&mut self.backlog[ri])
+            } else {
+                std::mem::take(&mut self.queues[ri])
+            };
+            let mut keep = VecDeque::with_capacity(held.len());
+            for h in held {
+                match self.stranded(&h.meta) {
+                    Some(lost) => {
+                        self.resolved += 1;
+                        fx.push(Effect::Terminal {
+                            meta: h.meta,
+                            payload: h.payload,
+                            reason: TerminalReason::SeatLost {
+                                role: lost.role,
+                                index: lost.index,
+                            },
+                        });
+                    }
+                    None => keep.push_back(h),
+                }
+            }
+            if from_backlog {
+                self.backlog[ri] = keep;
+            } else {
+                self.queues[ri] = keep;
+            }
+        }
+        debug_assert!(self.counts().conserved(), "{}", self.counts());
     }
 
     fn close(&mut self, fx: &mut Vec<Effect<P>>) {
@@ -483,12 +591,13 @@ impl<P> HostPump<P> {
             if running >= limit || seats.is_empty() {
                 return false;
             }
+            let free = |i: usize| seats[i].unit().is_none() && self.seat_live(*role, i);
             match role.hosting() {
-                Hosting::Pooled => queued > 0 && seats.contains(&SlotState::Idle),
+                Hosting::Pooled => queued > 0 && (0..seats.len()).any(free),
                 Hosting::Keyed => self.queues[ri].iter().any(|h| {
                     h.meta
                         .pin_key()
-                        .is_some_and(|k| seats[(k % seats.len() as u32) as usize].unit().is_none())
+                        .is_some_and(|k| free((k % seats.len() as u32) as usize))
                 }),
             }
         })

@@ -100,6 +100,15 @@ pub enum PumpInput<P> {
         /// The feeder's edge sequence number.
         seq: u64,
     },
+    /// A seat's thread died outside a unit (or a unit's settle): the seat
+    /// leaves the layout for good. Its in-flight unit counts resolved (the
+    /// binding resolved or dropped its receipt); queued and held units that
+    /// no live seat can run get `Terminal(SeatLost)`. Unknown or already
+    /// lost seats are ignored. `docs/decisions/0002-lost-seats-retire.md`.
+    SeatLost {
+        /// The lost seat.
+        seat: SeatId,
+    },
     /// Close the host: held and queued units resolve terminally, in-flight
     /// units finish.
     Close,
@@ -237,6 +246,14 @@ pub enum Effect<P> {
     },
     /// Stop delivering `BackstopTick`.
     DisarmBackstop,
+    /// A seat left the layout (a `SeatLost` input): log it; the binding
+    /// has latched the lane death.
+    SeatRetired {
+        /// The seat.
+        seat: SeatId,
+        /// The unit it was running, if any (counted resolved).
+        unit: Option<UnitId>,
+    },
     /// Stop loudly.
     LoudFailure(PumpFailure),
 }
