@@ -93,7 +93,10 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
         ])
     );
     assert_eq!(keys(&v["timeline"][0]), set(&["t_ms", "kind", "detail"]));
-    assert_eq!(keys(&v["machine"]), set(&["cpus", "quota", "load_average"]));
+    assert_eq!(
+        keys(&v["machine"]),
+        set(&["cpus", "quota", "load_average", "other_cpus"])
+    );
     assert_eq!(keys(&v["corpus"]), set(&["path", "version", "checksum"]));
     assert!(
         v["first_mismatch"].is_null(),

@@ -473,3 +473,56 @@ fn an_operator_retune_on_a_live_run_reaches_the_timeline_and_the_page() {
         "the page lists the retune"
     );
 }
+
+/// Busy loops in other processes, one per CPU this process may use; killed
+/// on drop.
+struct BusyLoops(Vec<std::process::Child>);
+
+impl BusyLoops {
+    fn start() -> Self {
+        let n = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+        BusyLoops(
+            (0..n)
+                .map(|_| {
+                    Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh runs")
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn the_busy_host_warning_counts_other_processes_and_names_each_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    let busy = BusyLoops::start();
+    let o = lab(
+        &[
+            "parity", "--quiet", "--corpus", &c, "--cycles", "8", "--scale", "0.05",
+        ],
+        dir.path(),
+    );
+    drop(busy);
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for run in ["fleet pinned", "fleet serial"] {
+        assert!(
+            err.contains(&format!(
+                "warning: the host was busy during the {run} run: other processes kept"
+            )),
+            "{err}"
+        );
+    }
+}

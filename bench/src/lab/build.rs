@@ -43,6 +43,8 @@ pub(crate) struct Measured<'a> {
     pub perf: BTreeMap<String, CounterValue>,
     pub perf_per_thread: BTreeMap<String, BTreeMap<String, u64>>,
     pub load_average: Option<f64>,
+    /// Cores other processes kept busy during the run.
+    pub other_cpus: Option<f64>,
     pub census: Option<Vec<CensusRow>>,
     /// Operator retunes applied during the run, as timeline events.
     pub retunes: Vec<TimelineEvent>,
@@ -200,6 +202,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
             cpus: m.detected.affinity_cpus as u64,
             quota: Some(m.quota),
             load_average: m.load_average,
+            other_cpus: m.other_cpus,
         },
         corpus: CorpusRef {
             path: m.corpus_path.display().to_string(),

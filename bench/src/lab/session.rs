@@ -204,14 +204,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     }
     let detected = fleet::quota::detect_live();
     let load_average = load_average();
-    if let Some(load) = load_average {
-        if load > detected.affinity_cpus as f64 {
-            eprintln!(
-                "fleet-lab: warning: the host is busy (1-minute load {load:.1} on {} CPUs); latency figures will include other work's contention",
-                detected.affinity_cpus
-            );
-        }
-    }
+    // Other processes' load is measured over this run only, with the run's
+    // own CPU taken out: the load average would count the lab's earlier
+    // runs (compare, parity) as other work.
+    let host_load = crate::probe::hostload::HostLoad::start().ok();
+    let label = spec.label.clone().unwrap_or_else(|| spec.contender.label());
     let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
     // Plan first: a refused quota exits before anything is created.
     let plan = match spec.contender {
@@ -375,6 +372,12 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         pb.finish_and_clear();
     }
     let cpu_total = rusage_cpu_seconds() - cpu0;
+    let other_cpus = host_load.as_ref().and_then(|h| h.other_cpus_since().ok());
+    if let (Some(other), Some(h)) = (other_cpus, host_load.as_ref()) {
+        if let Some(w) = crate::probe::hostload::busy_warning(&label, other, h.cpus()) {
+            eprintln!("fleet-lab: warning: {w}");
+        }
+    }
     let wall = t0.elapsed();
     let mut threads = monitor.map(|m| m.finish()).unwrap_or_default();
     // The sampler's own CPU is the lab's, not the contender's.
@@ -409,7 +412,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         write_flamegraph(&guard, path)?;
     }
     let measured = Measured {
-        label: spec.label.clone().unwrap_or_else(|| spec.contender.label()),
+        label,
         contender: spec.contender,
         plan: plan.as_ref(),
         quota,
@@ -431,6 +434,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         perf,
         perf_per_thread,
         load_average,
+        other_cpus,
         census,
         retunes,
     };

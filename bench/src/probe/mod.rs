@@ -1,5 +1,7 @@
-//! Measurement probes of the lab: threads, perf counters, real cgroups.
+//! Measurement probes of the lab: threads, perf counters, real cgroups,
+//! other processes' load on the host.
 
 pub mod cgroup;
+pub mod hostload;
 pub mod perf;
 pub mod threads;

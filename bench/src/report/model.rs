@@ -312,6 +312,11 @@ pub struct Machine {
     /// unknown). Above the CPU count, latency figures reflect other work too.
     #[serde(default)]
     pub load_average: Option<f64>,
+    /// Cores other processes kept busy on average on this process's CPUs
+    /// while the run lasted (the CPUs' busy time minus the run's own CPU
+    /// time, over the wall time); `null` where `/proc` could not be read.
+    #[serde(default)]
+    pub other_cpus: Option<f64>,
 }
 
 /// Which corpus was replayed.

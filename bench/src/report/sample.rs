@@ -260,6 +260,7 @@ pub fn sample_run_with_logs(
             cpus: 2,
             quota: Some(2.0),
             load_average: None,
+            other_cpus: None,
         },
         corpus: CorpusRef {
             path: "corpus/golden.corpus".into(),

@@ -196,7 +196,11 @@ pub fn render_run_summary(r: &RunReport) -> String {
         r.machine
             .load_average
             .map(|l| format!(", load {l:.1} at start"))
-            .unwrap_or_default(),
+            .unwrap_or_default()
+            + &r.machine
+                .other_cpus
+                .map(|o| format!(", other processes {o:.1} CPUs busy during the run"))
+                .unwrap_or_default(),
         r.corpus.path,
         r.corpus.version,
         r.corpus.checksum
