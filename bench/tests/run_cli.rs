@@ -526,3 +526,57 @@ fn the_busy_host_warning_counts_other_processes_and_names_each_run() {
         );
     }
 }
+
+#[test]
+fn config_values_are_bounded_like_the_command_line_and_nothing_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    let cfg = dir.path().join("fleet.toml");
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    std::fs::write(&cfg, "[posture]\ncordon_exit_clean_ms = 99999999999\n").unwrap();
+    let cf = cfg.to_str().unwrap();
+    for verb in ["run", "compare", "parity"] {
+        let mut args = vec![verb, "--quiet", "--corpus", &c, "--config", cf];
+        if verb != "parity" {
+            args.extend(["--out", o]);
+        }
+        let r = lab(&args, dir.path());
+        fails_saying(
+            &r,
+            &format!(
+                "config {cf}: [posture] cordon_exit_clean_ms = 99999999999 is invalid: at most 86400000 ms (one day)"
+            ),
+        );
+        assert!(!text(&r).contains("parity ok"), "nothing ran: {}", text(&r));
+        assert!(!out.exists(), "nothing written for {verb}");
+    }
+    std::fs::write(&cfg, "[budget]\nsolver_cpus = 1000000000\n").unwrap();
+    fails_saying(
+        &lab(
+            &["run", "--corpus", &c, "--config", cf, "--out", o],
+            dir.path(),
+        ),
+        "[budget] solver_cpus = 1000000000 is invalid: at most 4096 cores",
+    );
+    std::fs::write(&cfg, "[posture]\ncordon_enter_window_ms = 0\n").unwrap();
+    fails_saying(
+        &lab(
+            &["run", "--corpus", &c, "--config", cf, "--out", o],
+            dir.path(),
+        ),
+        &format!("config {cf}: fleet config [posture]: cordon_enter_window_ms = 0 is invalid"),
+    );
+    let r = Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+        .args(["run", "--corpus", &c, "--out", o])
+        .current_dir(dir.path())
+        .env("DEGENBOT_PUMP_UNUSED", "1")
+        .env("DEGENBOT_BACKSTOP_INTERVAL_MS", "86400001")
+        .output()
+        .unwrap();
+    fails_saying(
+        &r,
+        "environment variable DEGENBOT_BACKSTOP_INTERVAL_MS: [pump] backstop_interval_ms = 86400001",
+    );
+    assert!(!out.exists());
+}

@@ -80,8 +80,10 @@ impl ReplayArgs {
         Ok((path, corpus))
     }
 
-    /// Checks the scale and cgroup quota before anything starts.
+    /// Checks the scale, the cgroup quota and the fleet config before
+    /// anything starts.
     pub fn validate(&self) -> Result<()> {
+        self.fleet_config()?;
         if !(self.scale.is_finite() && self.scale > 0.0) {
             bail!("--scale {} is invalid: give a positive number (1.0 is the live bot's timing, 0.1 ten times faster)", self.scale);
         }
@@ -93,14 +95,13 @@ impl ReplayArgs {
         Ok(())
     }
 
-    /// The fleet config (boot policy, pump timing).
+    /// The fleet config (boot policy, pump timing), bounded like the
+    /// command line's numbers ([`bounds::load_config`]).
     pub fn fleet_config(&self) -> Result<FleetConfig> {
-        let text = match &self.config {
-            Some(p) => std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read config {}", p.display()))?,
-            None => String::new(),
-        };
-        Ok(FleetConfig::load(&text, std::env::vars())?)
+        Ok(bounds::load_config(
+            self.config.as_deref(),
+            std::env::vars().collect(),
+        )?)
     }
 
     /// A run spec for `contender` from these options.
