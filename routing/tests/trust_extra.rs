@@ -43,3 +43,19 @@ fn fleet_cap_limits_the_demoted_share() {
     assert_eq!(treated_as_limited(&taus, 1.0), vec![0, 2, 3, 5]);
     assert!(treated_as_limited(&taus, f64::NAN).is_empty());
 }
+
+#[test]
+fn clusters_round_trip_through_json() {
+    use routing::trust::{AdapterKey, Clusters};
+    let mut c = Clusters::new(0.5, 2);
+    let k = AdapterKey {
+        source: "s".into(),
+        adapter: "html".into(),
+        version: "v2".into(),
+    };
+    c.record(&k, "d1", -0.02);
+    c.record(&k, "d2", -0.03);
+    assert_eq!(c.confirmed(), vec![(k, 2)]);
+    let back: Clusters = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+    assert_eq!(back, c);
+}

@@ -42,7 +42,32 @@ pub struct Clusters {
     share: f64,
     min_count: u64,
     per_source: BTreeMap<String, u64>,
+    #[serde(with = "cluster_list")]
     clusters: BTreeMap<AdapterKey, Cluster>,
+}
+
+/// Serializes the cluster map as a list (JSON maps need string keys).
+mod cluster_list {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use super::{AdapterKey, Cluster};
+
+    pub fn serialize<S: Serializer>(
+        m: &BTreeMap<AdapterKey, Cluster>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        m.iter().collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<AdapterKey, Cluster>, D::Error> {
+        Ok(Vec::<(AdapterKey, Cluster)>::deserialize(d)?
+            .into_iter()
+            .collect())
+    }
 }
 
 impl Clusters {
@@ -60,6 +85,15 @@ impl Clusters {
             per_source: BTreeMap::new(),
             clusters: BTreeMap::new(),
         }
+    }
+
+    /// Clusters confirmed so far: (key, disagreements counted).
+    pub fn confirmed(&self) -> Vec<(AdapterKey, u64)> {
+        self.clusters
+            .iter()
+            .filter(|(_, c)| c.confirmed)
+            .map(|(k, c)| (k.clone(), c.count))
+            .collect()
     }
 
     /// Whether disagreements of `key` should still move trust (false once confirmed).
