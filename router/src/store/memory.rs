@@ -2,7 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{check_key, DepositEntry, Row, Store, StoreError, Table, SCHEMA_VERSION};
+use super::{
+    check_deposit, check_row, DepositEntry, Row, Store, StoreError, Table, SCHEMA_VERSION,
+};
 
 /// Keeps everything in ordered maps; lost when dropped.
 #[derive(Debug, Default, Clone)]
@@ -30,7 +32,7 @@ impl Store for MemoryStore {
 
     fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
         for r in rows {
-            check_key(&r.key)?;
+            check_row(r)?;
         }
         let t = self.tables.entry(table).or_default();
         for r in rows {
@@ -57,9 +59,15 @@ impl Store for MemoryStore {
     }
 
     fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
-        check_key(&entry.token)?;
+        check_deposit(entry)?;
         if self.tokens.contains_key(&entry.token) {
             return Ok(false);
+        }
+        if self.deposits.contains_key(&entry.seq) {
+            return Err(StoreError::Backend(format!(
+                "deposit seq {} is already logged with another token",
+                entry.seq
+            )));
         }
         self.tokens.insert(entry.token.clone(), entry.seq);
         self.deposits.insert(entry.seq, entry.clone());

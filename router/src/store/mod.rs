@@ -7,16 +7,27 @@
 //! keyed by their deposit token (write-ahead: a deposit is in the log before
 //! it is acknowledged). Source: `ROUTING.md` §4 Store.
 //!
-//! Backends: [`MemoryStore`] (tests and the in-process lab), `SqliteStore`
-//! (embedded default) and `PgStore` (scale-out). All of them pass the same
+//! Backends: [`MemoryStore`] (tests and the in-process lab), [`SqliteStore`]
+//! (embedded default) and [`PgStore`] (scale-out). All of them pass the same
 //! suite (`router/tests/store_suite.rs`).
+//!
+//! Value ranges shared by every backend (the SQL backends store signed
+//! 64-bit integers and PostgreSQL text cannot hold NUL): keys are 1..=512
+//! bytes without NUL ([`check_key`]), versions and sequence numbers are at
+//! most `i64::MAX` and payloads contain no NUL ([`check_version`],
+//! [`check_payload`]). Anything else is refused with a typed error before
+//! the backend is touched.
 //!
 //! Calls block; the service calls its store from one dedicated thread, never
 //! from an async task.
 
 mod memory;
+mod postgres;
+mod sqlite;
 
 pub use memory::MemoryStore;
+pub use postgres::PgStore;
+pub use sqlite::{SqliteStore, Synchronous};
 
 use thiserror::Error;
 
@@ -52,7 +63,7 @@ pub struct Row {
     pub key: String,
     /// Monotonic version chosen by the writer; an upsert never replaces a
     /// row with a higher version (a stale or replayed write is a no-op), and
-    /// an equal version overwrites (idempotent retry).
+    /// an equal version overwrites (idempotent retry). At most `i64::MAX`.
     pub version: u64,
     /// JSON text owned by the router; the store does not look inside.
     pub payload: String,
@@ -61,7 +72,9 @@ pub struct Row {
 /// One acknowledged deposit in the append-only log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DepositEntry {
-    /// Router-assigned sequence number, strictly increasing.
+    /// Router-assigned sequence number, strictly increasing, at most
+    /// `i64::MAX`. A second token with a sequence number already logged is
+    /// refused with [`StoreError::Backend`] (a router bug, never overwritten).
     pub seq: u64,
     /// The deposit token (unique: a second append with the same token is a no-op).
     pub token: String,
@@ -83,21 +96,54 @@ pub enum StoreError {
         /// Newest version this build knows.
         known: u32,
     },
-    /// A key was empty or too long.
-    #[error("invalid store key {0:?} (must be 1..=512 bytes)")]
+    /// A key was empty, too long or held a NUL character.
+    #[error("invalid store key {0:?} (must be 1..=512 bytes, no NUL)")]
     BadKey(String),
+    /// A version or sequence number above `i64::MAX`, or a payload holding
+    /// a NUL character (the SQL backends cannot store either).
+    #[error("value out of the store's range: {0}")]
+    BadValue(String),
 }
 
 /// The newest schema version this build knows (migrations 1..=this).
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Checks a row key: non-empty and at most 512 bytes.
+/// Checks a row key or deposit token: non-empty, at most 512 bytes, no NUL.
 pub fn check_key(key: &str) -> Result<(), StoreError> {
-    if key.is_empty() || key.len() > 512 {
+    if key.is_empty() || key.len() > 512 || key.contains('\0') {
         Err(StoreError::BadKey(key.chars().take(64).collect()))
     } else {
         Ok(())
     }
+}
+
+/// Checks a version or sequence number (`what` names it in the error): at
+/// most `i64::MAX`. Returns it as the `i64` the SQL backends store.
+pub fn check_version(what: &str, v: u64) -> Result<i64, StoreError> {
+    i64::try_from(v).map_err(|_| StoreError::BadValue(format!("{what} {v} exceeds i64::MAX")))
+}
+
+/// Checks a payload: no NUL character (JSON text never needs one raw).
+pub fn check_payload(payload: &str) -> Result<(), StoreError> {
+    if payload.contains('\0') {
+        Err(StoreError::BadValue("payload holds a NUL character".into()))
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks one row: key, version and payload.
+pub fn check_row(row: &Row) -> Result<(), StoreError> {
+    check_key(&row.key)?;
+    check_version("version", row.version)?;
+    check_payload(&row.payload)
+}
+
+/// Checks one deposit entry: token, seq and payload.
+pub fn check_deposit(entry: &DepositEntry) -> Result<(), StoreError> {
+    check_key(&entry.token)?;
+    check_version("seq", entry.seq)?;
+    check_payload(&entry.payload)
 }
 
 /// Durable state: keyed tables of versioned rows and the deposit log.
@@ -111,11 +157,14 @@ pub trait Store: Send {
     fn schema_version(&mut self) -> Result<u32, StoreError>;
 
     /// Upserts `rows` into `table`: each row replaces a stored row with the
-    /// same key only if its version is ≥ the stored one. The batch applies
-    /// atomically where the backend has transactions.
+    /// same key only if its version is ≥ the stored one (rows of one batch
+    /// apply in order). The batch applies atomically where the backend has
+    /// transactions; every row is checked ([`check_row`]) before any is
+    /// written, so a bad row fails the whole batch with nothing changed.
     fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError>;
 
-    /// The row with `key`, if any.
+    /// The row with `key`, if any (`None` for a key [`check_key`] refuses:
+    /// it cannot be stored).
     fn get(&mut self, table: Table, key: &str) -> Result<Option<Row>, StoreError>;
 
     /// Every row of `table`, sorted by key.
@@ -128,7 +177,8 @@ pub trait Store: Send {
     /// Deposits with `seq > after`, ascending by `seq`.
     fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError>;
 
-    /// Whether a deposit with `token` is logged.
+    /// Whether a deposit with `token` is logged (`false` for a token
+    /// [`check_key`] refuses).
     fn has_deposit(&mut self, token: &str) -> Result<bool, StoreError>;
 
     /// The highest logged `seq` (0 when the log is empty).

@@ -1,0 +1,617 @@
+//! The scale-out [`Store`]: PostgreSQL (or a server speaking its wire
+//! protocol) through `tokio-postgres`.
+//!
+//! The [`Store`] trait blocks, `tokio-postgres` is async: a [`PgStore`]
+//! owns one worker thread running a current-thread tokio runtime and the
+//! connection; each call sends a job to it and waits on a std channel. So a
+//! store works from a plain thread, from `tokio::task::spawn_blocking`, and
+//! does not panic even when called from inside an async task (it blocks
+//! that task's thread for the call, which the service never does). A lost
+//! connection is re-established on the next call.
+//!
+//! Every write is an idempotent upsert keyed by an id and a version
+//! (`INSERT … ON CONFLICT (key) DO UPDATE … WHERE excluded.version >=
+//! stored.version`; the deposit log `ON CONFLICT (token) DO NOTHING`), so
+//! each row is correct on its own and a retried call is harmless. A batch
+//! upsert runs in one transaction where the server has them; nothing needs
+//! one for correctness.
+//!
+//! Tables live in one schema (`public` by default): `schema_migrations`,
+//! `devices`, `targets`, `meta`, `deposits`, the same shape as the SQLite
+//! store, with keys and tokens in collation `"C"` so [`Store::load`] sorts
+//! by bytes whatever the database's locale.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::mpsc::sync_channel;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, Config, GenericClient, NoTls, Statement};
+
+use super::{
+    check_deposit, check_key, check_row, DepositEntry, Row, Store, StoreError, Table,
+    SCHEMA_VERSION,
+};
+
+/// Migrations, in order: `MIGRATIONS[i]` brings the schema to version
+/// `i + 1`. `{s}` stands for the quoted schema name.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE {s}.devices (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.targets (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.meta (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.deposits (
+        seq BIGINT PRIMARY KEY,
+        token TEXT COLLATE \"C\" NOT NULL UNIQUE,
+        payload TEXT NOT NULL
+    );
+"];
+
+/// A [`Store`] in a PostgreSQL schema. Dropping it closes the connection
+/// and joins its worker thread.
+pub struct PgStore {
+    jobs: Option<UnboundedSender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    schema: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+type JobFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+type Job = Box<dyn for<'a> FnOnce(Result<&'a mut Conn, StoreError>) -> JobFuture<'a> + Send>;
+type CallFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + 'a>>;
+
+fn make_job<F>(f: F) -> Job
+where
+    F: for<'a> FnOnce(Result<&'a mut Conn, StoreError>) -> JobFuture<'a> + Send + 'static,
+{
+    Box::new(f)
+}
+
+fn pe(e: tokio_postgres::Error) -> StoreError {
+    if let Some(db) = e.as_db_error() {
+        return StoreError::Backend(format!("postgres: {} ({})", db.message(), db.code().code()));
+    }
+    match std::error::Error::source(&e) {
+        Some(src) => StoreError::Backend(format!("postgres: {e}: {src}")),
+        None => StoreError::Backend(format!("postgres: {e}")),
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Backend("postgres: the store's worker thread has stopped".into())
+}
+
+fn to_u64(what: &str, v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Backend(format!("postgres: stored {what} {v} < 0")))
+}
+
+fn ti(table: Table) -> usize {
+    match table {
+        Table::Devices => 0,
+        Table::Targets => 1,
+        Table::Meta => 2,
+    }
+}
+
+/// Checks a schema name: a lower-case SQL identifier of 1..=63 bytes.
+fn check_schema(schema: &str) -> Result<(), StoreError> {
+    let mut bytes = schema.bytes();
+    let ok_first = matches!(bytes.next(), Some(b'a'..=b'z' | b'_'));
+    let ok_rest = bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if ok_first && ok_rest && schema.len() <= 63 {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!(
+            "postgres: schema name {schema:?} must match [a-z_][a-z0-9_]{{0,62}}"
+        )))
+    }
+}
+
+/// The statements of one connection, prepared once.
+struct Statements {
+    upsert: [Statement; 3],
+    get: [Statement; 3],
+    load: [Statement; 3],
+    append: Statement,
+    after: Statement,
+    has: Statement,
+    last: Statement,
+    version: Statement,
+}
+
+/// One live connection and its statements (owned by the worker thread).
+struct Conn {
+    client: Client,
+    st: Statements,
+}
+
+async fn stored_version<C: GenericClient>(client: &C, q: &str) -> Result<u32, StoreError> {
+    let has: bool = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&format!("{q}.schema_migrations")],
+        )
+        .await
+        .map_err(pe)?
+        .try_get(0)
+        .map_err(pe)?;
+    if !has {
+        return Ok(0);
+    }
+    let v: i32 = client
+        .query_one(
+            &format!("SELECT COALESCE(MAX(version), 0) FROM {q}.schema_migrations"),
+            &[],
+        )
+        .await
+        .map_err(pe)?
+        .try_get(0)
+        .map_err(pe)?;
+    u32::try_from(v).map_err(|_| StoreError::Backend(format!("postgres: schema version {v}")))
+}
+
+/// Brings the schema to [`SCHEMA_VERSION`] in one transaction, serialized
+/// with other openers by an advisory lock. A newer schema is refused before
+/// anything is written.
+async fn migrate(client: &mut Client, schema: &str, q: &str) -> Result<(), StoreError> {
+    let found = stored_version(client, q).await?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    let tx = client.transaction().await.map_err(pe)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('router schema ' || $1::text))",
+        &[&schema],
+    )
+    .await
+    .map_err(pe)?;
+    let exists: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)",
+            &[&schema],
+        )
+        .await
+        .map_err(pe)?
+        .try_get(0)
+        .map_err(pe)?;
+    if !exists {
+        tx.batch_execute(&format!("CREATE SCHEMA {q}"))
+            .await
+            .map_err(pe)?;
+    }
+    tx.batch_execute(&format!(
+        "CREATE TABLE IF NOT EXISTS {q}.schema_migrations (
+             version INTEGER PRIMARY KEY,
+             applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+         )"
+    ))
+    .await
+    .map_err(pe)?;
+    let found = stored_version(&tx, q).await?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let target = i as i32 + 1;
+        if found as i32 >= target {
+            continue;
+        }
+        tx.batch_execute(&sql.replace("{s}", q)).await.map_err(pe)?;
+        tx.execute(
+            &format!("INSERT INTO {q}.schema_migrations (version) VALUES ($1)"),
+            &[&target],
+        )
+        .await
+        .map_err(pe)?;
+    }
+    tx.commit().await.map_err(pe)
+}
+
+async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
+    let p = |sql: String| async move { client.prepare(&sql).await.map_err(pe) };
+    let mut upsert = Vec::new();
+    let mut get = Vec::new();
+    let mut load = Vec::new();
+    for t in Table::ALL {
+        let n = t.name();
+        upsert.push(
+            p(format!(
+                "INSERT INTO {q}.{n} AS t (key, version, payload) VALUES ($1, $2, $3)
+                 ON CONFLICT (key) DO UPDATE
+                 SET version = EXCLUDED.version, payload = EXCLUDED.payload
+                 WHERE EXCLUDED.version >= t.version"
+            ))
+            .await?,
+        );
+        get.push(
+            p(format!(
+                "SELECT key, version, payload FROM {q}.{n} WHERE key = $1"
+            ))
+            .await?,
+        );
+        load.push(
+            p(format!(
+                "SELECT key, version, payload FROM {q}.{n} ORDER BY key"
+            ))
+            .await?,
+        );
+    }
+    let three = |v: Vec<Statement>| -> Result<[Statement; 3], StoreError> {
+        v.try_into()
+            .map_err(|_| StoreError::Backend("postgres: statement table".into()))
+    };
+    Ok(Statements {
+        upsert: three(upsert)?,
+        get: three(get)?,
+        load: three(load)?,
+        append: p(format!(
+            "INSERT INTO {q}.deposits (seq, token, payload) VALUES ($1, $2, $3)
+             ON CONFLICT (token) DO NOTHING"
+        ))
+        .await?,
+        after: p(format!(
+            "SELECT seq, token, payload FROM {q}.deposits WHERE seq > $1 ORDER BY seq"
+        ))
+        .await?,
+        has: p(format!(
+            "SELECT EXISTS (SELECT 1 FROM {q}.deposits WHERE token = $1)"
+        ))
+        .await?,
+        last: p(format!(
+            "SELECT COALESCE(MAX(seq), 0)::BIGINT FROM {q}.deposits"
+        ))
+        .await?,
+        version: p(format!(
+            "SELECT COALESCE(MAX(version), 0) FROM {q}.schema_migrations"
+        ))
+        .await?,
+    })
+}
+
+/// Connects, optionally migrates, and prepares the statements.
+async fn open_conn(
+    cfg: &Config,
+    schema: &str,
+    q: &str,
+    run_migrations: bool,
+) -> Result<Conn, StoreError> {
+    let (mut client, connection) = cfg.connect(NoTls).await.map_err(pe)?;
+    tokio::spawn(async move {
+        if let Err(e) = connection.await {
+            tracing::warn!("postgres connection ended: {e}");
+        }
+    });
+    if run_migrations {
+        migrate(&mut client, schema, q).await?;
+    }
+    let st = prepare(&client, q).await?;
+    Ok(Conn { client, st })
+}
+
+fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
+    let version: i64 = r.try_get(1).map_err(pe)?;
+    Ok(Row {
+        key: r.try_get(0).map_err(pe)?,
+        version: to_u64("version", version)?,
+        payload: r.try_get(2).map_err(pe)?,
+    })
+}
+
+impl Conn {
+    async fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
+        let st = &self.st.upsert[ti(table)];
+        if let [r] = rows {
+            self.client
+                .execute(st, &[&r.key, &(r.version as i64), &r.payload])
+                .await
+                .map_err(pe)?;
+            return Ok(());
+        }
+        let tx = self.client.transaction().await.map_err(pe)?;
+        for r in rows {
+            tx.execute(st, &[&r.key, &(r.version as i64), &r.payload])
+                .await
+                .map_err(pe)?;
+        }
+        tx.commit().await.map_err(pe)
+    }
+
+    async fn get(&mut self, table: Table, key: &str) -> Result<Option<Row>, StoreError> {
+        let got = self
+            .client
+            .query_opt(&self.st.get[ti(table)], &[&key])
+            .await
+            .map_err(pe)?;
+        got.as_ref().map(row_of).transpose()
+    }
+
+    async fn load(&mut self, table: Table) -> Result<Vec<Row>, StoreError> {
+        let rows = self
+            .client
+            .query(&self.st.load[ti(table)], &[])
+            .await
+            .map_err(pe)?;
+        rows.iter().map(row_of).collect()
+    }
+
+    async fn append(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
+        let r = self
+            .client
+            .execute(&self.st.append, &[&(e.seq as i64), &e.token, &e.payload])
+            .await;
+        match r {
+            Ok(n) => Ok(n == 1),
+            Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                Err(StoreError::Backend(format!(
+                    "deposit seq {} is already logged with another token",
+                    e.seq
+                )))
+            }
+            Err(err) => Err(pe(err)),
+        }
+    }
+
+    async fn after(&mut self, after: i64) -> Result<Vec<DepositEntry>, StoreError> {
+        let rows = self
+            .client
+            .query(&self.st.after, &[&after])
+            .await
+            .map_err(pe)?;
+        rows.iter()
+            .map(|r| {
+                let seq: i64 = r.try_get(0).map_err(pe)?;
+                Ok(DepositEntry {
+                    seq: to_u64("seq", seq)?,
+                    token: r.try_get(1).map_err(pe)?,
+                    payload: r.try_get(2).map_err(pe)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn has(&mut self, token: &str) -> Result<bool, StoreError> {
+        self.client
+            .query_one(&self.st.has, &[&token])
+            .await
+            .map_err(pe)?
+            .try_get(0)
+            .map_err(pe)
+    }
+
+    async fn last(&mut self) -> Result<u64, StoreError> {
+        let v: i64 = self
+            .client
+            .query_one(&self.st.last, &[])
+            .await
+            .map_err(pe)?
+            .try_get(0)
+            .map_err(pe)?;
+        to_u64("seq", v)
+    }
+
+    async fn version(&mut self) -> Result<u32, StoreError> {
+        let v: i32 = self
+            .client
+            .query_one(&self.st.version, &[])
+            .await
+            .map_err(pe)?
+            .try_get(0)
+            .map_err(pe)?;
+        u32::try_from(v).map_err(|_| StoreError::Backend(format!("postgres: schema version {v}")))
+    }
+}
+
+/// The worker thread: owns the runtime and the connection, runs jobs in
+/// order until every sender is gone.
+fn worker(
+    cfg: Config,
+    schema: String,
+    mut jobs: UnboundedReceiver<Job>,
+    ready: std::sync::mpsc::SyncSender<Result<(), StoreError>>,
+) {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(StoreError::Backend(format!(
+                "postgres: cannot build the worker runtime: {e}"
+            ))));
+            return;
+        }
+    };
+    let q = format!("\"{schema}\"");
+    rt.block_on(async move {
+        let mut conn = match open_conn(&cfg, &schema, &q, true).await {
+            Ok(c) => {
+                let _ = ready.send(Ok(()));
+                Some(c)
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
+        while let Some(job) = jobs.recv().await {
+            let live = conn.take().filter(|c| !c.client.is_closed());
+            let c = match live {
+                Some(c) => c,
+                None => match open_conn(&cfg, &schema, &q, false).await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        job(Err(e)).await;
+                        continue;
+                    }
+                },
+            };
+            job(Ok(conn.insert(c))).await;
+        }
+    });
+}
+
+impl PgStore {
+    /// Connects to `url` (a `postgres://` URL or a `key=value` string;
+    /// no TLS) and uses schema `public`. See [`PgStore::connect_with_schema`].
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with_schema(url, "public")
+    }
+
+    /// Connects to `url` and keeps the tables in `schema` (created if
+    /// absent), running the missing migrations. A connect timeout of 10 s
+    /// applies unless the URL sets one.
+    ///
+    /// Errors: [`StoreError::SchemaTooNew`] when the schema was migrated by
+    /// a newer build (nothing is written); [`StoreError::Backend`] for a bad
+    /// URL, a schema name outside `[a-z_][a-z0-9_]{0,62}`, or a failed
+    /// connection or migration.
+    pub fn connect_with_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
+        check_schema(schema)?;
+        let mut cfg = Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("postgres: bad connection string: {e}")))?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(Duration::from_secs(10));
+        }
+        let (jobs, rx) = unbounded_channel();
+        let (ready_tx, ready_rx) = sync_channel(1);
+        let schema_owned = schema.to_string();
+        let worker = std::thread::Builder::new()
+            .name("router-pg".into())
+            .spawn(move || worker(cfg, schema_owned, rx, ready_tx))
+            .map_err(|e| StoreError::Backend(format!("postgres: cannot spawn worker: {e}")))?;
+        let started = ready_rx.recv().unwrap_or_else(|_| Err(stopped()));
+        if let Err(e) = started {
+            let _ = worker.join();
+            return Err(e);
+        }
+        Ok(PgStore {
+            jobs: Some(jobs),
+            worker: Some(worker),
+            schema: schema.to_string(),
+        })
+    }
+
+    /// The schema holding the tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Runs `f` on the worker's connection and waits for its result.
+    fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&'a mut Conn) -> CallFuture<'a, T> + Send + 'static,
+    {
+        let (tx, rx) = sync_channel(1);
+        let job = make_job(move |conn| {
+            Box::pin(async move {
+                let r = match conn {
+                    Ok(c) => f(c).await,
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(r);
+            })
+        });
+        self.jobs
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(job)
+            .map_err(|_| stopped())?;
+        rx.recv().unwrap_or_else(|_| Err(stopped()))
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.call(|c| Box::pin(c.version()))
+    }
+
+    fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
+        for r in rows {
+            check_row(r)?;
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let rows = rows.to_vec();
+        self.call(move |c| Box::pin(async move { c.upsert(table, &rows).await }))
+    }
+
+    fn get(&mut self, table: Table, key: &str) -> Result<Option<Row>, StoreError> {
+        if check_key(key).is_err() {
+            return Ok(None);
+        }
+        let key = key.to_string();
+        self.call(move |c| Box::pin(async move { c.get(table, &key).await }))
+    }
+
+    fn load(&mut self, table: Table) -> Result<Vec<Row>, StoreError> {
+        self.call(move |c| Box::pin(c.load(table)))
+    }
+
+    fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
+        check_deposit(entry)?;
+        let entry = entry.clone();
+        self.call(move |c| Box::pin(async move { c.append(&entry).await }))
+    }
+
+    fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError> {
+        let Ok(after) = i64::try_from(after) else {
+            return Ok(Vec::new()); // no stored seq exceeds i64::MAX
+        };
+        self.call(move |c| Box::pin(c.after(after)))
+    }
+
+    fn has_deposit(&mut self, token: &str) -> Result<bool, StoreError> {
+        if check_key(token).is_err() {
+            return Ok(false);
+        }
+        let token = token.to_string();
+        self.call(move |c| Box::pin(async move { c.has(&token).await }))
+    }
+
+    fn last_seq(&mut self) -> Result<u64, StoreError> {
+        self.call(|c| Box::pin(c.last()))
+    }
+}

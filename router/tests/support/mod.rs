@@ -1,0 +1,4 @@
+//! Shared test support for the router's integration tests.
+#![allow(dead_code)]
+
+pub mod pg;
