@@ -27,6 +27,11 @@ pub struct BootOptions {
     pub queue_capacity: u32,
     /// The host's name in logs and loud failures (default `fleet`).
     pub host_name: String,
+    /// How long shutdown waits, from `close`, for in-flight units to finish
+    /// and every fleet thread to end (default 10 s). What is still running
+    /// then is reported stuck ([`crate::ShutdownError::Stuck`]) and its
+    /// threads are left detached.
+    pub shutdown_deadline: std::time::Duration,
 }
 
 impl BootOptions {
@@ -38,6 +43,7 @@ impl BootOptions {
             pin_cores: PinCores::Auto,
             queue_capacity: 1024,
             host_name: "fleet".to_string(),
+            shutdown_deadline: fleet::shell::DEFAULT_DRAIN_DEADLINE,
         }
     }
 

@@ -5,21 +5,25 @@ use crate::handle::FleetHandle;
 use fleet::census::{CensusBinding, CensusRow};
 use fleet::plan::Plan;
 use fleet::posture::PostureOwner;
-use fleet::pump::{PumpCounts, PumpFailure};
+use fleet::pump::{PumpCounts, PumpFailure, SeatId};
+use fleet::unit::UnitId;
 use fleet::waker::PostureWaker;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Name of the thread that runs the host's pump shell.
 pub const PUMP_THREAD_NAME: &str = "work-fleet-pump-0";
 
-/// What the pump thread returns: the pump's final counts, or its loud failure.
-pub(crate) type PumpThread = JoinHandle<Result<PumpCounts, PumpFailure>>;
+/// What the pump thread returns: the pump's final counts and the units still
+/// in flight when its drain ended (stuck), or its loud failure.
+pub(crate) type PumpThread = JoinHandle<Result<(PumpCounts, Vec<(SeatId, UnitId)>), PumpFailure>>;
 
 /// The threads and runtime a binding started; joined on shutdown.
 pub(crate) struct Running {
     pub(crate) pump: PumpThread,
+    /// Shutdown's deadline, from `close` (the pump's drain uses the same).
+    pub(crate) deadline: Duration,
     /// The seats the pump retired (published by the step hook).
     pub(crate) lost: crate::exec::LostSeats,
     pub(crate) seats: Vec<(String, JoinHandle<()>)>,
@@ -27,35 +31,64 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Closes the host and joins every thread; returns what shutdown saw.
+    /// Closes the host, waits up to the deadline for in-flight units and
+    /// every thread, and joins what finished; returns what shutdown saw.
     pub(crate) fn stop(self, handle: &FleetHandle) -> Result<ShutdownReport, ShutdownError> {
         handle.inner.host.close();
-        let pump = self.pump.join();
+        let until = Instant::now().checked_add(self.deadline);
+        // The pump drains up to the same deadline; a little grace covers
+        // its last step.
+        let pump = join_by(self.pump, until.and_then(|u| u.checked_add(PUMP_GRACE)));
         let mut panicked = Vec::new();
-        let mut joined = 1;
+        let mut stuck_threads = Vec::new();
+        let mut joined = usize::from(pump.is_some());
         for (name, t) in self.seats {
-            joined += 1;
-            if t.join().is_err() {
-                panicked.push(name);
+            match join_by(t, until) {
+                Some(Ok(())) => joined += 1,
+                Some(Err(_)) => {
+                    joined += 1;
+                    panicked.push(name);
+                }
+                None => stuck_threads.push(name),
             }
         }
-        let lost_seats = self.lost.lock().clone();
         let io_workers = match self.io {
             Some(rt) => {
-                rt.shutdown_timeout(Duration::from_secs(10));
+                let left = until.map_or(Duration::from_secs(10), |u| {
+                    u.saturating_duration_since(Instant::now())
+                });
+                rt.shutdown_timeout(left.max(Duration::from_millis(10)));
                 true
             }
             None => false,
         };
-        let counts = match pump {
-            Ok(Ok(counts)) => counts,
-            Ok(Err(failure)) => return Err(ShutdownError::PumpFailed(failure)),
-            Err(_) => {
+        let lost_seats = self.lost.lock().clone();
+        let (counts, stuck_units) = match pump {
+            Some(Ok(Ok(done))) => done,
+            Some(Ok(Err(failure))) => return Err(ShutdownError::PumpFailed(failure)),
+            Some(Err(_)) => {
                 return Err(ShutdownError::ThreadPanicked {
                     threads: vec![PUMP_THREAD_NAME.to_string()],
                 })
             }
+            None => {
+                stuck_threads.insert(0, PUMP_THREAD_NAME.to_string());
+                return Err(ShutdownError::Stuck {
+                    deadline: self.deadline,
+                    units: Vec::new(),
+                    threads: stuck_threads,
+                    pump: None,
+                });
+            }
         };
+        if !stuck_units.is_empty() || !stuck_threads.is_empty() {
+            return Err(ShutdownError::Stuck {
+                deadline: self.deadline,
+                units: stuck_units,
+                threads: stuck_threads,
+                pump: Some(counts),
+            });
+        }
         // A thread that died with a seat the pump retired is accounted for
         // (a lost seat: lane death); any other panic is a binding bug.
         if panicked.len() > lost_seats.len() {
@@ -69,6 +102,27 @@ impl Running {
             lost_threads: panicked,
         })
     }
+}
+
+/// Extra time the pump thread gets past the shutdown deadline to return
+/// from its drain.
+const PUMP_GRACE: Duration = Duration::from_millis(500);
+
+/// Joins `t` if it ends by `until` (`None`: wait indefinitely); `None` when
+/// it is still running then (the thread is left detached).
+fn join_by<T>(t: JoinHandle<T>, until: Option<Instant>) -> Option<std::thread::Result<T>> {
+    if let Some(until) = until {
+        let mut nap = Duration::from_micros(100);
+        while !t.is_finished() {
+            let now = Instant::now();
+            if now >= until {
+                return None;
+            }
+            std::thread::sleep(nap.min(until - now));
+            nap = (nap * 2).min(Duration::from_millis(20));
+        }
+    }
+    Some(t.join())
 }
 
 /// What a clean shutdown saw.
@@ -89,12 +143,29 @@ pub struct ShutdownReport {
     pub lost_threads: Vec<String>,
 }
 
-/// Shutdown found a problem; every thread was still joined.
+/// Shutdown found a problem; every thread that ended by the deadline was
+/// still joined.
 #[derive(Debug, thiserror::Error)]
 pub enum ShutdownError {
     /// The pump had failed loudly before shutdown (its hook already ran).
     #[error("the host pump had failed loudly: {0}")]
     PumpFailed(PumpFailure),
+    /// Shutdown's deadline passed with units in flight or fleet threads
+    /// still running (a hung unit, a seat that never reports). The units
+    /// and threads are named; the threads are left detached. Find the unit
+    /// bodies that do not return, or raise `BootOptions::shutdown_deadline`.
+    #[error("shutdown deadline of {deadline:?} passed: units still in flight {units:?}, threads still running {threads:?}; find the unit bodies that do not return")]
+    Stuck {
+        /// The deadline, from `close`.
+        deadline: Duration,
+        /// (seat, unit) in flight when the pump's drain ended.
+        units: Vec<(SeatId, UnitId)>,
+        /// Fleet threads still running at the deadline.
+        threads: Vec<String>,
+        /// The pump's counts when its drain ended (`None` if the pump
+        /// thread itself did not return).
+        pump: Option<PumpCounts>,
+    },
     /// A fleet thread itself panicked (outside any unit: a binding bug).
     #[error(
         "fleet threads panicked outside any unit: {threads:?}; this is a binding bug, report it"
@@ -191,10 +262,12 @@ impl Fleet {
     }
 
     /// Closes the host (queued and held units resolve `HostClosed`; in-flight
-    /// units finish), then joins every thread the fleet started and stops the
-    /// ambient I/O runtime.
+    /// units finish and are counted), then joins every thread the fleet
+    /// started and stops the ambient I/O runtime, all within
+    /// `BootOptions::shutdown_deadline`.
     ///
-    /// Errors: [`ShutdownError`] (all threads are joined regardless).
+    /// Errors: [`ShutdownError`]; every thread that ended by the deadline is
+    /// joined regardless, the rest are named in [`ShutdownError::Stuck`].
     pub fn shutdown(mut self) -> Result<ShutdownReport, ShutdownError> {
         let running = self.running.take().expect("a live fleet holds its threads");
         running.stop(&self.handle)

@@ -149,7 +149,13 @@ pub struct HostShell<P> {
     on_step: Option<StepHook<P>>,
     /// `Some(deadline)` while armed; `None` inside means "beyond the clock".
     armed: Option<(Duration, Option<Instant>)>,
+    /// How long a closed host waits for its in-flight units' `SeatDone`.
+    drain_deadline: Duration,
 }
+
+/// The default drain deadline of a closed host (see
+/// [`HostShell::with_drain_deadline`]).
+pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// A cheap, cloneable handle to a running shell.
 pub struct HostHandle<P> {
@@ -201,7 +207,20 @@ impl<P: Send + 'static> HostShell<P> {
             on_loud: Box::new(default_loud),
             on_step: None,
             armed: None,
+            drain_deadline: DEFAULT_DRAIN_DEADLINE,
         }
+    }
+
+    /// How long [`HostShell::run`] keeps taking `SeatDone` (and
+    /// `SeatLost`) after `Close` while units are still in flight, so the
+    /// returned pump's counts include every unit that finished in time
+    /// (default [`DEFAULT_DRAIN_DEADLINE`]; `Duration::ZERO` returns at
+    /// once). Units still in flight at the deadline are the stuck ones:
+    /// [`HostPump::in_flight`] on the returned pump names them and their
+    /// seats. A huge value waits indefinitely.
+    pub fn with_drain_deadline(mut self, deadline: Duration) -> Self {
+        self.drain_deadline = deadline;
+        self
     }
 
     /// Replaces the loud-failure hook (tests observe failures through it).
@@ -225,24 +244,55 @@ impl<P: Send + 'static> HostShell<P> {
         &self.pump
     }
 
-    /// Runs until `Close` (or every handle dropped: an implicit close), or a
-    /// loud failure (returned after the hook, when the hook returns). Held and
-    /// queued units resolve terminally on close; in-flight units finish on
-    /// their seats.
+    /// Runs until `Close` (or every handle dropped: an implicit close) and
+    /// the drain that follows it, or a loud failure (returned after the
+    /// hook, when the hook returns). Held and queued units resolve
+    /// terminally on close; the shell then keeps stepping `SeatDone` and
+    /// `SeatLost` until nothing is in flight, the drain deadline passes
+    /// (the units still in flight are stuck: logged, and named by
+    /// [`HostPump::in_flight`] on the returned pump), or every sender is
+    /// gone.
     pub fn run(mut self) -> Result<HostPump<P>, PumpFailure> {
+        // `Some(deadline)` once closed; `None` inside means "beyond the clock".
+        let mut drain: Option<Option<Instant>> = None;
         loop {
-            let timeout = self
-                .armed
-                .and_then(|(_, deadline)| deadline)
-                .map(|d| d.saturating_duration_since(Instant::now()));
+            if let Some(deadline) = drain {
+                let in_flight = self.pump.counts().in_flight;
+                if in_flight == 0 {
+                    return Ok(self.pump);
+                }
+                if deadline.is_some_and(|d| Instant::now() >= d) {
+                    tracing::warn!(
+                        host = %self.pump.layout().host,
+                        stuck = ?self.pump.in_flight(),
+                        "shutdown drain deadline passed with units still in flight"
+                    );
+                    return Ok(self.pump);
+                }
+            }
+            let timeout = match drain {
+                Some(deadline) => deadline.map(|d| d.saturating_duration_since(Instant::now())),
+                None => self
+                    .armed
+                    .and_then(|(_, deadline)| deadline)
+                    .map(|d| d.saturating_duration_since(Instant::now())),
+            };
             // A due tick goes first, so a steady stream of messages cannot
             // postpone the backstop (it fires at least once per interval).
-            let due = timeout == Some(Duration::ZERO);
+            let due = drain.is_none() && timeout == Some(Duration::ZERO);
             let received = if due {
                 InboxRecv::Timeout
             } else {
                 self.inbox.recv(timeout)
             };
+            if drain.is_some() {
+                match received {
+                    // Nobody is left to report: what is in flight is stuck.
+                    InboxRecv::Disconnected => return Ok(self.pump),
+                    InboxRecv::Timeout => continue,
+                    InboxRecv::Msg(_) => {}
+                }
+            }
             let (input, pending) = match received {
                 InboxRecv::Msg(ShellMsg::Enqueue(mut p)) => {
                     let payload = p
@@ -293,8 +343,8 @@ impl<P: Send + 'static> HostShell<P> {
             if let Some(hook) = self.on_step.as_mut() {
                 hook(&self.pump);
             }
-            if closing {
-                return Ok(self.pump);
+            if closing && drain.is_none() {
+                drain = Some(Instant::now().checked_add(self.drain_deadline));
             }
         }
     }

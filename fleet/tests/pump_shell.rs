@@ -38,6 +38,7 @@ fn terminal(_: UnitMeta, tx: ReceiptSender, reason: TerminalReason) {
 #[test]
 fn a_refused_unit_comes_back_whole_and_close_resolves_the_rest() {
     let sink = PooledQueue::new(&[Resolve]);
+    let seat_rx = sink.receiver(Resolve).unwrap();
     let (shell, handle) = HostShell::new(
         HostPump::new(layout(vec![(Resolve, 1)], 1), PumpConfig::default()),
         || GuardSnapshot::nominal(4),
@@ -68,13 +69,23 @@ fn a_refused_unit_comes_back_whole_and_close_resolves_the_rest() {
     assert_eq!(refused.meta.id, 2);
     refused.payload.complete(Box::new(()));
     handle.close();
+    // The granted unit finishes after the close: the drain counts it.
+    let d = seat_rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the first unit was granted");
+    d.payload.complete(Box::new(d.meta.id));
+    handle.seat_done(d.seat, d.meta.id);
     let counts = host.join().unwrap().expect("closed cleanly");
     assert_eq!(
         (counts.submitted, counts.in_flight, counts.resolved),
-        (2, 1, 1),
+        (2, 0, 2),
         "{counts}"
     );
-    // The queued unit resolved terminally; the granted one is with its seat (the sink's queue).
+    assert!(receipts[0]
+        .wait_timeout(Duration::from_secs(5))
+        .unwrap()
+        .is_ok());
+    // The queued unit resolved terminally.
     assert_eq!(
         receipts[1]
             .wait_timeout(Duration::from_secs(5))
@@ -87,6 +98,46 @@ fn a_refused_unit_comes_back_whole_and_close_resolves_the_rest() {
         .enqueue(UnitMeta::pooled(3, Resolve), tx)
         .unwrap_err();
     assert_eq!(late.error, AdmissionError::HostClosed);
+}
+
+#[test]
+fn a_closed_shell_names_the_units_still_in_flight_at_its_drain_deadline() {
+    let sink = PooledQueue::new(&[Resolve]);
+    let _seat_rx = sink.receiver(Resolve).unwrap(); // the seat never reports
+    let (shell, handle) = HostShell::new(
+        HostPump::new(layout(vec![(Resolve, 2)], 4), PumpConfig::default()),
+        || GuardSnapshot::nominal(4),
+        sink,
+        terminal,
+    );
+    let shell = shell.with_drain_deadline(Duration::from_millis(20));
+    let host = std::thread::spawn(move || shell.run());
+    for id in 0..2 {
+        handle
+            .enqueue(UnitMeta::pooled(id, Resolve), receipt_pair().0)
+            .unwrap();
+    }
+    handle.seat_done(
+        SeatId {
+            role: Resolve,
+            index: 0,
+        },
+        0,
+    );
+    handle.close();
+    let pump = host.join().unwrap().expect("no loud failure");
+    let counts = pump.counts();
+    assert_eq!((counts.in_flight, counts.resolved), (1, 1), "{counts}");
+    assert_eq!(
+        pump.in_flight(),
+        vec![(
+            SeatId {
+                role: Resolve,
+                index: 1
+            },
+            1
+        )]
+    );
 }
 
 #[test]

@@ -57,13 +57,18 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         |_meta, job: Job, reason| job.receipt.terminal(reason),
     );
     let lost = crate::exec::LostSeats::default();
-    let shell = shell.with_step_hook(crate::exec::step_hook(opts.posture.clone(), lost.clone()));
+    let shell = shell
+        .with_drain_deadline(opts.shutdown_deadline)
+        .with_step_hook(crate::exec::step_hook(opts.posture.clone(), lost.clone()));
     let handle = FleetHandle::new(host.clone(), Binding::Serial);
     let waker = Arc::new(PostureWaker::new());
     waker.register_host(&host);
-    let pump = spawn_named(PUMP_THREAD_NAME, move || shell.run().map(|p| p.counts()))?;
+    let pump = spawn_named(PUMP_THREAD_NAME, move || {
+        shell.run().map(|p| (p.counts(), p.in_flight()))
+    })?;
     let mut running = Running {
         pump,
+        deadline: opts.shutdown_deadline,
         lost: lost.clone(),
         seats: Vec::new(),
         io: None,
