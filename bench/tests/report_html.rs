@@ -195,3 +195,43 @@ fn a_run_without_per_cycle_rows_or_events_still_renders() {
 fn no_runs_is_an_error() {
     assert!(matches!(render_html(&[]), Err(ReportError::NoRuns)));
 }
+
+#[test]
+fn a_page_of_several_runs_opens_with_the_verdict_and_explains_every_column() {
+    use fleet_bench::report::{verdict, Figures};
+    let mut pile = sample_run("pile of pools", SampleShape::PILE, 40, 0.1, 2);
+    pile.profile = "baseline".into();
+    let runs = [
+        sample_run("fleet auto", SampleShape::FLEET, 40, 0.1, 1),
+        pile,
+    ];
+    let page = render_html(&runs).unwrap();
+    let at = |needle: &str| {
+        page.find(needle)
+            .unwrap_or_else(|| panic!("{needle} missing"))
+    };
+    assert!(at("<ul id=\"verdict\">") < at("<table id=\"summary\">"));
+    let sentences = verdict(&runs.iter().map(Figures::of).collect::<Vec<_>>());
+    assert!(sentences
+        .iter()
+        .any(|s| s.starts_with("fleet auto against pile of pools: cycle p99 ")));
+    for s in &sentences {
+        let html = s
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(page.contains(&format!("<li>{html}</li>")), "{s}");
+    }
+    for c in &COLUMNS {
+        assert!(
+            page.contains(&format!(
+                "<dd>{}</dd>",
+                c.meaning.replace('&', "&amp;").replace('\'', "&#39;")
+            )),
+            "{}",
+            c.header
+        );
+    }
+    let single = render_html(&runs[..1]).unwrap();
+    assert!(!single.contains("id=\"verdict\""), "one run has no verdict");
+}

@@ -580,3 +580,47 @@ fn config_values_are_bounded_like_the_command_line_and_nothing_runs() {
     );
     assert!(!out.exists());
 }
+
+#[test]
+fn compare_ends_with_the_verdict_and_a_legend_of_its_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    let o = lab(
+        &[
+            "compare",
+            "--quiet",
+            "--fleet-only",
+            "--corpus",
+            &c,
+            "--cycles",
+            "3",
+            "--scale",
+            "0.02",
+            "--out",
+            "cmp",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let verdict = out.find("\nVerdict:\n").expect("a verdict");
+    let legend = out.find("\nColumns:\n").expect("a legend");
+    assert!(
+        out.find("p99 ms").unwrap() < verdict && verdict < legend,
+        "{out}"
+    );
+    assert!(
+        out.contains("  Best cycle tail (lowest makespan p99): "),
+        "{out}"
+    );
+    assert!(
+        out.contains("  No design the fleet replaces ran: nothing to set the fleet against."),
+        "{out}"
+    );
+    assert!(
+        out.contains("  /lb p99: 99th percentile of makespan over"),
+        "{out}"
+    );
+    let page = std::fs::read_to_string(dir.path().join("cmp/report.html")).unwrap();
+    assert!(page.contains("<li>Best cycle tail (lowest makespan p99): "));
+}

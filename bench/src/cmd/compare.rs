@@ -1,6 +1,7 @@
 //! `fleet-lab compare`: the fleet (auto and forced pinned) and the designs
 //! it replaces, back to back on the same corpus and scale, in one table and
-//! one report page.
+//! one report page. The table ends with the verdict (who won, in plain
+//! sentences derived from the figures) and a legend of its columns.
 //!
 //! `DESIGN.md` §6; the baselines are in [`crate::baseline`].
 
@@ -13,7 +14,8 @@ use fleet::plan::Profile;
 use crate::cmd::run::ReplayArgs;
 use crate::lab::{self, Contender};
 use crate::report::{
-    read_log_histogram, render_compare_table, write_compare_dir, CompareReport, Metric,
+    read_log_histogram, render_compare_table, render_verdict, write_compare_dir, CompareReport,
+    Metric,
 };
 
 /// Arguments of `fleet-lab compare`.
@@ -66,7 +68,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         );
         runs.push(a.report);
     }
-    print!("{}", render_compare_table(&runs));
+    print!("{}{}", render_compare_table(&runs), render_verdict(&runs));
     let compare = CompareReport { runs };
     write_compare_dir(&args.out, &compare, &sims)
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 
 use crate::report::{
-    load_runs, load_sim_latency, render_compare_table, render_run_summary, write_compare_dir,
-    REPORT_HTML,
+    load_runs, load_sim_latency, render_compare_table, render_run_summary, render_verdict,
+    write_compare_dir, REPORT_HTML,
 };
 
 /// Arguments of `fleet-lab report`.
@@ -35,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let compare = load_runs(&args.reports).context("loading the run reports")?;
     match compare.runs.as_slice() {
         [one] => print!("{}", render_run_summary(one)),
-        runs => print!("{}", render_compare_table(runs)),
+        runs => print!("{}{}", render_compare_table(runs), render_verdict(runs)),
     }
     let sim_latency = args
         .reports

@@ -2,8 +2,10 @@
 //! side (issue 7 "Report with plots").
 //!
 //! The page has inline CSS and inline SVG only: no scripts, no links, no
-//! fetches, so it works offline and from a CI artifact. Sections: the
-//! summary table (the same [`COLUMNS`] as the terminal), run details, the
+//! fetches, so it works offline and from a CI artifact. Sections: for
+//! several runs the verdict ([`super::verdict`], the sentences the terminal
+//! prints), the summary table (the same [`COLUMNS`] as the terminal) and its
+//! legend, run details, the
 //! makespan CDF (all runs on one chart), per-bin walk time, sim latency, one
 //! posture/throttle timeline per run, and the timeline events.
 
@@ -14,6 +16,7 @@ use hdrhistogram::Histogram;
 use super::model::{CounterValue, RunReport};
 use super::plot;
 use super::summary::COLUMNS;
+use super::verdict::{verdict, Figures};
 use super::ReportError;
 
 /// Timeline events listed per run in the events table; the rest are
@@ -29,7 +32,9 @@ th,td{border:1px solid #d0d0d0;padding:4px 8px}th{background:#f3f3f3;text-align:
 td.num{text-align:right;font-variant-numeric:tabular-nums}\
 td.fail{color:#b00020;font-weight:bold}td.ok{color:#176d2c;font-weight:bold}\
 figure{margin:8px 0 16px}figure svg{max-width:100%;height:auto;border:1px solid #e4e4e4}\
-figcaption{font-size:13px;color:#555}caption{text-align:left;font-weight:600;padding:4px 0}\
+figcaption{font-size:13px;color:#555}#verdict li{margin:2px 0}\
+dl#legend{display:grid;grid-template-columns:max-content auto;gap:2px 12px;font-size:13px;color:#444;margin:0 0 12px}dl#legend dt{font-weight:600}dl#legend dd{margin:0}\
+caption{text-align:left;font-weight:600;padding:4px 0}\
 th{white-space:nowrap}#details td{font-size:13px;overflow-wrap:anywhere}#details{table-layout:fixed;width:100%}";
 
 /// Escapes text for HTML element content and attribute values.
@@ -325,9 +330,28 @@ pub fn render_html_with(
         runs.len(),
         escape(&labels.join(", "))
     );
+    if runs.len() > 1 {
+        out.push_str("<h2>Verdict</h2>\n<ul id=\"verdict\">");
+        let figures: Vec<Figures> = runs.iter().map(Figures::of).collect();
+        for line in verdict(&figures) {
+            let _ = write!(out, "<li>{}</li>", escape(&line));
+        }
+        out.push_str("</ul>\n");
+    }
     out.push_str("<h2>Summary</h2>\n");
     summary_table(&mut out, runs);
-    out.push_str("<p class=\"meta\">Makespan is end − intended start per cycle; /lb is makespan over the cycle's lower bound; thr created counts threads created during the run; oor counts values above the histogram range.</p>\n");
+    out.push_str(
+        "<p class=\"meta\">Makespan is end − intended start per cycle.</p>\n<dl id=\"legend\">",
+    );
+    for c in &COLUMNS {
+        let _ = write!(
+            out,
+            "<dt>{}</dt><dd>{}</dd>",
+            escape(c.header),
+            escape(c.meaning)
+        );
+    }
+    out.push_str("</dl>\n");
     out.push_str("<h2>Runs</h2>\n");
     details_table(&mut out, runs);
     out.push_str("<h2>Cycle makespan</h2>\n");

@@ -18,6 +18,7 @@ pub mod model;
 mod plot;
 pub mod sample;
 pub mod summary;
+pub mod verdict;
 pub mod write;
 
 pub use compare::{load_run, load_runs, load_sim_latency};
@@ -31,6 +32,7 @@ pub use model::{
     TimelineKind,
 };
 pub use summary::{render_compare_table, render_run_summary};
+pub use verdict::{render_verdict, verdict, Figures};
 pub use write::{
     check_out_dir, write_compare_dir, write_dir_atomically, write_report_dir,
     write_report_dir_with, ExtraFile, OUTCOMES_FILE, REPORT_HTML, REPORT_JSON,

@@ -14,6 +14,8 @@ use super::model::{CounterValue, RunReport};
 pub struct Column {
     /// Header text (short; units in brackets).
     pub header: &'static str,
+    /// What the header means, for the legend under the table.
+    pub meaning: &'static str,
     /// True for text columns (left-aligned); numbers are right-aligned.
     pub text: bool,
     /// The cell's text for one run.
@@ -30,6 +32,12 @@ fn ms(v: f64) -> String {
     }
 }
 
+/// A millisecond figure as the table shows it (3 significant digits, at
+/// most 2 decimals).
+pub(crate) fn fmt_ms(v: f64) -> String {
+    ms(v)
+}
+
 fn ratio(v: f64) -> String {
     format!("{v:.2}")
 }
@@ -38,61 +46,73 @@ fn ratio(v: f64) -> String {
 pub const COLUMNS: [Column; 14] = [
     Column {
         header: "run",
+        meaning: "the run's label",
         text: true,
         cell: |r| r.label.clone(),
     },
     Column {
         header: "binding",
+        meaning: "what executed the units: the fleet's serial or pinned binding, or none for a design it replaces",
         text: true,
         cell: |r| r.binding.clone(),
     },
     Column {
         header: "p50 ms",
+        meaning: "median cycle makespan (end − intended start), ms",
         text: false,
         cell: |r| ms(r.makespan_ms.p50),
     },
     Column {
         header: "p95 ms",
+        meaning: "95th percentile of cycle makespan, ms",
         text: false,
         cell: |r| ms(r.makespan_ms.p95),
     },
     Column {
         header: "p99 ms",
+        meaning: "99th percentile of cycle makespan (the cycle tail), ms",
         text: false,
         cell: |r| ms(r.makespan_ms.p99),
     },
     Column {
         header: "max ms",
+        meaning: "longest cycle makespan, ms",
         text: false,
         cell: |r| ms(r.makespan_ms.max),
     },
     Column {
         header: "/lb p95",
+        meaning: "95th percentile of makespan over the cycle's lower bound (1 is the best possible)",
         text: false,
         cell: |r| ratio(r.makespan_over_lower_bound.p95),
     },
     Column {
         header: "/lb p99",
+        meaning: "99th percentile of makespan over the cycle's lower bound",
         text: false,
         cell: |r| ratio(r.makespan_over_lower_bound.p99),
     },
     Column {
         header: "thr created",
+        meaning: "OS threads created while the run lasted",
         text: false,
         cell: |r| r.threads.created_during_run.to_string(),
     },
     Column {
         header: "peak run",
+        meaning: "most threads runnable at once",
         text: false,
         cell: |r| r.threads.peak_runnable.to_string(),
     },
     Column {
         header: "cpu s",
+        meaning: "CPU seconds the run used (user + system)",
         text: false,
         cell: |r| format!("{:.2}", r.cpu_seconds),
     },
     Column {
         header: "throttle ev",
+        meaning: "CPU throttle events from the cgroup (- where none could be read)",
         text: false,
         cell: |r| {
             r.throttle
@@ -101,11 +121,13 @@ pub const COLUMNS: [Column; 14] = [
     },
     Column {
         header: "oor",
+        meaning: "values above the histograms' range (counted, never clamped; any fails a gate)",
         text: false,
         cell: |r| r.histograms_out_of_range.to_string(),
     },
     Column {
         header: "parity",
+        meaning: "ok when every outcome equals the golden one",
         text: true,
         cell: |r| {
             if r.parity {
