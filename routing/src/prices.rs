@@ -61,6 +61,21 @@ impl Pool {
         Pool::new(cap, DEFAULT_ALPHA, DEFAULT_LAMBDA_MAX)
     }
 
+    /// The capacity per window (usage units).
+    pub fn cap(&self) -> f64 {
+        self.cap
+    }
+
+    /// Changes the capacity (finite, ≥ 0), keeping the current price.
+    /// Errors: [`PriceError::BadCapacity`] (nothing changed).
+    pub fn set_cap(&mut self, cap: f64) -> Result<(), PriceError> {
+        if !(cap.is_finite() && cap >= 0.0) {
+            return Err(PriceError::BadCapacity(cap));
+        }
+        self.cap = cap;
+        Ok(())
+    }
+
     /// The current price λ (cost units per usage unit), in [0, λ_max].
     pub fn price(&self) -> f64 {
         self.lambda

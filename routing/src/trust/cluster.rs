@@ -96,6 +96,13 @@ impl Clusters {
             .collect()
     }
 
+    /// Counts one disagreement on `source` that belongs to no cluster (both
+    /// sides ran the same adapter version): it raises the source's total,
+    /// so a cluster must stand out against it to be confirmed.
+    pub fn record_plain(&mut self, source: &str) {
+        *self.per_source.entry(source.to_string()).or_default() += 1;
+    }
+
     /// Whether disagreements of `key` should still move trust (false once confirmed).
     pub fn moves_trust(&self, key: &AdapterKey) -> bool {
         !self.clusters.get(key).is_some_and(|c| c.confirmed)

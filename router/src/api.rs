@@ -1,0 +1,281 @@
+//! The wire types of the HTTP API (`ROUTING.md` §4), shared by the core and
+//! the shell. Requests reject unknown fields; every failure is an
+//! [`ApiError`] with a stable `kind` string.
+
+use serde::{Deserialize, Serialize};
+
+use routing::field::Receipt;
+
+/// `POST /v1/register`: a device announces itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterRequest {
+    /// Device id chosen by the device (1..=128 bytes of `[A-Za-z0-9._:-]`).
+    pub device_id: String,
+    /// Its archetype: one of the router's declared archetypes.
+    pub archetype: String,
+    /// Operator-gate capabilities it satisfies (`needs_js`, `residential`, …; ≤ 32).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Version of the adapter code it runs (≤ 64 bytes).
+    pub adapter_version: String,
+    /// The fleet's registration token.
+    pub registration_token: String,
+}
+
+/// Answer to a registration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RegisterResponse {
+    /// The device id.
+    pub device_id: String,
+    /// Secret the device presents with every lease request (unguessable, 128 bits, hex).
+    pub device_secret: String,
+    /// Its trust τ ∈ [0, 1] (resumed when the device was known).
+    pub trust: f64,
+    /// Its trust state (`trusted`, `normal`, `limited`, `suspended`, `revoked`).
+    pub state: String,
+    /// Lease TTL in seconds: the heartbeat that keeps the device live.
+    pub lease_ttl_s: f64,
+}
+
+/// `POST /v1/lease`: a live device asks for work.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// The device id.
+    pub device_id: String,
+    /// The secret returned by registration.
+    pub device_secret: String,
+    /// Most items wanted (1..=64).
+    pub max_items: usize,
+}
+
+/// One granted item of a lease.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseItem {
+    /// Target id.
+    pub target: String,
+    /// Source of the target.
+    pub source: String,
+    /// Work kind: `first_observation`, `verification`, `reobservation`, `discovery`, `filler`.
+    pub kind: String,
+    /// Token to present with the deposit of this item (unguessable, single use).
+    pub deposit_token: String,
+}
+
+/// Answer to a lease request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaseResponse {
+    /// Lease id (unguessable; bound to the device).
+    pub lease_id: String,
+    /// Granted items (may be empty: nothing admissible now).
+    pub items: Vec<LeaseItem>,
+    /// Expiry, seconds on the router's clock.
+    pub expires_at: f64,
+    /// The receipt of each item's decision, in item order.
+    pub routing_trace: Vec<Receipt>,
+}
+
+/// What an executed attempt produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outcome {
+    /// Whether the fetch succeeded.
+    pub ok: bool,
+    /// Hash of the content seen (required when `ok`; ≤ 128 bytes).
+    #[serde(default)]
+    pub content_hash: Option<String>,
+    /// Wall time of the attempt in milliseconds (finite, ≥ 0, ≤ 1 day).
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
+    /// Failure class: `cors`, `js_required`, `antibot` write a false gate;
+    /// others (`timeout`, `http_5xx`, `network`, …) are plain failures.
+    #[serde(default)]
+    pub error_class: Option<String>,
+    /// A `Retry-After` or 429 the host sent, seconds (finite, ≥ 0, ≤ 1 day).
+    #[serde(default)]
+    pub retry_after_s: Option<f64>,
+    /// The host's robots crawl-delay, seconds (finite, ≥ 0; capped at 300).
+    #[serde(default)]
+    pub crawl_delay_s: Option<f64>,
+}
+
+/// `POST /v1/deposit`: the result of one leased item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepositRequest {
+    /// The depositing device.
+    pub device_id: String,
+    /// Its device secret.
+    pub device_secret: String,
+    /// The lease the item came from.
+    pub lease_id: String,
+    /// The item's target.
+    pub target: String,
+    /// The item's deposit token.
+    pub deposit_token: String,
+    /// Field revision of the receipt the device acted on.
+    pub receipt_revision: u64,
+    /// Adapter id that scraped it.
+    pub adapter_id: String,
+    /// Adapter version that scraped it.
+    pub adapter_version: String,
+    /// What happened.
+    pub outcome: Outcome,
+    /// Targets a listing crawl found (≤ 1,000 ids).
+    #[serde(default)]
+    pub discovered: Vec<String>,
+}
+
+/// Answer to an accepted deposit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DepositResponse {
+    /// Sequence number of the deposit in the durable log.
+    pub seq: u64,
+    /// The device's trust after the fold.
+    pub trust: f64,
+    /// Whether the target's row is settled after the fold.
+    pub settled: bool,
+}
+
+/// `POST /v1/protest`: a preflight release (nothing is learned above the device).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProtestRequest {
+    /// The depositing device.
+    pub device_id: String,
+    /// Its device secret.
+    pub device_secret: String,
+    /// The lease the item came from.
+    pub lease_id: String,
+    /// The item's target.
+    pub target: String,
+    /// The item's deposit token.
+    pub deposit_token: String,
+    /// Why the device declined (≤ 256 bytes; logged only).
+    pub reason: String,
+}
+
+/// Answer to a protest.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProtestResponse {
+    /// Always true: the item went back to the queue.
+    pub released: bool,
+}
+
+/// Every way a request can be refused. Serialized as
+/// `{"error": "<kind>", "message": "…"}`; each kind maps to one HTTP status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not valid JSON for the endpoint (400).
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    /// The body names a field the endpoint does not know (400).
+    #[error("unknown field: {0}")]
+    UnknownField(String),
+    /// The body exceeds the size cap (413).
+    #[error("request body larger than {0} bytes")]
+    TooLarge(usize),
+    /// A value is out of range (422): which field and why.
+    #[error("bad value for `{field}`: {reason}")]
+    BadValue {
+        /// The field.
+        field: String,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Missing or wrong registration token, device secret or operator key (401).
+    #[error("not authorized: {0}")]
+    Unauthorized(String),
+    /// The device is suspended or revoked by the operator (403).
+    #[error("device {0} is {1}")]
+    Forbidden(String, String),
+    /// Unknown archetype (422).
+    #[error("unknown archetype `{0}`")]
+    UnknownArchetype(String),
+    /// The device is not registered or its live scope expired (404).
+    #[error("device `{0}` is not live; register again")]
+    UnknownDevice(String),
+    /// No such lease, or not this device's (404: a foreign lease is not revealed).
+    #[error("unknown lease")]
+    UnknownLease,
+    /// The lease expired (410).
+    #[error("lease expired at {0}")]
+    LeaseExpired(f64),
+    /// The target is not an item of this lease, or the token does not match (404).
+    #[error("no such item in this lease")]
+    UnknownItem,
+    /// The deposit token was already used (409).
+    #[error("deposit token already used")]
+    Replayed,
+    /// Too many requests from this device (429).
+    #[error("rate limited; retry after {0:.3} s")]
+    RateLimited(f64),
+    /// The store failed; nothing was acknowledged (503).
+    #[error("store unavailable: {0}")]
+    Store(String),
+}
+
+impl ApiError {
+    /// The stable machine-readable kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ApiError::Malformed(_) => "malformed",
+            ApiError::UnknownField(_) => "unknown_field",
+            ApiError::TooLarge(_) => "too_large",
+            ApiError::BadValue { .. } => "bad_value",
+            ApiError::Unauthorized(_) => "unauthorized",
+            ApiError::Forbidden(..) => "forbidden",
+            ApiError::UnknownArchetype(_) => "unknown_archetype",
+            ApiError::UnknownDevice(_) => "unknown_device",
+            ApiError::UnknownLease => "unknown_lease",
+            ApiError::LeaseExpired(_) => "lease_expired",
+            ApiError::UnknownItem => "unknown_item",
+            ApiError::Replayed => "replayed",
+            ApiError::RateLimited(_) => "rate_limited",
+            ApiError::Store(_) => "store_unavailable",
+        }
+    }
+
+    /// The HTTP status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            ApiError::Malformed(_) | ApiError::UnknownField(_) => 400,
+            ApiError::TooLarge(_) => 413,
+            ApiError::BadValue { .. } | ApiError::UnknownArchetype(_) => 422,
+            ApiError::Unauthorized(_) => 401,
+            ApiError::Forbidden(..) => 403,
+            ApiError::UnknownDevice(_) | ApiError::UnknownLease | ApiError::UnknownItem => 404,
+            ApiError::LeaseExpired(_) => 410,
+            ApiError::Replayed => 409,
+            ApiError::RateLimited(_) => 429,
+            ApiError::Store(_) => 503,
+        }
+    }
+
+    /// Shorthand for [`ApiError::BadValue`].
+    pub fn bad(field: &str, reason: impl Into<String>) -> ApiError {
+        ApiError::BadValue {
+            field: field.to_string(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// The JSON body of an error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// [`ApiError::kind`].
+    pub error: String,
+    /// A sentence for humans.
+    pub message: String,
+}
+
+impl From<&ApiError> for ErrorBody {
+    fn from(e: &ApiError) -> Self {
+        ErrorBody {
+            error: e.kind().to_string(),
+            message: e.to_string(),
+        }
+    }
+}

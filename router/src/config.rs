@@ -1,0 +1,225 @@
+//! Router configuration and the operator's facts (`PUT /v1/facts`).
+//! Source: `ROUTING.md` §3 (defaults) and §4.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::api::ApiError;
+
+/// The metered pools and what one unit of work charges them.
+/// Source: `ROUTING.md` §3 Prices (metering table).
+pub const POOLS: [&str; 3] = ["object_store", "database", "events"];
+
+/// Per-deposit charge: object-store put + get + delete (the put is skipped
+/// when the content hash is unchanged), one database copy.
+pub fn deposit_usage(changed: bool) -> [(&'static str, f64); 2] {
+    [
+        ("object_store", if changed { 3.0 } else { 2.0 }),
+        ("database", 1.0),
+    ]
+}
+
+/// Per-lease charge: one database stamp.
+pub const LEASE_STAMP: (&str, f64) = ("database", 1.0);
+
+/// Expected usage of one item, per pool, entering decisions as the
+/// `budget:<pool>` dimensions' prior means (weighted by λ).
+pub fn item_usage(pool: &str) -> f64 {
+    match pool {
+        "object_store" => 3.0,
+        "database" => 2.0,
+        "events" => 0.1,
+        _ => 0.0,
+    }
+}
+
+/// Service configuration (command line and defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RouterConfig {
+    /// Declared archetypes (options of the field).
+    pub archetypes: Vec<String>,
+    /// Lease TTL in seconds (the heartbeat), default 60.
+    pub lease_ttl_s: f64,
+    /// Token devices present to register.
+    pub registration_token: String,
+    /// Key guarding the operator endpoints.
+    pub operator_key: String,
+    /// Observation variance of ln-latency, default 0.5.
+    pub latency_variance: f64,
+    /// Items per lease at zero stamp price, per archetype (default 1; browsers 4).
+    pub batch_base: BTreeMap<String, usize>,
+    /// Price window in seconds (one price tick per window), default 60.
+    pub price_window_s: f64,
+    /// Per-device request bucket: capacity (requests) and refill (per second).
+    pub device_rate: (f64, f64),
+    /// Fleet-level cap on the share of live devices treated as limited, default 0.3.
+    pub limited_cap_share: f64,
+    /// Most queued targets per archetype, default 4,096.
+    pub queue_limit: usize,
+    /// Queue entries offered to the policy per lease, default 32.
+    pub candidates_per_lease: usize,
+    /// Re-observation interval bounds in seconds (min, max), default (3,600, 604,800).
+    pub reobserve_s: (f64, f64),
+    /// Filler entries per archetype per refill, default 64.
+    pub filler_per_archetype: usize,
+    /// Default politeness bucket for a new host: capacity and refill per second.
+    pub host_bucket: (f64, f64),
+    /// Most request body bytes, default 65,536.
+    pub body_limit: usize,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        let archetypes: Vec<String> = ["browser", "desktop", "container_render", "container_plain"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let mut batch_base = BTreeMap::new();
+        batch_base.insert("browser".to_string(), 4);
+        RouterConfig {
+            archetypes,
+            lease_ttl_s: 60.0,
+            registration_token: "fleet-registration".into(),
+            operator_key: "operator".into(),
+            latency_variance: 0.5,
+            batch_base,
+            price_window_s: 60.0,
+            device_rate: (20.0, 10.0),
+            limited_cap_share: 0.3,
+            queue_limit: 4096,
+            candidates_per_lease: 32,
+            reobserve_s: (3600.0, 604_800.0),
+            filler_per_archetype: 64,
+            host_bucket: (4.0, 1.0),
+            body_limit: 65_536,
+        }
+    }
+}
+
+/// A source the operator declares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceFact {
+    /// Source id (a job board).
+    pub source: String,
+    /// Host the source's targets are fetched from (one politeness bucket per host).
+    pub host: String,
+    /// The binding (adapter) that scrapes it, e.g. `html-v3`.
+    pub binding: String,
+    /// Operator gates a device must declare to fetch it.
+    #[serde(default)]
+    pub requires: Vec<String>,
+    /// How often its listings change, seconds (re-observation cadence), default 86,400.
+    #[serde(default)]
+    pub change_timescale_s: Option<f64>,
+    /// Host bucket capacity (tokens ≥ 1) and refill (per second > 0).
+    #[serde(default)]
+    pub bucket: Option<(f64, f64)>,
+}
+
+/// A target the operator seeds (usually listing crawls).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TargetFact {
+    /// Target id.
+    pub target: String,
+    /// Its source.
+    pub source: String,
+    /// Whether it is a listing crawl (mints targets) rather than one page.
+    #[serde(default)]
+    pub listing: bool,
+}
+
+/// A value written at one cell of the field.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CellFact {
+    /// Address text, `source/binding/…` (empty = root).
+    pub address: String,
+    /// Archetype.
+    pub option: String,
+    /// Dimension (`reliability`, `latency`, `financial`, `budget:<pool>`).
+    pub dimension: String,
+    /// The value (finite).
+    pub value: f64,
+}
+
+/// An operator gate at one address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateFact {
+    /// Address text (empty = root).
+    pub address: String,
+    /// Archetype.
+    pub option: String,
+    /// `true` open, `false` closed, `null` cleared.
+    pub open: Option<bool>,
+}
+
+/// The operator's facts: everything is optional; a request applies all or nothing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Facts {
+    /// Decision temperature T (finite, ≥ 0, ≤ 100).
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// Sources to declare or update.
+    #[serde(default)]
+    pub sources: Vec<SourceFact>,
+    /// Targets to seed.
+    #[serde(default)]
+    pub targets: Vec<TargetFact>,
+    /// Prior residuals.
+    #[serde(default)]
+    pub priors: Vec<CellFact>,
+    /// Weights (root) and weight residuals (deeper).
+    #[serde(default)]
+    pub weights: Vec<CellFact>,
+    /// Gates.
+    #[serde(default)]
+    pub gates: Vec<GateFact>,
+    /// Pool caps per price window (finite, ≥ 0).
+    #[serde(default)]
+    pub caps: BTreeMap<String, f64>,
+    /// Operator device states: `suspended`, `revoked`, or `cleared`.
+    #[serde(default)]
+    pub device_states: BTreeMap<String, String>,
+}
+
+/// Checks an id: 1..=128 bytes of `[A-Za-z0-9._:/-]`.
+pub fn check_id(field: &str, v: &str) -> Result<(), ApiError> {
+    let ok = !v.is_empty()
+        && v.len() <= 128
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-/".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            field,
+            "must be 1..=128 characters of A-Z a-z 0-9 . _ : - /",
+        ))
+    }
+}
+
+/// Checks a label used inside an address (no `/`): 1..=128 bytes of `[A-Za-z0-9._:-]`.
+pub fn check_label(field: &str, v: &str) -> Result<(), ApiError> {
+    check_id(field, v)?;
+    if v.contains('/') {
+        return Err(ApiError::bad(field, "must not contain `/`"));
+    }
+    Ok(())
+}
+
+/// Checks a finite number within `[lo, hi]`.
+pub fn check_range(field: &str, v: f64, lo: f64, hi: f64) -> Result<(), ApiError> {
+    if v.is_finite() && v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(ApiError::bad(
+            field,
+            format!("must be a finite number in [{lo}, {hi}], got {v}"),
+        ))
+    }
+}

@@ -1,0 +1,459 @@
+//! Deposits: validation, the write-ahead log, and the fold of one outcome
+//! into evidence, gates, politeness, trust, churn, verification and usage.
+//! Source: `ROUTING.md` §3 (Gates are learned, Trust, Prices, Politeness,
+//! Assignment policy) and §4.
+
+use serde::{Deserialize, Serialize};
+
+use routing::field::Address;
+use routing::trust::{pairwise, AdapterKey, State as TrustState};
+use routing::verify::{SettledBy, VerifyConfig, VoteOutcome};
+
+use super::lease::state_name;
+use super::state::{Observation, TargetRec, KEEP_OBSERVATIONS};
+use super::Router;
+use crate::api::{ApiError, DepositRequest, DepositResponse};
+use crate::config::{check_id, check_range, deposit_usage};
+use crate::events::Event;
+use crate::store::DepositEntry;
+
+/// Error classes that write a false gate for (source, archetype).
+pub const GATE_CLASSES: [&str; 3] = ["cors", "js_required", "antibot"];
+
+/// Seconds after which a failed attempt is due again (or its Retry-After, if longer).
+pub const RETRY_S: f64 = 60.0;
+
+/// A deposit as logged (write-ahead) and folded; the device secret is not kept.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Logged {
+    /// Depositing device.
+    pub device: String,
+    /// Its archetype (the realized environment).
+    pub archetype: String,
+    /// Router-clock time of the deposit, seconds.
+    pub t_s: f64,
+    /// The request, with `device_secret` blanked.
+    pub req: DepositRequest,
+}
+
+fn validate(req: &DepositRequest) -> Result<(), ApiError> {
+    check_id("target", &req.target)?;
+    if req.adapter_id.is_empty() || req.adapter_id.len() > 64 {
+        return Err(ApiError::bad("adapter_id", "1..=64 bytes"));
+    }
+    if req.adapter_version.is_empty() || req.adapter_version.len() > 64 {
+        return Err(ApiError::bad("adapter_version", "1..=64 bytes"));
+    }
+    let o = &req.outcome;
+    if let Some(h) = &o.content_hash {
+        if h.is_empty() || h.len() > 128 {
+            return Err(ApiError::bad("outcome.content_hash", "1..=128 bytes"));
+        }
+    } else if o.ok {
+        return Err(ApiError::bad("outcome.content_hash", "required when ok"));
+    }
+    if let Some(l) = o.latency_ms {
+        check_range("outcome.latency_ms", l, 0.0, 86_400_000.0)?;
+    }
+    if let Some(r) = o.retry_after_s {
+        check_range("outcome.retry_after_s", r, 0.0, 86_400.0)?;
+    }
+    if let Some(c) = o.crawl_delay_s {
+        check_range("outcome.crawl_delay_s", c, 0.0, 86_400.0)?;
+    }
+    if let Some(e) = &o.error_class {
+        if e.is_empty() || e.len() > 64 {
+            return Err(ApiError::bad("outcome.error_class", "1..=64 bytes"));
+        }
+    }
+    if req.discovered.len() > 1000 {
+        return Err(ApiError::bad("discovered", "at most 1,000 targets"));
+    }
+    for d in &req.discovered {
+        check_id("discovered", d)?;
+    }
+    Ok(())
+}
+
+impl Router {
+    /// Accepts the deposit of one leased item at `now_s`: validates it,
+    /// appends it to the store's log (write-ahead), folds it, and only then
+    /// answers. Errors: `BadValue`, `Unauthorized`, `UnknownDevice`,
+    /// `UnknownLease`, `LeaseExpired`, `UnknownItem`, `Replayed`,
+    /// `RateLimited`, `Store`; nothing changes on error.
+    pub fn deposit(
+        &mut self,
+        req: &DepositRequest,
+        now_s: f64,
+    ) -> Result<DepositResponse, ApiError> {
+        let r = self.deposit_inner(req, now_s);
+        self.check(r)
+    }
+
+    fn deposit_inner(
+        &mut self,
+        req: &DepositRequest,
+        now_s: f64,
+    ) -> Result<DepositResponse, ApiError> {
+        validate(req)?;
+        self.authenticate(&req.device_id, &req.device_secret, now_s)?;
+        let (_, index) = self.find_item(
+            &req.device_id,
+            &req.lease_id,
+            &req.target,
+            &req.deposit_token,
+            now_s,
+        )?;
+        let archetype = self.d.devices[&req.device_id].archetype.clone();
+        let mut logged = Logged {
+            device: req.device_id.clone(),
+            archetype,
+            t_s: now_s,
+            req: req.clone(),
+        };
+        logged.req.device_secret.clear();
+        let seq = self.d.applied_seq + 1;
+        let payload = serde_json::to_string(&logged).map_err(|e| ApiError::Store(e.to_string()))?;
+        let fresh = self
+            .store
+            .append_deposit(&DepositEntry {
+                seq,
+                token: req.deposit_token.clone(),
+                payload,
+            })
+            .map_err(|e| ApiError::Store(e.to_string()))?;
+        if !fresh {
+            return Err(ApiError::Replayed);
+        }
+        self.fold(&logged, seq);
+        self.close_item(&req.lease_id, index);
+        self.counters.deposits += 1;
+        Ok(DepositResponse {
+            seq,
+            trust: self
+                .d
+                .devices
+                .get(&req.device_id)
+                .map(|d| d.trust)
+                .unwrap_or(0.5),
+            settled: self.settled(&req.target).is_some(),
+        })
+    }
+
+    /// Folds one logged deposit (also at restart, in log order). Never
+    /// fails: a part that cannot apply (an unknown source, a field refusal)
+    /// is skipped, the rest applies.
+    pub(crate) fn fold(&mut self, l: &Logged, seq: u64) {
+        let t = l.t_s;
+        let req = &l.req;
+        let Some(target) = self.d.targets.get(&req.target).cloned() else {
+            self.d.applied_seq = self.d.applied_seq.max(seq);
+            return;
+        };
+        let Some(source) = self.d.sources.get(&target.source).cloned() else {
+            self.d.applied_seq = self.d.applied_seq.max(seq);
+            return;
+        };
+        let layers = self.d.field.layers().to_vec();
+        let labels = [
+            target.source.as_str(),
+            source.binding.as_str(),
+            req.target.as_str(),
+            l.archetype.as_str(),
+        ];
+        let (Ok(leaf), Ok(cell), Ok(src)) = (
+            Address::from_labels(&layers, &labels),
+            Address::from_labels(&layers, &labels[..2]),
+            Address::from_labels(&layers, &labels[..1]),
+        ) else {
+            self.d.applied_seq = self.d.applied_seq.max(seq);
+            return;
+        };
+        self.fold_evidence(l, &leaf, &cell, &src, t);
+        self.fold_politeness(&source.host, req, t);
+        let changed = self.fold_observation(l, &target, t);
+        for (pool, n) in deposit_usage(changed) {
+            *self.d.usage.entry(pool.into()).or_default() += n;
+        }
+        for d in &req.discovered {
+            if !self.d.targets.contains_key(d) {
+                self.d.targets.insert(
+                    d.clone(),
+                    TargetRec {
+                        source: target.source.clone(),
+                        listing: false,
+                        observations: Vec::new(),
+                        verification: Default::default(),
+                        last_attempt_s: None,
+                        due_s: t,
+                        churn: Default::default(),
+                    },
+                );
+            }
+        }
+        let cadence = source
+            .change_timescale_s
+            .clamp(self.cfg.reobserve_s.0, self.cfg.reobserve_s.1);
+        let mut compact = false;
+        if let Some(tr) = self.d.targets.get_mut(&req.target) {
+            tr.last_attempt_s = Some(t);
+            tr.due_s = if req.outcome.ok {
+                t + cadence
+            } else {
+                t + RETRY_S.max(req.outcome.retry_after_s.unwrap_or(0.0))
+            };
+            compact = tr.listing
+                || (tr.verification.settled().is_some() && tr.verification.open().is_empty());
+        }
+        if compact {
+            if let Ok(task) = Address::from_labels(&layers, &labels[..3]) {
+                let _ = self.d.field.compact(&task);
+            }
+        }
+        if let Some(dev) = self.d.devices.get_mut(&l.device) {
+            dev.deposits += 1;
+        }
+        self.d.applied_seq = self.d.applied_seq.max(seq);
+        self.dirty = true;
+    }
+
+    fn fold_evidence(&mut self, l: &Logged, leaf: &Address, cell: &Address, src: &Address, t: f64) {
+        let o = &l.req.outcome;
+        let mut outcomes = vec![("reliability", if o.ok { 0.0 } else { 1.0 }, 0.25)];
+        if let (true, Some(ms)) = (o.ok, o.latency_ms) {
+            if ms > 0.0 {
+                outcomes.push(("latency", (ms / 1000.0).ln(), self.cfg.latency_variance));
+            }
+        }
+        for (dim, x, var) in outcomes {
+            let ev = self
+                .d
+                .drift
+                .fold(&mut self.d.field, cell, leaf, &l.archetype, dim, x, var, t);
+            if ev == Ok(routing::dynamics::DriftEvent::Confirmed) {
+                if let Some(r) = self.d.drift.trace().last().cloned() {
+                    self.emit(Event::DriftConfirmed {
+                        t_s: t,
+                        cell: r.cell.labels().join("/"),
+                        option: r.option,
+                        dimension: r.dimension,
+                        fast: r.fast,
+                        slow: r.slow,
+                    });
+                }
+            }
+        }
+        let gated = self.d.field.gate(src, &l.archetype) == Some(false);
+        match (&o.error_class, o.ok) {
+            (Some(c), false) if GATE_CLASSES.contains(&c.as_str()) => {
+                let _ = self.d.field.set_gate(src, &l.archetype, Some(false));
+            }
+            (_, true) if gated => {
+                let _ = self.d.field.set_gate(src, &l.archetype, None);
+            }
+            _ => {}
+        }
+    }
+
+    fn fold_politeness(&mut self, host: &str, req: &DepositRequest, t: f64) {
+        let (cap, rate) = self.cfg.host_bucket;
+        let Ok(fresh) = routing::politeness::Bucket::new(cap, rate) else {
+            return;
+        };
+        let b = self.d.buckets.entry(host.to_string()).or_insert(fresh);
+        if let Some(s) = req.outcome.retry_after_s {
+            let _ = b.pause(t, s);
+        }
+        if let Some(s) = req.outcome.crawl_delay_s {
+            let _ = b.crawl_delay(s);
+        }
+    }
+
+    /// Trust, churn and verification for a successful observation; returns
+    /// whether the content changed (or was seen for the first time).
+    fn fold_observation(&mut self, l: &Logged, target: &TargetRec, t: f64) -> bool {
+        let req = &l.req;
+        let (true, Some(hash)) = (req.outcome.ok, req.outcome.content_hash.clone()) else {
+            if let Some(tr) = self.d.targets.get_mut(&req.target) {
+                tr.verification.release(&l.device);
+            }
+            return false;
+        };
+        let t_h = t / 3600.0;
+        let cooling = target.churn.cooling(t_h);
+        let last_any = target.observations.last().cloned();
+        let changed = last_any.as_ref().is_none_or(|o| o.hash != hash);
+        let source_name = target.source.clone();
+        if let Some(prev) = &last_any {
+            if let Some(s) = self.d.sources.get_mut(&source_name) {
+                s.reobservations += 1;
+                if prev.hash != hash {
+                    s.changes += 1;
+                }
+            }
+            if prev.hash != hash {
+                let started = self
+                    .d
+                    .targets
+                    .get_mut(&req.target)
+                    .is_some_and(|tr| tr.churn.record_change(t_h));
+                if started {
+                    self.emit(Event::ChurnCooldown {
+                        t_s: t,
+                        target: req.target.clone(),
+                    });
+                }
+            }
+        }
+        let other = target
+            .observations
+            .iter()
+            .rev()
+            .find(|o| o.device != l.device)
+            .cloned();
+        if let (Some(other), false) = (other, cooling) {
+            self.trust_event(l, &other, &hash, &source_name, t);
+        }
+        let my_trust = self
+            .d
+            .devices
+            .get(&l.device)
+            .map(|d| d.trust)
+            .unwrap_or(0.5);
+        let vc = VerifyConfig::default();
+        let mut settled_by = None;
+        if let Some(tr) = self.d.targets.get_mut(&req.target) {
+            if tr.verification.settled().is_some_and(|s| s != hash) {
+                tr.verification.reopen();
+            }
+            if tr.verification.settled().is_none() {
+                if let Ok(VoteOutcome::Settled { by, .. }) =
+                    tr.verification.vote(&l.device, &hash, my_trust, &vc)
+                {
+                    settled_by = Some(by);
+                }
+            }
+            tr.observations.push(Observation {
+                device: l.device.clone(),
+                hash: hash.clone(),
+                t_s: t,
+            });
+            if tr.observations.len() > KEEP_OBSERVATIONS {
+                tr.observations.remove(0);
+            }
+        }
+        if let Some(by) = settled_by {
+            self.emit(Event::VerificationSettled {
+                t_s: t,
+                target: req.target.clone(),
+                by: match by {
+                    SettledBy::Trusted => "trusted".into(),
+                    SettledBy::Quorum => "quorum".into(),
+                },
+            });
+        }
+        changed
+    }
+
+    /// One pairwise trust event against the most recent earlier observation
+    /// by another device, with the adapter-disagreement clustering.
+    fn trust_event(&mut self, l: &Logged, other: &Observation, hash: &str, source: &str, t: f64) {
+        let agree = other.hash == hash;
+        let volatility = self
+            .d
+            .sources
+            .get(source)
+            .map(|s| s.volatility())
+            .unwrap_or(0.0);
+        let me_key = AdapterKey {
+            source: source.to_string(),
+            adapter: l.req.adapter_id.clone(),
+            version: l.req.adapter_version.clone(),
+        };
+        let other_version = self
+            .d
+            .devices
+            .get(&other.device)
+            .map(|d| d.adapter_version.clone())
+            .unwrap_or_default();
+        let other_key = AdapterKey {
+            version: other_version,
+            ..me_key.clone()
+        };
+        if !agree
+            && !(self.d.clusters.moves_trust(&me_key) && self.d.clusters.moves_trust(&other_key))
+        {
+            return;
+        }
+        let a = self
+            .d
+            .devices
+            .get(&l.device)
+            .map(|d| d.trust)
+            .unwrap_or(0.5);
+        let b = self
+            .d
+            .devices
+            .get(&other.device)
+            .map(|d| d.trust)
+            .unwrap_or(0.5);
+        let dt_h = (t - other.t_s) / 3600.0;
+        let (na, nb) = pairwise(a, b, agree, dt_h, volatility);
+        self.set_trust(&l.device, na, t);
+        self.set_trust(&other.device, nb, t);
+        if agree {
+            return;
+        }
+        if me_key == other_key {
+            self.d.clusters.record_plain(source);
+            return;
+        }
+        let mut restorations = Vec::new();
+        for (key, device, moved) in [
+            (&me_key, &l.device, na - a),
+            (&other_key, &other.device, nb - b),
+        ] {
+            let r = self.d.clusters.record(key, device, moved);
+            if !r.is_empty() {
+                self.emit(Event::AdapterDisagreement {
+                    t_s: t,
+                    source: key.source.clone(),
+                    adapter: key.adapter.clone(),
+                    version: key.version.clone(),
+                    restored: r.len(),
+                });
+            }
+            restorations.extend(r);
+        }
+        for r in restorations {
+            let cur = self
+                .d
+                .devices
+                .get(&r.device)
+                .map(|d| d.trust)
+                .unwrap_or(0.5);
+            self.set_trust(&r.device, (cur + r.delta).clamp(0.0, 1.0), t);
+        }
+    }
+
+    fn set_trust(&mut self, device: &str, tau: f64, t: f64) {
+        let Some(d) = self.d.devices.get_mut(device) else {
+            return;
+        };
+        d.trust = if tau.is_finite() {
+            tau.clamp(0.0, 1.0)
+        } else {
+            0.5
+        };
+        let next = TrustState::classify(d.state, d.trust);
+        if next != d.state {
+            d.state = next;
+            let state = state_name(next).to_string();
+            self.emit(Event::DeviceState {
+                t_s: t,
+                device: device.to_string(),
+                state,
+            });
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! Registration, leases and protests: the live scope of devices.
+//! Source: `ROUTING.md` §3 Assignment policy step 2 and 4, §4.
+
+use routing::policy::{self, Candidate, DeviceView, Pass, PolicyConfig, Tier};
+use routing::politeness::Bucket;
+use routing::trust::State as TrustState;
+
+use super::state::DeviceRec;
+use super::{Item, Lease, Live, Router};
+use crate::api::{
+    ApiError, LeaseItem, LeaseRequest, LeaseResponse, ProtestRequest, ProtestResponse,
+    RegisterRequest, RegisterResponse,
+};
+use crate::config::{check_id, check_label, item_usage, LEASE_STAMP, POOLS};
+use crate::ids;
+
+/// The wire name of a tier.
+pub fn tier_name(t: Tier) -> &'static str {
+    match t {
+        Tier::FirstObservation => "first_observation",
+        Tier::Verification => "verification",
+        Tier::Reobservation => "reobservation",
+        Tier::Discovery => "discovery",
+        Tier::Filler => "filler",
+    }
+}
+
+/// The wire name of a trust state.
+pub fn state_name(s: TrustState) -> &'static str {
+    match s {
+        TrustState::Trusted => "trusted",
+        TrustState::Normal => "normal",
+        TrustState::Limited => "limited",
+        TrustState::Suspended => "suspended",
+        TrustState::Revoked => "revoked",
+    }
+}
+
+impl Router {
+    pub(crate) fn check<T>(&mut self, r: Result<T, ApiError>) -> Result<T, ApiError> {
+        if let Err(e) = &r {
+            self.refused(e);
+        }
+        r
+    }
+
+    /// Registers (or re-registers) a device at `now_s`: it becomes live for
+    /// one lease TTL and gets a fresh device secret; a known device resumes
+    /// its trust. Errors: `Unauthorized` (token), `UnknownArchetype`,
+    /// `BadValue`, `Forbidden` (revoked); nothing changes on error.
+    pub fn register(
+        &mut self,
+        req: &RegisterRequest,
+        now_s: f64,
+    ) -> Result<RegisterResponse, ApiError> {
+        let r = self.register_inner(req, now_s);
+        self.check(r)
+    }
+
+    fn register_inner(
+        &mut self,
+        req: &RegisterRequest,
+        now_s: f64,
+    ) -> Result<RegisterResponse, ApiError> {
+        if !ids::same(&req.registration_token, &self.cfg.registration_token) {
+            return Err(ApiError::Unauthorized("registration token".into()));
+        }
+        check_label("device_id", &req.device_id)?;
+        if !self.cfg.archetypes.contains(&req.archetype) {
+            return Err(ApiError::UnknownArchetype(
+                req.archetype.chars().take(64).collect(),
+            ));
+        }
+        if req.capabilities.len() > 32 {
+            return Err(ApiError::bad("capabilities", "at most 32"));
+        }
+        for c in &req.capabilities {
+            check_id("capabilities", c)?;
+        }
+        if req.adapter_version.is_empty() || req.adapter_version.len() > 64 {
+            return Err(ApiError::bad("adapter_version", "1..=64 bytes"));
+        }
+        if let Some(d) = self.d.devices.get(&req.device_id) {
+            if d.state == TrustState::Revoked {
+                return Err(ApiError::Forbidden(req.device_id.clone(), "revoked".into()));
+            }
+            if d.archetype != req.archetype {
+                return Err(ApiError::bad(
+                    "archetype",
+                    format!(
+                        "device registered as `{}`; an identity keeps its archetype",
+                        d.archetype
+                    ),
+                ));
+            }
+        }
+        let (cap, rate) = self.cfg.device_rate;
+        let bucket =
+            Bucket::new(cap, rate).map_err(|e| ApiError::bad("device_rate", e.to_string()))?;
+        let secret = ids::token();
+        let rec = self
+            .d
+            .devices
+            .entry(req.device_id.clone())
+            .or_insert_with(|| DeviceRec {
+                archetype: req.archetype.clone(),
+                capabilities: Vec::new(),
+                adapter_version: String::new(),
+                trust: routing::trust::INITIAL,
+                state: TrustState::Normal,
+                secret_digest: String::new(),
+                registered_at: now_s,
+                deposits: 0,
+                note: None,
+            });
+        rec.capabilities = req.capabilities.clone();
+        rec.adapter_version = req.adapter_version.clone();
+        rec.secret_digest = ids::digest(&secret);
+        let (trust, state) = (rec.trust, rec.state);
+        self.live.insert(
+            req.device_id.clone(),
+            Live {
+                expires_s: now_s + self.cfg.lease_ttl_s,
+                requests: bucket,
+            },
+        );
+        self.dirty = true;
+        self.counters.registrations += 1;
+        Ok(RegisterResponse {
+            device_id: req.device_id.clone(),
+            device_secret: secret,
+            trust,
+            state: state_name(state).into(),
+            lease_ttl_s: self.cfg.lease_ttl_s,
+        })
+    }
+
+    /// Authenticates a live device and spends one request token.
+    pub(crate) fn authenticate(
+        &mut self,
+        device: &str,
+        secret: &str,
+        now_s: f64,
+    ) -> Result<(), ApiError> {
+        let rec = self
+            .d
+            .devices
+            .get(device)
+            .ok_or_else(|| ApiError::UnknownDevice(device.chars().take(64).collect()))?;
+        if !ids::same(&ids::digest(secret), &rec.secret_digest) {
+            return Err(ApiError::Unauthorized("device secret".into()));
+        }
+        if matches!(rec.state, TrustState::Suspended | TrustState::Revoked) {
+            return Err(ApiError::Forbidden(
+                device.into(),
+                state_name(rec.state).into(),
+            ));
+        }
+        let live = self
+            .live
+            .get_mut(device)
+            .filter(|l| l.expires_s >= now_s)
+            .ok_or_else(|| ApiError::UnknownDevice(device.into()))?;
+        if !live.requests.admit(now_s).unwrap_or(false) {
+            let wait = (1.0 - live.requests.tokens()).max(0.0) / live.requests.rate();
+            return Err(ApiError::RateLimited(wait));
+        }
+        Ok(())
+    }
+
+    /// Leases work to a live device at `now_s` (renews its liveness).
+    /// Errors: `UnknownDevice`, `Unauthorized`, `Forbidden`, `RateLimited`,
+    /// `BadValue` (max_items outside 1..=64); nothing changes on error.
+    pub fn lease(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
+        let r = self.lease_inner(req, now_s);
+        self.check(r)
+    }
+
+    fn lease_inner(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
+        if req.max_items == 0 || req.max_items > 64 {
+            return Err(ApiError::bad("max_items", "must be in 1..=64"));
+        }
+        self.authenticate(&req.device_id, &req.device_secret, now_s)?;
+        let ttl = self.cfg.lease_ttl_s;
+        if let Some(l) = self.live.get_mut(&req.device_id) {
+            l.expires_s = now_s + ttl;
+        }
+        let rec = &self.d.devices[&req.device_id];
+        let archetype = rec.archetype.clone();
+        let caps = rec.capabilities.clone();
+        let trust = rec.trust;
+        let limited = self.limited.contains(&req.device_id);
+        let item_cost: f64 = POOLS
+            .iter()
+            .map(|p| self.d.pools.get(*p).map(|x| x.price()).unwrap_or(0.0) * item_usage(p))
+            .sum();
+        let config = PolicyConfig {
+            temperature: self.d.temperature,
+            batch_base: self.cfg.batch_base.get(&archetype).copied().unwrap_or(1),
+            stamp_price: self
+                .d
+                .pools
+                .get(LEASE_STAMP.0)
+                .map(|p| p.price())
+                .unwrap_or(0.0),
+            item_cost,
+            bucket_capacity: self.cfg.host_bucket.0,
+            bucket_rate: self.cfg.host_bucket.1,
+            ..PolicyConfig::default()
+        };
+        let queue = self.queues.remove(&archetype).unwrap_or_default();
+        let take = self.cfg.candidates_per_lease.min(queue.len());
+        let no_live: [&str; 0] = [];
+        let mut hosts = Vec::with_capacity(take);
+        let mut addrs = Vec::with_capacity(take);
+        for q in &queue[..take] {
+            let t = &self.d.targets[&q.target];
+            let s = &self.d.sources[&t.source];
+            hosts.push(s.host.clone());
+            addrs.push((q.receipt.address.clone(), s.requires.clone()));
+        }
+        let cands: Vec<Candidate<'_>> = queue[..take]
+            .iter()
+            .enumerate()
+            .map(|(i, q)| Candidate {
+                target: &q.target,
+                host: &hosts[i],
+                address: &addrs[i].0,
+                tier: q.tier,
+                priority: q.priority,
+                value: q.priority / self.cfg.reobserve_s.0,
+                requires: &addrs[i].1,
+                verification: self.d.targets.get(&q.target).map(|t| &t.verification),
+                live: &no_live,
+                receipt: Some(&q.receipt),
+            })
+            .collect();
+        let view = DeviceView {
+            id: &req.device_id,
+            archetype: &archetype,
+            trust,
+            limited,
+            capabilities: &caps,
+            max_items: req.max_items,
+        };
+        let decision = policy::lease(
+            &self.d.field,
+            &view,
+            &cands,
+            &mut self.d.buckets,
+            now_s,
+            &config,
+        );
+        drop(cands);
+        let decision = match decision {
+            Ok(d) => d,
+            Err(e) => {
+                self.queues.insert(archetype, queue);
+                return Err(ApiError::bad("lease", e.to_string()));
+            }
+        };
+        self.counters.politeness_passes += decision
+            .passed
+            .iter()
+            .filter(|(_, p)| *p == Pass::Politeness)
+            .count() as u64;
+        let granted: std::collections::HashSet<&str> =
+            decision.grants.iter().map(|g| g.target.as_str()).collect();
+        let rest: Vec<_> = queue
+            .into_iter()
+            .filter(|q| !granted.contains(q.target.as_str()))
+            .collect();
+        self.queues.insert(archetype, rest);
+        let lease_id = ids::token();
+        let mut items = Vec::with_capacity(decision.grants.len());
+        let mut wire = Vec::with_capacity(decision.grants.len());
+        let mut trace = Vec::with_capacity(decision.grants.len());
+        for g in decision.grants {
+            let token = ids::token();
+            if g.tier == Tier::Verification {
+                if let Some(t) = self.d.targets.get_mut(&g.target) {
+                    let vc = routing::verify::VerifyConfig::default();
+                    let _ = t.verification.begin(&req.device_id, now_s, &vc);
+                }
+            }
+            *self.in_flight.entry(g.target.clone()).or_default() += 1;
+            let source = self
+                .d
+                .targets
+                .get(&g.target)
+                .map(|t| t.source.clone())
+                .unwrap_or_default();
+            wire.push(LeaseItem {
+                target: g.target.clone(),
+                source,
+                kind: tier_name(g.tier).into(),
+                deposit_token: token.clone(),
+            });
+            items.push(Item {
+                target: g.target,
+                tier: g.tier,
+                token,
+                done: false,
+            });
+            trace.push(g.receipt);
+        }
+        if !items.is_empty() {
+            *self.d.usage.entry(LEASE_STAMP.0.into()).or_default() += LEASE_STAMP.1;
+            self.dirty = true;
+        }
+        let expires_s = now_s + ttl;
+        self.counters.leases += 1;
+        self.counters.items += items.len() as u64;
+        self.leases.insert(
+            lease_id.clone(),
+            Lease {
+                device: req.device_id.clone(),
+                expires_s,
+                items,
+            },
+        );
+        Ok(LeaseResponse {
+            lease_id,
+            items: wire,
+            expires_at: expires_s,
+            routing_trace: trace,
+        })
+    }
+
+    /// Finds the open item (`target`, `token`) of `lease_id` owned by `device`.
+    pub(crate) fn find_item(
+        &self,
+        device: &str,
+        lease_id: &str,
+        target: &str,
+        token: &str,
+        now_s: f64,
+    ) -> Result<(Tier, usize), ApiError> {
+        let lease = self
+            .leases
+            .get(lease_id)
+            .filter(|l| l.device == device)
+            .ok_or(ApiError::UnknownLease)?;
+        if lease.expires_s < now_s {
+            return Err(ApiError::LeaseExpired(lease.expires_s));
+        }
+        let (i, item) = lease
+            .items
+            .iter()
+            .enumerate()
+            .find(|(_, it)| it.target == target && ids::same(&it.token, token))
+            .ok_or(ApiError::UnknownItem)?;
+        if item.done {
+            return Err(ApiError::Replayed);
+        }
+        Ok((item.tier, i))
+    }
+
+    /// Marks a leased item finished and releases its in-flight count.
+    pub(crate) fn close_item(&mut self, lease_id: &str, index: usize) {
+        if let Some(l) = self.leases.get_mut(lease_id) {
+            if let Some(it) = l.items.get_mut(index) {
+                if !it.done {
+                    it.done = true;
+                    if let Some(n) = self.in_flight.get_mut(&it.target) {
+                        *n = n.saturating_sub(1);
+                        if *n == 0 {
+                            self.in_flight.remove(&it.target);
+                        }
+                    }
+                }
+            }
+            if l.items.iter().all(|i| i.done) {
+                self.leases.remove(lease_id);
+            }
+        }
+    }
+
+    /// A protest: the device declines one leased item before executing it.
+    /// The item goes back (its open verification is released); nothing is
+    /// learned above the device. Errors as a deposit's lookup.
+    pub fn protest(
+        &mut self,
+        req: &ProtestRequest,
+        now_s: f64,
+    ) -> Result<ProtestResponse, ApiError> {
+        let r = self.protest_inner(req, now_s);
+        self.check(r)
+    }
+
+    fn protest_inner(
+        &mut self,
+        req: &ProtestRequest,
+        now_s: f64,
+    ) -> Result<ProtestResponse, ApiError> {
+        if req.reason.len() > 256 {
+            return Err(ApiError::bad("reason", "at most 256 bytes"));
+        }
+        let device = req.device_id.as_str();
+        self.authenticate(device, &req.device_secret, now_s)?;
+        let (_, index) = self.find_item(
+            device,
+            &req.lease_id,
+            &req.target,
+            &req.deposit_token,
+            now_s,
+        )?;
+        if let Some(t) = self.d.targets.get_mut(&req.target) {
+            t.verification.release(device);
+        }
+        self.close_item(&req.lease_id, index);
+        self.counters.protests += 1;
+        Ok(ProtestResponse { released: true })
+    }
+}

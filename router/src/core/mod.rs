@@ -1,0 +1,404 @@
+//! The application core: registry, leases, folds and ticks, with the time
+//! injected (`now_s`, seconds on the router's clock) and no HTTP.
+//! Source: `ROUTING.md` §4.
+//!
+//! Durability: a deposit is appended to the store's log before it is folded
+//! and acknowledged; ticks write a snapshot of the [`state::Durable`] state
+//! (one row, atomic on every backend) with the highest folded seq. A restart
+//! loads the snapshot, ages the evidence by the time that passed and folds
+//! again every logged deposit after the snapshot: no acknowledged deposit
+//! is lost.
+
+mod facts;
+mod fold;
+mod lease;
+mod refill;
+pub mod state;
+mod tick;
+mod view;
+
+pub use fold::Logged;
+pub use lease::{state_name, tier_name};
+pub use tick::TickReport;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use routing::dynamics::DriftBank;
+use routing::field::{Field, Layer, Receipt};
+use routing::policy::Tier;
+use routing::politeness::Bucket;
+use routing::prices::Pool;
+use routing::trust::Clusters;
+
+pub use view::{ArchetypeView, CellView, FieldView, SourceView};
+
+use crate::api::ApiError;
+use crate::config::{item_usage, RouterConfig, POOLS};
+use crate::events::Event;
+use crate::store::{Row, Store, StoreError, Table};
+use state::Durable;
+
+/// The field's dimensions (`ROUTING.md` §3 Options and dimensions).
+pub fn dimensions() -> Vec<String> {
+    let mut d = vec![
+        "reliability".to_string(),
+        "latency".to_string(),
+        "financial".to_string(),
+    ];
+    d.extend(POOLS.iter().map(|p| format!("budget:{p}")));
+    d
+}
+
+/// The field's layers, coarse to fine.
+pub const LAYERS: [&str; 4] = ["source", "binding", "task", "environment"];
+
+/// A device that is live (its lease is fresh).
+#[derive(Debug, Clone)]
+pub(crate) struct Live {
+    pub expires_s: f64,
+    pub requests: Bucket,
+}
+
+/// One leased item.
+#[derive(Debug, Clone)]
+pub(crate) struct Item {
+    pub target: String,
+    pub tier: Tier,
+    pub token: String,
+    pub done: bool,
+}
+
+/// One outstanding lease.
+#[derive(Debug, Clone)]
+pub(crate) struct Lease {
+    pub device: String,
+    pub expires_s: f64,
+    pub items: Vec<Item>,
+}
+
+/// One queued target with the refill's decision.
+#[derive(Debug, Clone)]
+pub(crate) struct Queued {
+    pub target: String,
+    pub tier: Tier,
+    pub priority: f64,
+    pub receipt: Receipt,
+}
+
+/// Counters exported on `/metrics`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Counters {
+    /// Registrations accepted.
+    pub registrations: u64,
+    /// Leases granted (including empty ones).
+    pub leases: u64,
+    /// Items granted.
+    pub items: u64,
+    /// Deposits folded (acknowledged).
+    pub deposits: u64,
+    /// Deposits folded again at restart.
+    pub replayed: u64,
+    /// Protests (preflight releases).
+    pub protests: u64,
+    /// Leases expired with undeposited items.
+    pub leases_expired: u64,
+    /// Refused requests per error kind.
+    pub refused: BTreeMap<String, u64>,
+    /// Events per kind.
+    pub events: BTreeMap<String, u64>,
+    /// Ticks run.
+    pub ticks: u64,
+    /// Candidates passed over for politeness.
+    pub politeness_passes: u64,
+}
+
+/// The router: owns the field and the registry; writes through to a [`Store`].
+pub struct Router {
+    cfg: RouterConfig,
+    store: Box<dyn Store>,
+    d: Durable,
+    live: BTreeMap<String, Live>,
+    leases: HashMap<String, Lease>,
+    in_flight: HashMap<String, u32>,
+    queues: BTreeMap<String, Vec<Queued>>,
+    limited: BTreeSet<String>,
+    events: Vec<Event>,
+    recent: std::collections::VecDeque<Event>,
+    counters: Counters,
+    dirty: bool,
+}
+
+/// Recent events kept for the field view.
+pub const RECENT_EVENTS: usize = 50;
+
+/// Why the router could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The stored snapshot does not fit this build or configuration.
+    #[error("stored state is unreadable: {0}")]
+    BadState(String),
+    /// The configuration is out of range.
+    #[error("bad configuration: {0}")]
+    BadConfig(String),
+}
+
+fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
+    let layers: Vec<Layer> = LAYERS.iter().map(|l| Layer::new(l)).collect();
+    let options: Vec<&str> = cfg.archetypes.iter().map(|s| s.as_str()).collect();
+    let dims = dimensions();
+    let dim_refs: Vec<&str> = dims.iter().map(|s| s.as_str()).collect();
+    let mut field = Field::new(layers, 1.0, &options, &dim_refs)
+        .map_err(|e| OpenError::BadConfig(e.to_string()))?;
+    let root = routing::field::Address::root();
+    for o in &options {
+        for p in POOLS {
+            let dim = format!("budget:{p}");
+            field
+                .set_prior(&root, o, &dim, item_usage(p))
+                .and_then(|_| field.set_weight(&root, o, &dim, 0.0))
+                .map_err(|e| OpenError::BadConfig(e.to_string()))?;
+        }
+    }
+    let mut pools = BTreeMap::new();
+    for p in POOLS {
+        pools.insert(
+            p.to_string(),
+            Pool::with_cap(1e9).map_err(|e| OpenError::BadConfig(e.to_string()))?,
+        );
+    }
+    Ok(Durable {
+        field,
+        drift: DriftBank::default(),
+        pools,
+        clusters: Clusters::new(0.5, 5),
+        sources: BTreeMap::new(),
+        buckets: BTreeMap::new(),
+        devices: BTreeMap::new(),
+        targets: BTreeMap::new(),
+        temperature: 1.0,
+        applied_seq: 0,
+        aged_to_s: now_s,
+        window_start_s: now_s,
+        usage: BTreeMap::new(),
+        t_s: now_s,
+    })
+}
+
+/// Key of the snapshot row in [`Table::Meta`].
+pub const SNAPSHOT_KEY: &str = "snapshot";
+
+impl Router {
+    /// Opens the router on `store` at `now_s`: loads the last snapshot (or
+    /// starts empty), ages the evidence by the time since the snapshot,
+    /// then folds every logged deposit after it.
+    ///
+    /// Errors: [`OpenError`] (the store is left as it was).
+    pub fn open(
+        cfg: RouterConfig,
+        mut store: Box<dyn Store>,
+        now_s: f64,
+    ) -> Result<Router, OpenError> {
+        if cfg.archetypes.is_empty() || !(cfg.lease_ttl_s.is_finite() && cfg.lease_ttl_s > 0.0) {
+            return Err(OpenError::BadConfig(
+                "archetypes and a positive lease TTL are required".into(),
+            ));
+        }
+        if !now_s.is_finite() {
+            return Err(OpenError::BadConfig(format!("clock reads {now_s}")));
+        }
+        store.schema_version()?;
+        let d = match store.get(Table::Meta, SNAPSHOT_KEY)? {
+            None => fresh(&cfg, now_s)?,
+            Some(row) => {
+                let mut d: Durable = serde_json::from_str(&row.payload)
+                    .map_err(|e| OpenError::BadState(e.to_string()))?;
+                let declared: Vec<String> = d.field.options().to_vec();
+                if declared != cfg.archetypes {
+                    return Err(OpenError::BadState(format!(
+                        "stored archetypes {declared:?} differ from the configured {:?}",
+                        cfg.archetypes
+                    )));
+                }
+                let dt_h = ((now_s - d.aged_to_s) / 3600.0).max(0.0);
+                d.field = Field::restore_aged(d.field, dt_h)
+                    .map_err(|e| OpenError::BadState(e.to_string()))?;
+                d.aged_to_s = now_s.max(d.aged_to_s);
+                d
+            }
+        };
+        let mut r = Router {
+            cfg,
+            store,
+            d,
+            live: BTreeMap::new(),
+            leases: HashMap::new(),
+            in_flight: HashMap::new(),
+            queues: BTreeMap::new(),
+            limited: BTreeSet::new(),
+            events: Vec::new(),
+            recent: std::collections::VecDeque::new(),
+            counters: Counters::default(),
+            dirty: false,
+        };
+        let pending = r.store.deposits_after(r.d.applied_seq)?;
+        for entry in pending {
+            match serde_json::from_str::<fold::Logged>(&entry.payload) {
+                Ok(logged) => {
+                    r.fold(&logged, entry.seq);
+                    r.counters.replayed += 1;
+                }
+                Err(e) => {
+                    return Err(OpenError::BadState(format!(
+                        "deposit {} unreadable: {e}",
+                        entry.seq
+                    )))
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RouterConfig {
+        &self.cfg
+    }
+
+    /// The evidence field (read only).
+    pub fn field(&self) -> &Field {
+        &self.d.field
+    }
+
+    /// Counters since this process opened the router.
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The store backend name.
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    /// Trust of a known device.
+    pub fn trust(&self, device: &str) -> Option<f64> {
+        self.d.devices.get(device).map(|d| d.trust)
+    }
+
+    /// Devices known to the store (durable identities).
+    pub fn known_devices(&self) -> usize {
+        self.d.devices.len()
+    }
+
+    /// Devices live now.
+    pub fn live_devices(&self) -> usize {
+        self.live.len()
+    }
+
+    /// Open verifications over all targets.
+    pub fn open_verifications(&self) -> usize {
+        self.d
+            .targets
+            .values()
+            .map(|t| t.verification.open().len())
+            .sum()
+    }
+
+    /// Settled rows.
+    pub fn settled_rows(&self) -> usize {
+        self.d
+            .targets
+            .values()
+            .filter(|t| t.verification.settled().is_some())
+            .count()
+    }
+
+    /// The settled content hash of a target, if settled.
+    pub fn settled(&self, target: &str) -> Option<&str> {
+        self.d
+            .targets
+            .get(target)
+            .and_then(|t| t.verification.settled())
+    }
+
+    /// Targets known.
+    pub fn targets(&self) -> usize {
+        self.d.targets.len()
+    }
+
+    /// Current price of each pool.
+    pub fn prices(&self) -> BTreeMap<String, f64> {
+        self.d
+            .pools
+            .iter()
+            .map(|(k, p)| (k.clone(), p.price()))
+            .collect()
+    }
+
+    /// Takes the events emitted since the last call.
+    pub fn drain_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn emit(&mut self, e: Event) {
+        *self
+            .counters
+            .events
+            .entry(e.kind().to_string())
+            .or_default() += 1;
+        *self.d.usage.entry("events".into()).or_default() += 1.0;
+        if self.recent.len() == RECENT_EVENTS {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(e.clone());
+        self.events.push(e);
+    }
+
+    /// Counts a refused request (the shell calls this for errors it finds itself).
+    pub fn refused(&mut self, e: &ApiError) {
+        *self
+            .counters
+            .refused
+            .entry(e.kind().to_string())
+            .or_default() += 1;
+    }
+
+    /// Writes the snapshot (one row, version = highest folded seq) if anything
+    /// changed since the last one. Errors: the store's; the state in memory is kept.
+    pub fn persist(&mut self, now_s: f64) -> Result<(), StoreError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        self.d.t_s = now_s;
+        let payload =
+            serde_json::to_string(&self.d).map_err(|e| StoreError::Backend(e.to_string()))?;
+        self.store.upsert(
+            Table::Meta,
+            &[Row {
+                key: SNAPSHOT_KEY.into(),
+                version: self.d.applied_seq,
+                payload,
+            }],
+        )?;
+        let rows: Vec<Row> = self
+            .d
+            .devices
+            .iter()
+            .map(|(k, v)| Row {
+                key: k.clone(),
+                version: self.d.applied_seq,
+                payload: serde_json::json!({
+                    "archetype": v.archetype,
+                    "trust": v.trust,
+                    "state": format!("{:?}", v.state).to_lowercase(),
+                    "deposits": v.deposits,
+                })
+                .to_string(),
+            })
+            .collect();
+        self.store.upsert(Table::Devices, &rows)?;
+        self.dirty = false;
+        Ok(())
+    }
+}

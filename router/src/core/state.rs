@@ -1,0 +1,130 @@
+//! The router's durable state: everything a restart rebuilds, serialized as
+//! one snapshot row plus the deposits logged after it.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use routing::dynamics::DriftBank;
+use routing::field::Field;
+use routing::politeness::Bucket;
+use routing::prices::Pool;
+use routing::trust::Churn;
+use routing::trust::Clusters;
+use routing::trust::State as TrustState;
+use routing::verify::Verification;
+
+/// Durable identity and earned trust of one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRec {
+    /// Archetype it registered with.
+    pub archetype: String,
+    /// Declared capabilities.
+    pub capabilities: Vec<String>,
+    /// Adapter version it runs.
+    pub adapter_version: String,
+    /// τ ∈ [0, 1].
+    pub trust: f64,
+    /// Trust state (operator states are sticky).
+    pub state: TrustState,
+    /// SHA-256 of its current device secret.
+    pub secret_digest: String,
+    /// First registration, seconds.
+    pub registered_at: f64,
+    /// Deposits folded.
+    pub deposits: u64,
+    /// Whether the operator marked it a liar in a test world (never set by the router).
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// One declared source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceRec {
+    /// Host (politeness bucket key).
+    pub host: String,
+    /// Binding label.
+    pub binding: String,
+    /// Operator gates required.
+    pub requires: Vec<String>,
+    /// Change timescale, seconds.
+    pub change_timescale_s: f64,
+    /// Re-observations compared (volatility denominator).
+    pub reobservations: u64,
+    /// Re-observations whose content changed (volatility numerator).
+    pub changes: u64,
+}
+
+impl SourceRec {
+    /// Volatility v ∈ [0, 1]: the share of re-observations whose content
+    /// changed (with one pseudo-observation of no change).
+    pub fn volatility(&self) -> f64 {
+        self.changes as f64 / (self.reobservations as f64 + 1.0)
+    }
+}
+
+/// One observation of a target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// Device id.
+    pub device: String,
+    /// Content hash seen.
+    pub hash: String,
+    /// Time, seconds.
+    pub t_s: f64,
+}
+
+/// Observations kept per target (most recent last).
+pub const KEEP_OBSERVATIONS: usize = 8;
+
+/// One target.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetRec {
+    /// Source.
+    pub source: String,
+    /// Listing crawl (mints targets) or a page.
+    pub listing: bool,
+    /// Recent successful observations.
+    pub observations: Vec<Observation>,
+    /// Verification state of the row.
+    pub verification: Verification,
+    /// Last executed attempt, seconds.
+    pub last_attempt_s: Option<f64>,
+    /// Due for (re-)observation at, seconds.
+    pub due_s: f64,
+    /// Content churn and cooldown.
+    pub churn: Churn,
+}
+
+/// Everything durable, as one snapshot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Durable {
+    /// The evidence field.
+    pub field: Field,
+    /// Drift detectors.
+    pub drift: DriftBank,
+    /// Metered pools with their prices.
+    pub pools: BTreeMap<String, Pool>,
+    /// Disagreement clusters.
+    pub clusters: Clusters,
+    /// Sources.
+    pub sources: BTreeMap<String, SourceRec>,
+    /// Politeness buckets per host.
+    pub buckets: BTreeMap<String, Bucket>,
+    /// Devices (durable identity and trust).
+    pub devices: BTreeMap<String, DeviceRec>,
+    /// Targets.
+    pub targets: BTreeMap<String, TargetRec>,
+    /// Decision temperature.
+    pub temperature: f64,
+    /// Highest deposit seq folded into this state.
+    pub applied_seq: u64,
+    /// Router-clock time the evidence was last aged to, seconds.
+    pub aged_to_s: f64,
+    /// Start of the current price window, seconds.
+    pub window_start_s: f64,
+    /// Usage of the current window per pool.
+    pub usage: BTreeMap<String, f64>,
+    /// Router-clock time of this snapshot, seconds.
+    pub t_s: f64,
+}

@@ -1,0 +1,150 @@
+//! The tick (injected clock): lease expiry, live-scope pruning,
+//! verification TTLs, the price tick (single writer), aging, the fleet-level
+//! limited cap, the queue refill, and the snapshot.
+//! Source: `ROUTING.md` §3 Prices, Evidence dynamics, Assignment policy; §4 Ticks.
+
+use routing::trust::treated_as_limited;
+
+use super::Router;
+use crate::events::Event;
+use crate::store::StoreError;
+
+/// What one tick did.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct TickReport {
+    /// Leases expired with items not deposited.
+    pub leases_expired: usize,
+    /// Devices whose live scope ended.
+    pub devices_pruned: usize,
+    /// Open verifications that expired.
+    pub verifications_expired: usize,
+    /// Price windows closed.
+    pub price_windows: usize,
+    /// Targets queued per archetype after the refill.
+    pub queued: std::collections::BTreeMap<String, usize>,
+}
+
+/// Most price windows closed by one tick (a clock jump of days closes at most this many).
+pub const MAX_WINDOWS_PER_TICK: usize = 1000;
+
+impl Router {
+    /// Runs one tick at `now_s` (a clock that went backwards changes nothing
+    /// time-based). Errors: the store's, when the snapshot could not be
+    /// written (the tick's effects are kept in memory and written next time).
+    pub fn tick(&mut self, now_s: f64) -> Result<TickReport, StoreError> {
+        let mut rep = TickReport::default();
+        if !now_s.is_finite() {
+            return Ok(rep);
+        }
+        self.counters.ticks += 1;
+        // Leases: expired items go back; their open verifications are released.
+        let expired: Vec<String> = self
+            .leases
+            .iter()
+            .filter(|(_, l)| l.expires_s < now_s)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for id in expired {
+            if let Some(l) = self.leases.get(&id).cloned() {
+                for (i, it) in l.items.iter().enumerate() {
+                    if !it.done {
+                        if let Some(t) = self.d.targets.get_mut(&it.target) {
+                            t.verification.release(&l.device);
+                        }
+                        self.close_item(&id, i);
+                    }
+                }
+                self.leases.remove(&id);
+                rep.leases_expired += 1;
+                self.counters.leases_expired += 1;
+            }
+        }
+        let before = self.live.len();
+        self.live.retain(|_, l| l.expires_s >= now_s);
+        rep.devices_pruned = before - self.live.len();
+        // Verification TTLs.
+        let mut expired_v = Vec::new();
+        for (name, t) in self.d.targets.iter_mut() {
+            let n = t.verification.expire(now_s);
+            if n > 0 {
+                expired_v.push((name.clone(), n));
+            }
+        }
+        for (target, count) in expired_v {
+            rep.verifications_expired += count;
+            self.emit(Event::VerificationExpired {
+                t_s: now_s,
+                target,
+                count,
+            });
+        }
+        rep.price_windows = self.price_tick(now_s);
+        // Aging of stored evidence.
+        let dt = now_s - self.d.aged_to_s;
+        if dt > 0.0 && self.d.field.age_all(dt / 3600.0).is_ok() {
+            self.d.aged_to_s = now_s;
+            self.dirty = true;
+        }
+        // The fleet-level cap on the share treated as limited.
+        let live: Vec<(String, f64)> = self
+            .live
+            .keys()
+            .filter_map(|k| self.d.devices.get(k).map(|d| (k.clone(), d.trust)))
+            .collect();
+        let taus: Vec<f64> = live.iter().map(|(_, t)| *t).collect();
+        self.limited = treated_as_limited(&taus, self.cfg.limited_cap_share)
+            .into_iter()
+            .filter_map(|i| live.get(i).map(|(k, _)| k.clone()))
+            .collect();
+        self.refill(now_s);
+        rep.queued = self
+            .queues
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len()))
+            .collect();
+        self.persist(now_s)?;
+        Ok(rep)
+    }
+
+    /// Closes every elapsed price window: λ ← min(max(0, λ + α(usage − cap)), λ_max)
+    /// per pool (the first window with the usage counted, later idle ones
+    /// with 0), then publishes λ as the `budget:<pool>` weights.
+    fn price_tick(&mut self, now_s: f64) -> usize {
+        let w = self.cfg.price_window_s;
+        if !(w.is_finite() && w > 0.0) || now_s < self.d.window_start_s + w {
+            return 0;
+        }
+        let windows =
+            (((now_s - self.d.window_start_s) / w).floor() as usize).clamp(1, MAX_WINDOWS_PER_TICK);
+        let usage = std::mem::take(&mut self.d.usage);
+        let pools: Vec<String> = self.d.pools.keys().cloned().collect();
+        for name in pools {
+            let Some(pool) = self.d.pools.get_mut(&name) else {
+                continue;
+            };
+            let from = pool.price();
+            let used = usage.get(&name).copied().unwrap_or(0.0);
+            pool.tick(&[used]);
+            for _ in 1..windows {
+                pool.tick(&[0.0]);
+            }
+            let to = pool.price();
+            let _ = self.d.field.set_price(&format!("budget:{name}"), to);
+            if to != from {
+                self.emit(Event::PriceChanged {
+                    t_s: now_s,
+                    pool: name.clone(),
+                    from,
+                    to,
+                    usage: used,
+                });
+            }
+        }
+        self.d.window_start_s += w * windows as f64;
+        if now_s - self.d.window_start_s >= w {
+            self.d.window_start_s = now_s;
+        }
+        self.dirty = true;
+        windows
+    }
+}

@@ -1,0 +1,256 @@
+//! Read-only views: `GET /v1/field` (aggregates, never device identities)
+//! and the Prometheus exposition of `/metrics`. Source: `ROUTING.md` §4.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::{Deserialize, Serialize};
+
+use routing::field::Address;
+
+use super::Router;
+use crate::events::Event;
+
+/// Evidence of one archetype at one source's binding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellView {
+    /// Archetype.
+    pub archetype: String,
+    /// Posterior mean failure rate proxy (reliability cost, 0 = always ok).
+    pub reliability_mean: f64,
+    /// Posterior standard deviation of the reliability cost.
+    pub reliability_sd: f64,
+    /// Posterior mean ln-latency (ln seconds).
+    pub latency_mean: f64,
+    /// Posterior standard deviation of ln-latency.
+    pub latency_sd: f64,
+    /// Whether a learned or operator gate closes this archetype at the source.
+    pub gated: bool,
+}
+
+/// One source with its evidence per archetype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceView {
+    /// Source id.
+    pub source: String,
+    /// Binding.
+    pub binding: String,
+    /// Host.
+    pub host: String,
+    /// Volatility ∈ [0, 1].
+    pub volatility: f64,
+    /// Targets known on this source.
+    pub targets: usize,
+    /// Evidence per archetype.
+    pub cells: Vec<CellView>,
+}
+
+/// Population of one archetype.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArchetypeView {
+    /// Archetype.
+    pub archetype: String,
+    /// Live devices.
+    pub live: usize,
+    /// Known devices (durable identities).
+    pub known: usize,
+    /// Mean trust of the known devices (0 when none).
+    pub mean_trust: f64,
+    /// Targets queued for it now.
+    pub queued: usize,
+}
+
+/// The body of `GET /v1/field`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FieldView {
+    /// Field revision.
+    pub revision: u64,
+    /// Store backend.
+    pub backend: String,
+    /// Decision temperature.
+    pub temperature: f64,
+    /// Sources with evidence.
+    pub sources: Vec<SourceView>,
+    /// Price λ per pool.
+    pub prices: BTreeMap<String, f64>,
+    /// Population by archetype.
+    pub population: Vec<ArchetypeView>,
+    /// Drift: outcomes fed and confirmations.
+    pub drift_observations: u64,
+    /// Confirmed drifts.
+    pub drift_confirmations: u64,
+    /// Recent drift, adapter and price events (newest last, ≤ 50).
+    pub recent_events: Vec<Event>,
+    /// Targets known, settled rows and open verifications.
+    pub targets: usize,
+    /// Settled rows.
+    pub settled: usize,
+    /// Open verifications.
+    pub open_verifications: usize,
+}
+
+impl Router {
+    /// The operator's aggregate view of the field (no device identities).
+    pub fn field_view(&self) -> FieldView {
+        let layers = self.d.field.layers().to_vec();
+        let mut per_source: BTreeMap<&str, usize> = BTreeMap::new();
+        for t in self.d.targets.values() {
+            *per_source.entry(t.source.as_str()).or_default() += 1;
+        }
+        let sources = self
+            .d
+            .sources
+            .iter()
+            .map(|(name, s)| {
+                let cell = Address::from_labels(&layers, &[name.as_str(), s.binding.as_str()])
+                    .unwrap_or_default();
+                let src = Address::from_labels(&layers, &[name.as_str()]).unwrap_or_default();
+                let cells = self
+                    .cfg
+                    .archetypes
+                    .iter()
+                    .map(|a| {
+                        let r = self.d.field.posterior(&cell, a, "reliability").ok();
+                        let l = self.d.field.posterior(&cell, a, "latency").ok();
+                        let gated = (0..=src.depth())
+                            .any(|n| self.d.field.gate(&src.prefix(n), a) == Some(false));
+                        CellView {
+                            archetype: a.clone(),
+                            reliability_mean: r.as_ref().map(|p| p.mean).unwrap_or(f64::NAN),
+                            reliability_sd: r
+                                .as_ref()
+                                .map(|p| p.variance.sqrt())
+                                .unwrap_or(f64::NAN),
+                            latency_mean: l.as_ref().map(|p| p.mean).unwrap_or(f64::NAN),
+                            latency_sd: l.as_ref().map(|p| p.variance.sqrt()).unwrap_or(f64::NAN),
+                            gated,
+                        }
+                    })
+                    .collect();
+                SourceView {
+                    source: name.clone(),
+                    binding: s.binding.clone(),
+                    host: s.host.clone(),
+                    volatility: s.volatility(),
+                    targets: per_source.get(name.as_str()).copied().unwrap_or(0),
+                    cells,
+                }
+            })
+            .collect();
+        let population = self
+            .cfg
+            .archetypes
+            .iter()
+            .map(|a| {
+                let known: Vec<f64> = self
+                    .d
+                    .devices
+                    .values()
+                    .filter(|d| &d.archetype == a)
+                    .map(|d| d.trust)
+                    .collect();
+                ArchetypeView {
+                    archetype: a.clone(),
+                    live: self
+                        .live
+                        .keys()
+                        .filter(|k| self.d.devices.get(*k).is_some_and(|d| &d.archetype == a))
+                        .count(),
+                    known: known.len(),
+                    mean_trust: if known.is_empty() {
+                        0.0
+                    } else {
+                        known.iter().sum::<f64>() / known.len() as f64
+                    },
+                    queued: self.queues.get(a).map(|q| q.len()).unwrap_or(0),
+                }
+            })
+            .collect();
+        FieldView {
+            revision: self.d.field.revision(),
+            backend: self.store.backend().into(),
+            temperature: self.d.temperature,
+            sources,
+            prices: self.prices(),
+            population,
+            drift_observations: self.d.drift.observations(),
+            drift_confirmations: self.d.drift.confirmations(),
+            recent_events: self.recent.iter().cloned().collect(),
+            targets: self.d.targets.len(),
+            settled: self.settled_rows(),
+            open_verifications: self.open_verifications(),
+        }
+    }
+
+    /// Prometheus text exposition (version 0.0.4) of the counters and gauges.
+    pub fn metrics_text(&self) -> String {
+        let c = &self.counters;
+        let mut out = String::new();
+        let mut counter = |name: &str, help: &str, v: u64| {
+            let _ = writeln!(
+                out,
+                "# HELP router_{name} {help}\n# TYPE router_{name} counter\nrouter_{name} {v}"
+            );
+        };
+        counter(
+            "registrations_total",
+            "Registrations accepted.",
+            c.registrations,
+        );
+        counter("leases_total", "Leases answered.", c.leases);
+        counter("items_granted_total", "Items granted.", c.items);
+        counter(
+            "deposits_total",
+            "Deposits folded and acknowledged.",
+            c.deposits,
+        );
+        counter(
+            "deposits_replayed_total",
+            "Logged deposits folded again at restart.",
+            c.replayed,
+        );
+        counter(
+            "protests_total",
+            "Protests (preflight releases).",
+            c.protests,
+        );
+        counter(
+            "leases_expired_total",
+            "Leases expired with undeposited items.",
+            c.leases_expired,
+        );
+        counter("ticks_total", "Ticks run.", c.ticks);
+        counter(
+            "politeness_passes_total",
+            "Candidates passed over for politeness.",
+            c.politeness_passes,
+        );
+        counter(
+            "drift_confirmations_total",
+            "Confirmed drifts (all time).",
+            self.d.drift.confirmations(),
+        );
+        let _ = writeln!(out, "# HELP router_refused_total Refused requests by error kind.\n# TYPE router_refused_total counter");
+        for (k, v) in &c.refused {
+            let _ = writeln!(out, "router_refused_total{{kind=\"{k}\"}} {v}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP router_events_total Events by kind.\n# TYPE router_events_total counter"
+        );
+        for (k, v) in &c.events {
+            let _ = writeln!(out, "router_events_total{{kind=\"{k}\"}} {v}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP router_price Shadow price per pool.\n# TYPE router_price gauge"
+        );
+        for (k, v) in self.prices() {
+            let _ = writeln!(out, "router_price{{pool=\"{k}\"}} {v}");
+        }
+        let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
+        let _ = writeln!(out, "# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {}", self.open_verifications());
+        let _ = writeln!(out, "# HELP router_field_revision Field revision.\n# TYPE router_field_revision gauge\nrouter_field_revision {}", self.d.field.revision());
+        out
+    }
+}
