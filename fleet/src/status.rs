@@ -5,7 +5,7 @@
 //! these JSON keys: `fleet_booted`, `plan.{profile, binding, oversubscribed,
 //! tier_refused, quota_cpus}`, `budget.{reserve_cpus, ambient_cpus,
 //! resolve_cpus, merge_cpus, solver_cpus, solver_pins, sim_slot_cap}`,
-//! `census` (array) and `quota.{exact_cpus, affinity_cpus, source, reason}`.
+//! `census` (array) and `quota.{exact_cpus, affinity_cpus, source, reason, unknown_reason}`.
 
 use crate::budget::{BudgetOverrides, BudgetRow, FleetBudget};
 use crate::census::{Census, CensusRow};
@@ -49,6 +49,10 @@ pub struct QuotaStatus {
     pub source: QuotaSource,
     /// What was read and why.
     pub reason: String,
+    /// Why the quota is unknown (`source` is `unknown`): the fleet may be
+    /// planning for more cores than it has. `null` when the quota is known
+    /// (limited, or no limit).
+    pub unknown_reason: Option<String>,
     /// min(affinity, exact), cores.
     pub effective_cpus: f64,
 }
@@ -90,8 +94,12 @@ pub fn runtime_status(plan: &Plan, quota: &QuotaReport, census: Option<&Census>)
         quota: QuotaStatus {
             exact_cpus: quota.exact_cpus,
             affinity_cpus: quota.affinity_cpus,
-            source: quota.source,
+            source: quota.source.clone(),
             reason: quota.reason.clone(),
+            unknown_reason: match &quota.source {
+                QuotaSource::Unknown { reason } => Some(reason.clone()),
+                _ => None,
+            },
             effective_cpus: quota.effective_cpus(),
         },
     }

@@ -178,6 +178,7 @@ fn status_json_has_the_script_keys() {
     assert_eq!(v["quota"]["affinity_cpus"], 16);
     assert_eq!(v["quota"]["source"], "cgroup_v2");
     assert_eq!(v["quota"]["reason"], "test");
+    assert!(v["quota"]["unknown_reason"].is_null(), "a known quota");
 }
 
 #[test]
@@ -187,12 +188,16 @@ fn status_reports_registered_rows_once_booted() {
     for row in plan.census_projection().into_iter().take(3) {
         census.register(row);
     }
-    let st = runtime_status(&plan, &report(QuotaSource::Unknown, None, 4), Some(&census));
+    let unknown = QuotaSource::Unknown {
+        reason: "no cgroup2 mount is visible".into(),
+    };
+    let st = runtime_status(&plan, &report(unknown, None, 4), Some(&census));
     assert!(st.fleet_booted);
     assert_eq!(st.census.len(), 3);
     let v = serde_json::to_value(&st).unwrap();
     assert!(v["quota"]["exact_cpus"].is_null());
     assert_eq!(v["quota"]["source"], "unknown");
+    assert_eq!(v["quota"]["unknown_reason"], "no cgroup2 mount is visible");
     assert_eq!(
         v["plan"]["tier_refused"]["kind"],
         "quota_too_small_for_pinned_roles"

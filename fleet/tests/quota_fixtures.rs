@@ -54,7 +54,7 @@ fn v1_container_mount_root_is_stripped() {
 fn v2_max_is_no_limit() {
     let r = run("v2_max");
     assert_eq!(
-        (r.source, r.exact_cpus),
+        (r.source.clone(), r.exact_cpus),
         (QuotaSource::Affinity, None),
         "{}",
         r.reason
@@ -66,7 +66,7 @@ fn v2_max_is_no_limit() {
 fn v2_missing_cpu_max_is_no_limit() {
     let r = run("v2_missing");
     assert_eq!(
-        (r.source, r.exact_cpus),
+        (r.source.clone(), r.exact_cpus),
         (QuotaSource::Affinity, None),
         "{}",
         r.reason
@@ -140,7 +140,7 @@ fn malformed_trees_are_quota_unknown_with_a_reason() {
     ];
     for (name, why) in cases {
         let r = run(name);
-        assert_eq!(r.source, QuotaSource::Unknown, "{name}: {}", r.reason);
+        assert!(r.source.is_unknown(), "{name}: {}", r.reason);
         assert_eq!(r.exact_cpus, None, "{name}");
         assert!(
             r.reason.starts_with("quota unknown"),
@@ -161,9 +161,67 @@ fn malformed_trees_are_quota_unknown_with_a_reason() {
 }
 
 #[test]
+fn quota_unknown_is_distinct_from_no_limit_with_its_reason() {
+    let cases = [
+        ("unknown_v2_no_cgroup2_mount", "no cgroup2 mount is visible"),
+        (
+            "unknown_v1_outside_mount_root",
+            "is not under the root /docker/abc",
+        ),
+        ("unknown_v2_missing_dir", "does not exist"),
+    ];
+    for (name, why) in cases {
+        let r = run(name);
+        match &r.source {
+            QuotaSource::Unknown { reason } => {
+                assert!(
+                    reason.contains(why),
+                    "{name}: {reason:?} should say {why:?}"
+                )
+            }
+            other => panic!(
+                "{name}: expected quota unknown, got {other:?}: {}",
+                r.reason
+            ),
+        }
+        assert_eq!(r.exact_cpus, None, "{name}");
+        assert_eq!(r.limiting_dir, None, "{name}");
+        assert!(
+            r.reason.starts_with("quota unknown"),
+            "{name}: {}",
+            r.reason
+        );
+        assert_eq!(
+            r.effective_cpus(),
+            8.0,
+            "{name}: the affinity mask decides for now"
+        );
+    }
+    // No limit is a known answer, not unknown.
+    let none = run("v2_max");
+    assert_eq!(none.source, QuotaSource::Affinity);
+    assert!(!none.source.is_unknown());
+}
+
+#[test]
+fn the_quota_source_serializes_as_its_name_and_reads_back() {
+    let unknown = QuotaSource::Unknown {
+        reason: "why".into(),
+    };
+    assert_eq!(serde_json::to_string(&unknown).unwrap(), "\"unknown\"");
+    assert_eq!(
+        serde_json::to_string(&QuotaSource::CgroupV2).unwrap(),
+        "\"cgroup_v2\""
+    );
+    let back: QuotaSource = serde_json::from_str("\"unknown\"").unwrap();
+    assert!(back.is_unknown());
+    assert!(serde_json::from_str::<QuotaSource>("\"bogus\"").is_err());
+}
+
+#[test]
 fn a_missing_root_is_unknown_not_a_panic() {
     let r = detect(Path::new("/nonexistent/fleet-quota-root"));
-    assert_eq!(r.source, QuotaSource::Unknown);
+    assert!(r.source.is_unknown(), "{:?}", r.source);
     assert!(r.affinity_cpus >= 1, "falls back to this process's CPUs");
     assert!(r.reason.contains("cannot read"), "{}", r.reason);
 }

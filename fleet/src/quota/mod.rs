@@ -19,8 +19,8 @@ mod stat;
 
 pub use limits::{parse_cpu_max, read_limit, tightest, CgroupVersion};
 pub use procfs::{
-    cgroup_dir, cpus_allowed_list, parse_cpu_list, parse_mountinfo, parse_proc_cgroup, under_root,
-    CgroupLine, CgroupMount, CpuListError,
+    cgroup_dir, cpus_allowed_list, parse_cpu_list, parse_mountinfo, parse_proc_cgroup,
+    under_mount_root, under_root, CgroupLine, CgroupMount, CpuListError,
 };
 pub use stat::{CpuStat, CpuStatError, ThrottleReading, ThrottleSampler};
 
@@ -28,28 +28,74 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Where the effective quota came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// "No limit" ([`QuotaSource::Affinity`]: the hierarchy was read and no level
+/// limits the CPU) and "quota unknown" ([`QuotaSource::Unknown`]: the limit
+/// could not be determined) are distinct results (`DESIGN.md` §3 "Quota
+/// detection"); both fall back to the affinity mask, but only the second
+/// says the fleet may be planning for more cores than it has.
+///
+/// Serialized as its [`QuotaSource::name`] (`"unknown"` for every unknown
+/// reason: the reason travels in the report's `reason` sentence);
+/// deserializing `"unknown"` gives an empty reason.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "String", try_from = "String")]
 pub enum QuotaSource {
     /// A cgroup v2 `cpu.max` limit.
     CgroupV2,
     /// A cgroup v1 `cpu.cfs_quota_us` limit.
     CgroupV1,
-    /// No cgroup limit: the affinity mask decides.
+    /// No cgroup limit: the hierarchy was read and no level limits the CPU;
+    /// the affinity mask decides.
     Affinity,
-    /// The cgroup files could not be understood (see `reason`); the
-    /// affinity mask decides.
-    Unknown,
+    /// The quota is unknown; the affinity mask decides for now. Causes:
+    /// unreadable or malformed cgroup files, the process's cgroup outside
+    /// the mount's root, a cgroup directory that does not exist, a v2
+    /// cgroup listed with no cgroup2 mount visible.
+    Unknown {
+        /// Why the quota could not be determined (what to check).
+        reason: String,
+    },
 }
 
 impl QuotaSource {
     /// The snake_case name (`cgroup_v2`, `cgroup_v1`, `affinity`, `unknown`).
-    pub const fn name(self) -> &'static str {
+    pub const fn name(&self) -> &'static str {
         match self {
             QuotaSource::CgroupV2 => "cgroup_v2",
             QuotaSource::CgroupV1 => "cgroup_v1",
             QuotaSource::Affinity => "affinity",
-            QuotaSource::Unknown => "unknown",
+            QuotaSource::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// Whether the quota is unknown (as opposed to known, limited or not).
+    pub const fn is_unknown(&self) -> bool {
+        matches!(self, QuotaSource::Unknown { .. })
+    }
+}
+
+impl From<QuotaSource> for String {
+    fn from(s: QuotaSource) -> String {
+        s.name().to_string()
+    }
+}
+
+impl TryFrom<String> for QuotaSource {
+    type Error = String;
+
+    /// Errors: a name that is not one of [`QuotaSource::name`]'s.
+    fn try_from(name: String) -> Result<Self, String> {
+        match name.as_str() {
+            "cgroup_v2" => Ok(QuotaSource::CgroupV2),
+            "cgroup_v1" => Ok(QuotaSource::CgroupV1),
+            "affinity" => Ok(QuotaSource::Affinity),
+            "unknown" => Ok(QuotaSource::Unknown {
+                reason: String::new(),
+            }),
+            other => Err(format!(
+                "unknown quota source {other:?}: expected cgroup_v2, cgroup_v1, affinity or unknown"
+            )),
         }
     }
 }
@@ -134,7 +180,7 @@ pub fn detect(root: &Path) -> QuotaReport {
     let mut report = QuotaReport {
         exact_cpus: None,
         affinity_cpus,
-        source: QuotaSource::Unknown,
+        source: QuotaSource::Affinity,
         reason: String::new(),
         cgroup_dir: None,
         limiting_dir: None,
@@ -163,6 +209,7 @@ pub fn detect(root: &Path) -> QuotaReport {
         Err(why) => {
             report.reason =
                 format!("quota unknown: {why}; using the affinity mask ({affinity_cpus} CPUs)");
+            report.source = QuotaSource::Unknown { reason: why };
         }
     }
     if let Some(note) = aff_note {
@@ -192,12 +239,10 @@ fn detect_cgroup(root: &Path) -> Result<Found, String> {
         (CgroupVersion::V1, line, mount)
     } else if let Some(line) = lines.iter().find(|l| l.hierarchy == 0) {
         let Some(mount) = mounts.iter().find(|m| m.fstype == "cgroup2") else {
-            return Ok(Found {
-                source: QuotaSource::Affinity,
-                dir: None,
-                limit: None,
-                reason: "a v2 cgroup is listed but no cgroup2 mount is visible".into(),
-            });
+            return Err(format!(
+                "a v2 cgroup ({}) is listed but no cgroup2 mount is visible, so its cpu.max cannot be read; mount cgroup2 (or run with a cgroup namespace that shows it)",
+                line.path
+            ));
         };
         (CgroupVersion::V2, line, mount)
     } else {
@@ -208,7 +253,23 @@ fn detect_cgroup(root: &Path) -> Result<Found, String> {
             reason: "no hierarchy holds the cpu controller".into(),
         });
     };
+    if !procfs::under_mount_root(mount, &line.path) {
+        return Err(format!(
+            "the process's cgroup {} is not under the root {} of the {} mount at {}, so its limits cannot be read there",
+            line.path,
+            mount.root,
+            mount.fstype,
+            mount.mount_point.display()
+        ));
+    }
     let dir = cgroup_dir(root, mount, &line.path);
+    if !dir.is_dir() {
+        return Err(format!(
+            "the process's cgroup directory {} does not exist under the {} mount",
+            dir.display(),
+            mount.fstype
+        ));
+    }
     let top = under_root(root, &mount.mount_point);
     let limit = tightest(&dir, &top, version)?;
     let (source, vname, file) = match version {

@@ -216,6 +216,17 @@ pub fn cgroup_dir(fs_root: &Path, mount: &CgroupMount, path: &str) -> PathBuf {
     dir
 }
 
+/// Whether the cgroup `path` (from `/proc/self/cgroup`) lies under the
+/// mount's root (mountinfo's fourth field): only then is its directory
+/// under the mount point. `false` means its limits cannot be read there.
+pub fn under_mount_root(mount: &CgroupMount, path: &str) -> bool {
+    let root = mount.root.trim_end_matches('/');
+    root.is_empty()
+        || path
+            .strip_prefix(root)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
 /// `abs` re-rooted under `fs_root` (`/` leaves it unchanged).
 pub fn under_root(fs_root: &Path, abs: &Path) -> PathBuf {
     match abs.strip_prefix("/") {
