@@ -131,6 +131,20 @@ pub fn parse_gate_scale(s: &str) -> Result<f64, BoundError> {
     scale("--gate-scale", s)
 }
 
+/// `--inject-slowdown`: a factor of at least 1, at most [`MAX_SCALE`].
+pub fn parse_slowdown(s: &str) -> Result<f64, BoundError> {
+    const EXPECTED: &str = "a factor of at least 1, e.g. 1.5";
+    let v = float("--inject-slowdown", s, EXPECTED)?;
+    if v < 1.0 {
+        return Err(BoundError::TooSmall {
+            flag: "--inject-slowdown",
+            text: s.trim().to_string(),
+            expected: EXPECTED,
+        });
+    }
+    at_most("--inject-slowdown", s, v, MAX_SCALE, "(times)")
+}
+
 fn count(flag: &'static str, s: &str, expected: &'static str) -> Result<u64, BoundError> {
     let text = s.trim().to_string();
     if text.starts_with('-') {

@@ -42,6 +42,9 @@ pub struct GateArgs {
     /// Test only: break one produced outcome (shows the parity budget fails).
     #[arg(long, hide = true)]
     pub inject_wrong_outcome: bool,
+    /// Test only: multiply every unit's CPU and I/O time by F (≥ 1; shows a slowdown fails the ratio budgets).
+    #[arg(long, value_name = "F", hide = true, value_parser = crate::cmd::bounds::parse_slowdown)]
+    pub inject_slowdown: Option<f64>,
     /// Test only: refuse every background submit (shows refusals are counted in the report).
     #[arg(long, hide = true)]
     pub inject_refuse_background: bool,
@@ -74,6 +77,7 @@ pub fn run(args: GateArgs) -> Result<()> {
         delay_ms: args.inject_delay_ms,
         wrong_outcome: args.inject_wrong_outcome,
         refuse_background: args.inject_refuse_background,
+        slowdown: args.inject_slowdown,
     };
     let artifacts = run_and_write(&spec, &corpus, &out)?;
     print!("{}", render_run_summary(&artifacts.report));

@@ -1,6 +1,6 @@
 //! Test-only fault injection, so the gates can be shown to fail: a host
-//! wrapper that delays every cycle's hand-off, breaks one outcome, or
-//! refuses every background submit.
+//! wrapper that delays every cycle's hand-off, slows every unit down by a
+//! factor, breaks one outcome, or refuses every background submit.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,7 @@ use fleet_workloads::replay::units::{CycleShared, Scale};
 use fleet_workloads::replay::CycleHost;
 
 /// What to inject.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Injection {
     /// Sleep this long before handing each cycle's units to the host, ms.
     pub delay_ms: u64,
@@ -24,12 +24,16 @@ pub struct Injection {
     pub wrong_outcome: bool,
     /// Refuse every background submit (shows refusals are counted).
     pub refuse_background: bool,
+    /// Multiply every unit's CPU and I/O time by this factor (`None`: as
+    /// the corpus says). The lower bound stays the corpus's, so a 1.5×
+    /// slowdown shows whether a gate notices work 50 % slower.
+    pub slowdown: Option<f64>,
 }
 
 impl Injection {
     /// Whether anything is injected.
     pub fn any(&self) -> bool {
-        self.delay_ms > 0 || self.wrong_outcome || self.refuse_background
+        self.delay_ms > 0 || self.wrong_outcome || self.refuse_background || self.slowdown.is_some()
     }
 }
 
@@ -46,6 +50,13 @@ impl InjectedHost {
     }
 }
 
+impl InjectedHost {
+    /// `scale` times the slowdown factor, if any.
+    fn slowed(&self, scale: Scale) -> Scale {
+        Scale(scale.0 * self.injection.slowdown.unwrap_or(1.0))
+    }
+}
+
 impl CycleHost for InjectedHost {
     fn resolve(
         &self,
@@ -56,7 +67,7 @@ impl CycleHost for InjectedHost {
         if self.injection.delay_ms > 0 {
             std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
         }
-        self.inner.resolve(prev, case, scale)
+        self.inner.resolve(prev, case, self.slowed(scale))
     }
 
     fn solve(
@@ -66,6 +77,15 @@ impl CycleHost for InjectedHost {
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
         let cycle = shared.case.index;
+        let shared = match self.injection.slowdown {
+            Some(_) => Arc::new(CycleShared {
+                case: shared.case.clone(),
+                pools: shared.pools.clone(),
+                threshold: shared.threshold,
+                scale: self.slowed(shared.scale),
+            }),
+            None => shared,
+        };
         let (bins, mut merged) = self.inner.solve(shared, witnesses, merge)?;
         if self.injection.wrong_outcome && cycle == 1 {
             if let Some(rec) = merged.as_mut() {
@@ -92,6 +112,7 @@ impl CycleHost for InjectedHost {
         if self.injection.refuse_background {
             return Err(format!("{role} submit refused by the test injection"));
         }
+        let cpu_us = self.slowed(Scale(1.0)).us(cpu_us);
         self.inner.background(role, cpu_us, pools, probe)
     }
 
