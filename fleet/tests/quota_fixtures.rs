@@ -240,3 +240,110 @@ fn sampler_reads_fixture_cpu_stat_of_both_versions() {
         (10, 2, 5_000)
     );
 }
+
+/// Copies a fixture tree into a fresh temporary directory (so a test can
+/// advance its counters).
+fn scratch_copy(name: &str) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let dest = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &dest);
+            } else {
+                std::fs::copy(entry.path(), &dest).unwrap();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    copy(&tree(name), dir.path());
+    dir
+}
+
+#[test]
+fn throttling_is_counted_in_the_limiting_parent_on_both_versions() {
+    use fleet::quota::ThrottleSampler;
+    let cases = [
+        (
+            "throttle_v2_parent_limited",
+            "sys/fs/cgroup/bot.slice",
+            "usage_usec 1900\nnr_periods 80\nnr_throttled 12\nthrottled_usec 30000\n",
+            Some(("cpu.stat.local", "throttled_usec 10000\n", 6000)),
+        ),
+        (
+            "throttle_v1_parent_limited",
+            "sys/fs/cgroup/cpu,cpuacct/bot",
+            "nr_periods 80\nnr_throttled 12\nthrottled_time 30000000\n",
+            None,
+        ),
+    ];
+    for (name, parent, later, local) in cases {
+        let root = scratch_copy(name);
+        let r = detect(root.path());
+        let parent_dir = root.path().join(parent);
+        assert_eq!(r.exact_cpus, Some(2.0), "{name}: {}", r.reason);
+        assert_eq!(
+            r.limiting_dir.as_deref(),
+            Some(parent_dir.as_path()),
+            "{name}"
+        );
+        assert_eq!(r.throttle_dir(), Some(parent_dir.as_path()), "{name}");
+        let leaf = r.cgroup_dir.clone().unwrap();
+
+        // The leaf alone reports no throttle events; the limiting parent reports 5.
+        assert_eq!(
+            fleet::quota::CpuStat::read(&leaf).unwrap().nr_throttled,
+            0,
+            "{name}"
+        );
+        let mut at_leaf = ThrottleSampler::new(&leaf).unwrap();
+        let mut sampler = ThrottleSampler::for_report(&r).unwrap();
+        assert_eq!(sampler.dir(), parent_dir.as_path(), "{name}");
+        assert_eq!(sampler.sample().unwrap().total.nr_throttled, 5, "{name}");
+
+        // Seven more throttled periods land on the parent (and, on v2, 6 ms
+        // more of this leaf's own throttled time in cpu.stat.local).
+        std::fs::write(parent_dir.join("cpu.stat"), later).unwrap();
+        if let Some((file, text, _)) = local {
+            std::fs::write(leaf.join(file), text).unwrap();
+        }
+        let leaf_view = at_leaf.sample().unwrap();
+        assert_eq!(leaf_view.nr_throttled, 0, "{name}: the leaf sees nothing");
+        let seen = sampler.sample().unwrap();
+        assert_eq!(
+            (seen.nr_throttled, seen.throttled_us),
+            (7, 21_000),
+            "{name}"
+        );
+        let sample = fleet::posture::ThrottleSample::from(seen);
+        assert_eq!(sample.events, 7, "{name}");
+        match local {
+            Some((_, _, us)) => {
+                assert_eq!(sampler.local_dir(), Some(leaf.as_path()), "{name}");
+                assert_eq!(seen.local_throttled_us, Some(us), "{name}");
+                assert_eq!(sample.throttled_us, us, "{name}: the leaf's own time wins");
+            }
+            None => {
+                assert_eq!(seen.local_throttled_us, None, "{name}");
+                assert_eq!(sample.throttled_us, 21_000, "{name}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_malformed_cpu_stat_local_is_an_error_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        fleet::quota::read_local_throttled_us(dir.path()).unwrap(),
+        None
+    );
+    for bad in ["", "throttled_usec x\n", "other 3\n"] {
+        std::fs::write(dir.path().join("cpu.stat.local"), bad).unwrap();
+        assert!(
+            fleet::quota::read_local_throttled_us(dir.path()).is_err(),
+            "{bad:?}"
+        );
+    }
+}

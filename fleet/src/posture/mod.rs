@@ -83,10 +83,13 @@ impl ThrottleSample {
 }
 
 impl From<ThrottleReading> for ThrottleSample {
+    /// Events from the limiting cgroup's `cpu.stat`; the throttled time from
+    /// the leaf's own `cpu.stat.local` where present (this process's share
+    /// of the throttling), else from the limiting cgroup.
     fn from(r: ThrottleReading) -> Self {
         ThrottleSample {
             events: r.nr_throttled,
-            throttled_us: r.throttled_us,
+            throttled_us: r.local_throttled_us.unwrap_or(r.throttled_us),
         }
     }
 }

@@ -22,7 +22,7 @@ pub use procfs::{
     cgroup_dir, cpus_allowed_list, parse_cpu_list, parse_mountinfo, parse_proc_cgroup,
     under_mount_root, under_root, CgroupLine, CgroupMount, CpuListError,
 };
-pub use stat::{CpuStat, CpuStatError, ThrottleReading, ThrottleSampler};
+pub use stat::{read_local_throttled_us, CpuStat, CpuStatError, ThrottleReading, ThrottleSampler};
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -130,6 +130,14 @@ impl QuotaReport {
             Some(q) => q,
             None => aff,
         }
+    }
+
+    /// The cgroup whose `cpu.stat` counts this process's throttling: the
+    /// limiting directory when a level limits (a leaf with no limit of its
+    /// own under a limited parent reports no throttle events itself), else
+    /// the process's own cgroup directory; `None` when neither was found.
+    pub fn throttle_dir(&self) -> Option<&Path> {
+        self.limiting_dir.as_deref().or(self.cgroup_dir.as_deref())
     }
 
     /// Effective cores rounded up: the threads that must be schedulable.

@@ -3,6 +3,13 @@
 //! Source: `DESIGN.md` §3 "Quota detection": v1 reports `nr_periods`,
 //! `nr_throttled` and `throttled_time` (ns); v2 reports `nr_periods`,
 //! `nr_throttled` and `throttled_usec` (µs). Both are normalised to µs.
+//!
+//! Throttling is counted where the limit is: a leaf with no limit of its
+//! own inside a limited parent reports 0 throttle events while the parent
+//! counts them all, so the sampler reads the limiting ancestor's
+//! `cpu.stat` ([`ThrottleSampler::for_report`]). Where the v2 leaf has a
+//! `cpu.stat.local` (its own `throttled_usec`, whichever ancestor limited
+//! it), that time is read too and preferred for the throttled duty.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -103,14 +110,43 @@ pub struct ThrottleReading {
     /// The counters went backwards (the cgroup was recreated); the deltas
     /// are measured from zero.
     pub reset: bool,
+    /// Time this process's own cgroup was throttled since the previous
+    /// sample, µs, from the v2 leaf's `cpu.stat.local`; `None` where that
+    /// file is absent (v1, older kernels).
+    pub local_throttled_us: Option<u64>,
 }
 
-/// Samples `cpu.stat` deltas of one cgroup directory. Not thread-safe by
+/// Reads `throttled_usec` from `dir/cpu.stat.local`: `Ok(None)` when the
+/// file does not exist. Errors: unreadable, or no numeric `throttled_usec`.
+pub fn read_local_throttled_us(dir: &Path) -> Result<Option<u64>, CpuStatError> {
+    let path = dir.join("cpu.stat.local");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(CpuStatError::Read { path, source }),
+    };
+    let value = text.lines().find_map(|line| {
+        let mut it = line.split_whitespace();
+        (it.next() == Some("throttled_usec")).then(|| it.next().map(str::parse::<u64>))
+    });
+    match value {
+        Some(Some(Ok(us))) => Ok(Some(us)),
+        _ => Err(CpuStatError::Malformed {
+            path,
+            detail: "no numeric throttled_usec line".into(),
+        }),
+    }
+}
+
+/// Samples `cpu.stat` deltas of one cgroup directory (the limiting one),
+/// and the leaf's `cpu.stat.local` where present. Not thread-safe by
 /// itself (`&mut self`); the posture feeder owns it.
 #[derive(Debug)]
 pub struct ThrottleSampler {
     dir: PathBuf,
     last: CpuStat,
+    /// The leaf whose `cpu.stat.local` is read, and its last value (µs).
+    local: Option<(PathBuf, u64)>,
 }
 
 impl ThrottleSampler {
@@ -119,16 +155,60 @@ impl ThrottleSampler {
     pub fn new(dir: impl Into<PathBuf>) -> Result<Self, CpuStatError> {
         let dir = dir.into();
         let last = CpuStat::read(&dir)?;
-        Ok(ThrottleSampler { dir, last })
+        Ok(ThrottleSampler {
+            dir,
+            last,
+            local: None,
+        })
     }
 
-    /// The sampled directory.
+    /// Start sampling the cgroup that actually limits this process:
+    /// `report`'s limiting directory when a level limits, else its own
+    /// cgroup directory, plus the leaf's v2 `cpu.stat.local` where present.
+    /// Errors: [`CpuStatError`] when `cpu.stat` cannot be read, or when the
+    /// report names no cgroup directory (quota unknown, no cgroup).
+    pub fn for_report(report: &super::QuotaReport) -> Result<Self, CpuStatError> {
+        let Some(dir) = report.throttle_dir() else {
+            return Err(CpuStatError::Read {
+                path: PathBuf::from("cpu.stat"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    format!("no cgroup directory was detected ({})", report.reason),
+                ),
+            });
+        };
+        let mut sampler = Self::new(dir)?;
+        if let Some(leaf) = &report.cgroup_dir {
+            if let Some(us) = read_local_throttled_us(leaf)? {
+                sampler.local = Some((leaf.clone(), us));
+            }
+        }
+        Ok(sampler)
+    }
+
+    /// The sampled directory (the limiting cgroup under `for_report`).
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// The leaf whose `cpu.stat.local` is sampled, when one is.
+    pub fn local_dir(&self) -> Option<&Path> {
+        self.local.as_ref().map(|(d, _)| d.as_path())
+    }
+
     /// The deltas since the previous sample (or the baseline).
     pub fn sample(&mut self) -> Result<ThrottleReading, CpuStatError> {
+        let local_throttled_us = match self.local.as_mut() {
+            Some((dir, last)) => match read_local_throttled_us(dir)? {
+                Some(now) => {
+                    let delta = now.checked_sub(*last).unwrap_or(now);
+                    *last = now;
+                    Some(delta)
+                }
+                None => None,
+            },
+            None => None,
+        };
         let now = CpuStat::read(&self.dir)?;
         let reset = now.nr_throttled < self.last.nr_throttled
             || now.nr_periods < self.last.nr_periods
@@ -141,6 +221,7 @@ impl ThrottleSampler {
             throttled_us: now.throttled_us - base.throttled_us,
             total: now,
             reset,
+            local_throttled_us,
         })
     }
 }
