@@ -18,5 +18,6 @@ pub mod participant;
 pub mod policy;
 pub mod politeness;
 pub mod prices;
+pub mod serde_float;
 pub mod trust;
 pub mod verify;

@@ -51,7 +51,7 @@ impl Bucket {
             rate,
             tokens: capacity,
             t_last: None,
-            paused_until: f64::NEG_INFINITY,
+            paused_until: f64::MIN,
         })
     }
 

@@ -327,3 +327,21 @@ fn prices_become_budget_weights_and_aging_halves_evidence() {
     assert!((pf.mean - pg.mean).abs() < 1e-12 && (pf.variance - pg.variance).abs() < 1e-12);
     assert!(f.age(&a, "container", "budget:store", f64::NAN).is_err());
 }
+
+#[test]
+fn a_receipt_with_a_vetoed_option_round_trips_through_json() {
+    let mut f = field();
+    let a = f.parse("s/api/t/browser").unwrap();
+    f.set_gate(&f.parse("s").unwrap(), "desktop", Some(false))
+        .unwrap();
+    let r = f.decide(&a, 1.0, &["browser", "desktop"]).unwrap();
+    assert_eq!(r.alternatives[1].score, f64::INFINITY);
+    let json = serde_json::to_string(&r).unwrap();
+    assert!(json.contains("\"inf\""), "{json}");
+    let back: routing::field::Receipt = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, r);
+    assert!(
+        serde_json::from_str::<routing::field::Receipt>(&json.replace("\"inf\"", "\"lots\""))
+            .is_err()
+    );
+}

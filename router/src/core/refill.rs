@@ -1,11 +1,12 @@
 //! The queue refill: rank due targets, decide each at its address among the
-//! live archetypes, and queue it on the winner's queue. Queues are rebuilt
+//! live archetypes, and queue it on the winner's queue (a verification on
+//! every archetype not vetoed: it needs distinct devices). Queues are rebuilt
 //! from the state every tick: they mirror it, never accrete.
 //! Source: `ROUTING.md` §3 Assignment policy, step 1 and 3.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use routing::field::Address;
+use routing::field::{Address, LossReason};
 use routing::policy::{schedule_priority, Tier};
 use routing::trust::State as TrustState;
 
@@ -73,13 +74,24 @@ impl Router {
                 continue;
             };
             if let Some(q) = self.route(name, tier, now_s, &layers, &allowed) {
-                let arch = q.receipt.selected.clone().unwrap_or_default();
-                lanes
-                    .entry(arch)
-                    .or_default()
-                    .entry(tier)
-                    .or_default()
-                    .push(q);
+                if tier == Tier::Verification {
+                    // A verification needs distinct devices: offer it to every
+                    // archetype the decision did not veto, the winner's included.
+                    for alt in &q.receipt.alternatives {
+                        if matches!(alt.reason, LossReason::Selected | LossReason::Score) {
+                            let lane = lanes.entry(alt.option.clone()).or_default();
+                            lane.entry(tier).or_default().push(q.clone());
+                        }
+                    }
+                } else {
+                    let arch = q.receipt.selected.clone().unwrap_or_default();
+                    lanes
+                        .entry(arch)
+                        .or_default()
+                        .entry(tier)
+                        .or_default()
+                        .push(q);
+                }
             }
         }
         fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));

@@ -29,10 +29,14 @@ pub struct Alternative {
     pub option: String,
     /// expected − T·√variance (cost units; lower is better); +∞ when vetoed by a gate
     /// (a gated option is not evaluated: its mean and variance are +∞ too).
+    /// In JSON a non-finite value is the string `"inf"`, `"-inf"` or `"NaN"`.
+    #[serde(with = "crate::serde_float")]
     pub score: f64,
     /// expected = Σ_d w_d·mean_d (cost units).
+    #[serde(with = "crate::serde_float")]
     pub mean: f64,
     /// Σ_d w_d²·var_d (cost units²).
+    #[serde(with = "crate::serde_float")]
     pub variance: f64,
     /// Per dimension: (dimension, weight, posterior mean, posterior variance).
     pub dimensions: Vec<(String, f64, f64, f64)>,

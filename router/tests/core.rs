@@ -1,0 +1,367 @@
+//! The application core in process, with an injected clock: registration,
+//! leases, deposits, protests, verification, trust, learned gates, prices
+//! and restart from the store (snapshot plus logged deposits).
+
+use std::sync::{Arc, Mutex};
+
+use router::api::{
+    ApiError, DepositRequest, LeaseRequest, Outcome, ProtestRequest, RegisterRequest,
+};
+use router::config::{Facts, RouterConfig, SourceFact, TargetFact};
+use router::store::{DepositEntry, MemoryStore, Row, Store, StoreError, Table};
+use router::Router;
+
+/// A memory store that outlives one router (a restart opens the same data).
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<MemoryStore>>);
+
+impl Store for Shared {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.0.lock().unwrap().schema_version()
+    }
+    fn upsert(&mut self, t: Table, rows: &[Row]) -> Result<(), StoreError> {
+        self.0.lock().unwrap().upsert(t, rows)
+    }
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<Row>, StoreError> {
+        self.0.lock().unwrap().get(t, k)
+    }
+    fn load(&mut self, t: Table) -> Result<Vec<Row>, StoreError> {
+        self.0.lock().unwrap().load(t)
+    }
+    fn append_deposit(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
+        self.0.lock().unwrap().append_deposit(e)
+    }
+    fn deposits_after(&mut self, s: u64) -> Result<Vec<DepositEntry>, StoreError> {
+        self.0.lock().unwrap().deposits_after(s)
+    }
+    fn has_deposit(&mut self, t: &str) -> Result<bool, StoreError> {
+        self.0.lock().unwrap().has_deposit(t)
+    }
+    fn last_seq(&mut self) -> Result<u64, StoreError> {
+        self.0.lock().unwrap().last_seq()
+    }
+}
+
+fn cfg() -> RouterConfig {
+    RouterConfig::default()
+}
+
+fn facts() -> Facts {
+    Facts {
+        sources: vec![SourceFact {
+            source: "board".into(),
+            host: "jobs.example".into(),
+            binding: "html-v1".into(),
+            requires: vec![],
+            change_timescale_s: Some(86_400.0),
+            bucket: Some((100.0, 100.0)),
+        }],
+        targets: (0..6)
+            .map(|i| TargetFact {
+                target: format!("ad-{i}"),
+                source: "board".into(),
+                listing: false,
+            })
+            .collect(),
+        ..Facts::default()
+    }
+}
+
+struct Dev {
+    id: String,
+    secret: String,
+}
+
+fn register(r: &mut Router, id: &str, archetype: &str, now: f64) -> Dev {
+    let resp = r
+        .register(
+            &RegisterRequest {
+                device_id: id.into(),
+                archetype: archetype.into(),
+                capabilities: vec![],
+                adapter_version: "1.0".into(),
+                registration_token: cfg().registration_token,
+            },
+            now,
+        )
+        .unwrap();
+    Dev {
+        id: id.into(),
+        secret: resp.device_secret,
+    }
+}
+
+fn lease(r: &mut Router, d: &Dev, n: usize, now: f64) -> router::api::LeaseResponse {
+    r.lease(
+        &LeaseRequest {
+            device_id: d.id.clone(),
+            device_secret: d.secret.clone(),
+            max_items: n,
+        },
+        now,
+    )
+    .unwrap()
+}
+
+fn deposit_req(
+    d: &Dev,
+    lease_id: &str,
+    item: &router::api::LeaseItem,
+    hash: &str,
+) -> DepositRequest {
+    DepositRequest {
+        device_id: d.id.clone(),
+        device_secret: d.secret.clone(),
+        lease_id: lease_id.into(),
+        target: item.target.clone(),
+        deposit_token: item.deposit_token.clone(),
+        receipt_revision: 0,
+        adapter_id: "html".into(),
+        adapter_version: "1.0".into(),
+        outcome: Outcome {
+            ok: true,
+            content_hash: Some(hash.into()),
+            latency_ms: Some(800.0),
+            error_class: None,
+            retry_after_s: None,
+            crawl_delay_s: None,
+        },
+        discovered: vec![],
+    }
+}
+
+#[test]
+fn a_first_observation_is_verified_by_others_and_survives_a_restart() {
+    let store = Shared::default();
+    let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
+    r.put_facts(&facts(), 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    let b = register(&mut r, "dev-b", "desktop", 0.0);
+    let c = register(&mut r, "dev-c", "container_plain", 0.0);
+    r.tick(1.0).unwrap();
+    let la = lease(&mut r, &a, 4, 2.0);
+    assert!(!la.items.is_empty(), "a browser gets work");
+    assert_eq!(la.items.len(), la.routing_trace.len());
+    let item = la.items[0].clone();
+    assert_eq!(item.kind, "first_observation");
+    let dep = r
+        .deposit(&deposit_req(&a, &la.lease_id, &item, "h1"), 3.0)
+        .unwrap();
+    assert!(!dep.settled);
+    // The same token again is a replay.
+    assert_eq!(
+        r.deposit(&deposit_req(&a, &la.lease_id, &item, "h1"), 3.5),
+        Err(ApiError::Replayed)
+    );
+    // Another device may not deposit on a's lease.
+    let mut foreign = deposit_req(&b, &la.lease_id, &la.items[1], "h1");
+    foreign.device_id = b.id.clone();
+    assert_eq!(r.deposit(&foreign, 3.5), Err(ApiError::UnknownLease));
+    // Verification of the observed row is offered to the others.
+    r.tick(4.0).unwrap();
+    let mut verified = 0;
+    for d in [&b, &c] {
+        let l = lease(&mut r, d, 8, 5.0);
+        for it in l.items.iter().filter(|i| i.target == item.target) {
+            assert_eq!(it.kind, "verification");
+            r.deposit(&deposit_req(d, &l.lease_id, it, "h1"), 6.0)
+                .unwrap();
+            verified += 1;
+        }
+    }
+    assert_eq!(verified, 2, "two verifications of the row were granted");
+    assert_eq!(
+        r.settled(&item.target),
+        Some("h1"),
+        "a quorum of 3 agreeing votes settles"
+    );
+    let trust_a = r.trust("dev-a").unwrap();
+    assert!(trust_a > 0.5, "agreement raised a's trust: {trust_a}");
+    let deposits = r.counters().deposits;
+    assert_eq!(deposits, 3);
+    // Protest: an item goes back, nothing learned.
+    let revision = r.field().revision();
+    let l = lease(&mut r, &c, 1, 7.0);
+    if let Some(it) = l.items.first() {
+        r.protest(
+            &ProtestRequest {
+                device_id: c.id.clone(),
+                device_secret: c.secret.clone(),
+                lease_id: l.lease_id.clone(),
+                target: it.target.clone(),
+                deposit_token: it.deposit_token.clone(),
+                reason: "unreachable from here".into(),
+            },
+            7.5,
+        )
+        .unwrap();
+        assert_eq!(
+            r.field().revision(),
+            revision,
+            "a protest teaches the field nothing"
+        );
+    }
+    // Restart without a snapshot of the last deposits: the log replays them.
+    r.tick(8.0).unwrap();
+    // One of a's still-leased items, deposited after the last snapshot.
+    let it = la.items[1].clone();
+    r.deposit(&deposit_req(&a, &la.lease_id, &it, "h9"), 9.5)
+        .unwrap();
+    let before = (
+        r.trust("dev-a"),
+        r.trust("dev-b"),
+        r.settled_rows(),
+        r.open_verifications(),
+    );
+    drop(r);
+    let r2 = Router::open(cfg(), Box::new(store.clone()), 10.0).unwrap();
+    assert_eq!(
+        r2.counters().replayed,
+        1,
+        "the deposit after the last snapshot was folded again"
+    );
+    assert_eq!(
+        (
+            r2.trust("dev-a"),
+            r2.trust("dev-b"),
+            r2.settled_rows(),
+            r2.open_verifications()
+        ),
+        before
+    );
+    assert_eq!(r2.settled(&item.target), Some("h1"));
+}
+
+#[test]
+fn bad_requests_are_typed_and_change_nothing() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    r.put_facts(&facts(), 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    r.tick(1.0).unwrap();
+    let l = lease(&mut r, &a, 1, 2.0);
+    let it = l.items[0].clone();
+    let revision = r.field().revision();
+    let mut bad = deposit_req(&a, &l.lease_id, &it, "h");
+    bad.outcome.latency_ms = Some(f64::NAN);
+    assert!(matches!(
+        r.deposit(&bad, 3.0),
+        Err(ApiError::BadValue { .. })
+    ));
+    bad = deposit_req(&a, &l.lease_id, &it, "h");
+    bad.device_secret = "wrong".into();
+    assert!(matches!(
+        r.deposit(&bad, 3.0),
+        Err(ApiError::Unauthorized(_))
+    ));
+    bad = deposit_req(&a, &l.lease_id, &it, "h");
+    bad.deposit_token = "guess".into();
+    assert_eq!(r.deposit(&bad, 3.0), Err(ApiError::UnknownItem));
+    assert_eq!(r.field().revision(), revision);
+    // Expired lease.
+    let late = r.deposit(&deposit_req(&a, &l.lease_id, &it, "h"), 2.0 + 61.0);
+    assert!(
+        matches!(
+            late,
+            Err(ApiError::UnknownDevice(_)) | Err(ApiError::LeaseExpired(_))
+        ),
+        "{late:?}"
+    );
+    // Unknown archetype and bad token at registration.
+    let mut req = RegisterRequest {
+        device_id: "x".into(),
+        archetype: "fridge".into(),
+        capabilities: vec![],
+        adapter_version: "1".into(),
+        registration_token: cfg().registration_token,
+    };
+    assert_eq!(
+        r.register(&req, 3.0).unwrap_err(),
+        ApiError::UnknownArchetype("fridge".into())
+    );
+    req.archetype = "browser".into();
+    req.registration_token = "nope".into();
+    assert!(matches!(
+        r.register(&req, 3.0),
+        Err(ApiError::Unauthorized(_))
+    ));
+    // Facts are all or nothing.
+    let mut f = facts();
+    f.targets.push(TargetFact {
+        target: "orphan".into(),
+        source: "nowhere".into(),
+        listing: false,
+    });
+    f.temperature = Some(3.0);
+    assert!(r.put_facts(&f, 4.0).is_err());
+    assert_eq!(r.get_facts().temperature, Some(1.0));
+    assert_eq!(r.targets(), 6);
+    assert!(r.counters().refused.values().sum::<u64>() >= 6);
+}
+
+#[test]
+fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    r.put_facts(&facts(), 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    let c = register(&mut r, "dev-c", "container_plain", 0.0);
+    r.tick(1.0).unwrap();
+    let l = lease(&mut r, &a, 1, 2.0);
+    let it = l.items[0].clone();
+    let mut dep = deposit_req(&a, &l.lease_id, &it, "h");
+    dep.outcome = Outcome {
+        ok: false,
+        content_hash: None,
+        latency_ms: Some(100.0),
+        error_class: Some("cors".into()),
+        retry_after_s: None,
+        crawl_delay_s: None,
+    };
+    r.deposit(&dep, 3.0).unwrap();
+    let src = r.field().parse("board").unwrap();
+    assert_eq!(r.field().gate(&src, "browser"), Some(false));
+    // After the refill every target of the source goes to the container.
+    r.tick(4.0).unwrap();
+    assert!(
+        lease(&mut r, &a, 4, 5.0).items.is_empty(),
+        "browser is gated off the source"
+    );
+    let lc = lease(&mut r, &c, 1, 5.0);
+    assert_eq!(lc.items.len(), 1);
+    let view = r.field_view();
+    assert!(view.sources[0]
+        .cells
+        .iter()
+        .any(|c| c.archetype == "browser" && c.gated));
+}
+
+#[test]
+fn prices_rise_when_a_pool_exceeds_its_cap_and_reach_the_field() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let mut f = facts();
+    f.caps.insert("database".into(), 1.0);
+    r.put_facts(&f, 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    r.tick(1.0).unwrap();
+    let l = lease(&mut r, &a, 4, 2.0);
+    for it in &l.items {
+        r.deposit(&deposit_req(&a, &l.lease_id, it, "h"), 3.0)
+            .unwrap();
+    }
+    // One lease stamp + 4 deposit copies = 5 database units vs cap 1 → λ = 0.1·4 = 0.4.
+    r.tick(61.0).unwrap();
+    let p = r.prices()["database"];
+    assert!(
+        (p - 0.1 * (1.0 + l.items.len() as f64 - 1.0)).abs() < 1e-9,
+        "λ {p}"
+    );
+    let events: Vec<_> = r
+        .drain_events()
+        .into_iter()
+        .filter(|e| e.kind() == "price_changed")
+        .collect();
+    assert_eq!(events.len(), 1);
+    assert!(r.metrics_text().contains("router_price{pool=\"database\"}"));
+}
