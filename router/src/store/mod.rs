@@ -27,7 +27,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 pub use postgres::PgStore;
-pub use sqlite::{SqliteStore, Synchronous};
+pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE};
 
 use thiserror::Error;
 

@@ -20,14 +20,17 @@
 //!
 //! We choose `FULL`: "a restart loses no acknowledged deposit" (ROUTING.md
 //! §4) covers a host reboot, not just a process restart, and the cost is
-//! bounded. Measured on the development host with `examples/store_bench.rs`
-//! (one `append_deposit` plus one single-row upsert per op, i.e. two
-//! commits): `NORMAL` ≈ 13 000 ops/s (p50 ≈ 70 µs), `FULL` ≈ 1 000 ops/s
-//! (p50 ≈ 0.9 ms), dominated by the two fsyncs. A router folds deposits one
-//! at a time from devices that each spend seconds per item, so a millisecond
-//! per acknowledged deposit is far below the rate it must sustain; callers
-//! that can accept losing the last commits on power loss (the lab, tests)
-//! can pick [`Synchronous::Normal`] with [`SqliteStore::open_with`].
+//! bounded. Measured with `examples/store_bench.rs` (release build, ext4 on
+//! a virtual disk shared with other builds; one op = one `append_deposit`
+//! plus one single-row upsert, i.e. two commits): `NORMAL` 21 000–46 000
+//! ops/s, p50 ≈ 10 µs; `FULL` 1 000–3 500 ops/s, p50 ≈ 250 µs, p99 0.7–8
+//! ms (the two WAL fsyncs; the spread is the shared disk). The append alone
+//! under `FULL`: 2 700–6 700 ops/s, p50 ≈ 130 µs. A router acknowledges
+//! deposits from devices that each spend seconds per item, so a fraction of
+//! a millisecond per acknowledged deposit is far below the rate it must
+//! sustain. Callers that can accept losing the last commits on power loss
+//! (the lab, tests) can pick [`Synchronous::Normal`] with
+//! [`SqliteStore::open_with`].
 //!
 //! # Schema
 //!
