@@ -34,6 +34,33 @@ where
     Box::new(move |ctx| Box::pin(f(ctx)))
 }
 
+/// Awaits `receipt` for at most `deadline`: the unit's answer, or past the
+/// deadline `Err(TerminalReason::Overrun)`. The overrun is counted
+/// (`fleet::receipt::overruns_total`, the `degenbot_fleet_receipt_overruns_total`
+/// metric labelled with `role`), the receipt is abandoned (a late answer is
+/// dropped), and the caller accounts the paths it owed as
+/// `Failed(Overrun)` (`TerminalReason::fail_reason`), so the ledger stays
+/// exact while a hung unit cannot hang its walk (`DESIGN.md` §3 "Outcome
+/// ledger").
+///
+/// Inside a unit body the deadline runs on the seat's Tokio timer (both
+/// bindings have one) and the seat is yielded while waiting; outside any
+/// Tokio runtime it blocks the calling thread instead.
+pub async fn within(
+    receipt: Receipt,
+    deadline: std::time::Duration,
+    role: Option<WorkerRole>,
+) -> fleet::receipt::ReceiptResult {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return receipt.wait_deadline(deadline, role);
+    }
+    let mut receipt = receipt;
+    match tokio::time::timeout(deadline, &mut receipt).await {
+        Ok(answer) => answer,
+        Err(_) => receipt.give_up(deadline, role),
+    }
+}
+
 /// What a running unit knows about where it runs.
 ///
 /// Inside a body, await receipts (`receipt.await`); never call

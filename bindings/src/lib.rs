@@ -21,4 +21,4 @@ pub mod serial;
 pub use crate::running::{Fleet, ShutdownError, ShutdownReport, PUMP_THREAD_NAME};
 pub use affinity::{AffinityError, AffinityMask, PinCores, PinDecision, PinReason};
 pub use boot::{boot, BootError, BootOptions, PinPlan};
-pub use handle::{unit_body, FleetHandle, SeatCtx, SubmitError, UnitBody};
+pub use handle::{unit_body, within, FleetHandle, SeatCtx, SubmitError, UnitBody};

@@ -18,6 +18,10 @@ pub enum FailReason {
     LaneDeath,
     /// The path's simulation could not be submitted (a full queue or a closed host).
     SimRefused,
+    /// A wait on a receipt this path needed passed its deadline (a hung
+    /// unit): the path is failed now, exactly once; the unit's late value
+    /// is dropped. Counted in `degenbot_fleet_receipt_overruns_total`.
+    Overrun,
 }
 
 /// The one outcome of a path.

@@ -64,9 +64,42 @@ pub enum TerminalReason {
         /// The lost seat's index among its role's seats.
         index: u32,
     },
+    /// The waiter's deadline passed before the unit answered (a hung
+    /// unit); the receipt is abandoned and a late answer is dropped.
+    /// Account the unit's owed paths as `Failed(Overrun)`. Counted
+    /// ([`overruns_total`], `degenbot_fleet_receipt_overruns_total`).
+    #[error("no answer within the {deadline_ms} ms deadline: the unit overran; account it as Failed(Overrun)")]
+    Overrun {
+        /// The deadline that passed, ms.
+        deadline_ms: u64,
+    },
     /// The receipt's result was already taken (polled after `Ready`).
     #[error("the receipt's result was already taken; a receipt resolves once")]
     AlreadyTaken,
+}
+
+impl TerminalReason {
+    /// The path outcome reason for a path whose unit ended this way:
+    /// `Overrun` for an overrun, `SimRefused` for a unit the host closed on
+    /// before granting it, `LaneDeath` for everything else (a lost, dropped,
+    /// panicked or faulted unit).
+    pub const fn fail_reason(&self) -> crate::outcome::FailReason {
+        use crate::outcome::FailReason;
+        match self {
+            TerminalReason::Overrun { .. } => FailReason::Overrun,
+            TerminalReason::HostClosed => FailReason::SimRefused,
+            _ => FailReason::LaneDeath,
+        }
+    }
+}
+
+/// Receipt waits that passed their deadline in this process.
+static OVERRUNS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Receipt overruns so far in this process (monotonic; the report's figure;
+/// the metric is `degenbot_fleet_receipt_overruns_total`).
+pub fn overruns_total() -> u64 {
+    OVERRUNS.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[derive(Default)]
@@ -212,6 +245,44 @@ impl Receipt {
     }
 }
 
+impl Receipt {
+    /// Blocks up to `deadline` for the answer; past it, gives up
+    /// ([`Receipt::give_up`]): `Err(Overrun)`, counted, and a late answer
+    /// is dropped. A huge deadline waits indefinitely. `role`: the awaited
+    /// unit's role, for the metric's label.
+    pub fn wait_deadline(
+        self,
+        deadline: Duration,
+        role: Option<crate::WorkerRole>,
+    ) -> ReceiptResult {
+        match self.wait_timeout(deadline) {
+            Some(r) => r,
+            None => self.give_up(deadline, role),
+        }
+    }
+
+    /// Gives up waiting now: the answer if it already came, else
+    /// `Err(Overrun { deadline_ms })`; the receipt is then abandoned (a late
+    /// answer is dropped, later waits answer `AlreadyTaken`) and the overrun
+    /// is counted. For waiters with their own timer (an async deadline).
+    pub fn give_up(&self, deadline: Duration, role: Option<crate::WorkerRole>) -> ReceiptResult {
+        let mut st = self.shared.state.lock();
+        if let Some(r) = Self::take(&mut st) {
+            return r;
+        }
+        // Abandon under the lock: a resolve after this sees `taken` and
+        // drops its answer, so the unit is accounted exactly once.
+        st.taken = true;
+        st.waker = None;
+        drop(st);
+        OVERRUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::telemetry::record_receipt_overrun(role);
+        Err(TerminalReason::Overrun {
+            deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        })
+    }
+}
+
 impl Future for Receipt {
     type Output = ReceiptResult;
 
@@ -253,6 +324,32 @@ mod tests {
                 .unwrap_err(),
             TerminalReason::SenderDropped
         );
+    }
+
+    #[test]
+    fn a_wait_past_its_deadline_is_a_counted_overrun_and_a_late_answer_is_dropped() {
+        let (tx, rx) = receipt_pair();
+        let before = overruns_total();
+        let again = Receipt {
+            shared: rx.shared.clone(),
+        };
+        let r = rx.wait_deadline(Duration::from_millis(1), Some(crate::WorkerRole::SimDriver));
+        assert_eq!(r.unwrap_err(), TerminalReason::Overrun { deadline_ms: 1 });
+        assert_eq!(
+            TerminalReason::Overrun { deadline_ms: 1 }.fail_reason(),
+            crate::outcome::FailReason::Overrun
+        );
+        assert!(overruns_total() > before);
+        // The unit answers late: dropped, the receipt stays accounted once.
+        tx.complete(Box::new(7u32));
+        assert_eq!(
+            again.wait_timeout(Duration::ZERO).unwrap().unwrap_err(),
+            TerminalReason::AlreadyTaken
+        );
+        // An answer in time is returned, not an overrun.
+        let (tx, rx) = receipt_pair();
+        tx.complete(Box::new(3u32));
+        assert_eq!(value(rx.wait_deadline(Duration::ZERO, None)), 3);
     }
 
     #[test]

@@ -98,8 +98,14 @@ pub struct MetricSpec {
     pub help: &'static str,
 }
 
+/// `degenbot_fleet_receipt_overruns_total{role}`: counter, receipt waits
+/// that passed their deadline (the unit is accounted `Failed(Overrun)`; a
+/// hung unit, `DESIGN.md` §3 "Outcome ledger"). Label `role`: the awaited
+/// unit's role, or `unknown`. Recorded by [`record_receipt_overrun`].
+pub const RECEIPT_OVERRUNS_TOTAL: &str = "degenbot_fleet_receipt_overruns_total";
+
 /// Every fleet metric. [`describe`] registers each row's help and unit.
-pub const METRICS: [MetricSpec; 9] = [
+pub const METRICS: [MetricSpec; 10] = [
     MetricSpec {
         name: PROFILE,
         kind: MetricKind::Gauge,
@@ -163,6 +169,13 @@ pub const METRICS: [MetricSpec; 9] = [
         labels: &[],
         help: "cgroup throttle events (periods throttled) fed to the posture",
     },
+    MetricSpec {
+        name: RECEIPT_OVERRUNS_TOTAL,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: &["role"],
+        help: "Receipt waits that passed their deadline (units accounted Failed(Overrun))",
+    },
 ];
 
 /// Register every metric's help text and unit with the installed recorder.
@@ -221,6 +234,13 @@ pub fn record_intake_backlog(backlog: &[(WorkerRole, u32)]) {
     for (role, held) in backlog {
         metrics::gauge!(INTAKE_BACKLOG, "role" => role.name()).set(f64::from(*held));
     }
+}
+
+/// Count one receipt overrun in [`RECEIPT_OVERRUNS_TOTAL`] (`role`: the
+/// awaited unit's role, when the waiter knows it).
+pub fn record_receipt_overrun(role: Option<WorkerRole>) {
+    metrics::counter!(RECEIPT_OVERRUNS_TOTAL, "role" => role.map_or("unknown", |r| r.name()))
+        .increment(1);
 }
 
 /// The `cause` label of an enter edge.
@@ -299,6 +319,7 @@ mod tests {
             POSTURE_INTAKE_SUPPRESSED_TOTAL,
             POSTURE_CORDONED,
             THROTTLE_EVENTS_TOTAL,
+            RECEIPT_OVERRUNS_TOTAL,
         ] {
             assert!(seen.contains(name), "{name} missing from METRICS");
         }

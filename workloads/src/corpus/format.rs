@@ -39,6 +39,7 @@ pub(super) fn outcome_text(o: &PathOutcome) -> String {
                 FailReason::SimReverted => "sim_reverted",
                 FailReason::LaneDeath => "lane_death",
                 FailReason::SimRefused => "sim_refused",
+                FailReason::Overrun => "overrun",
             }
         ),
     }
@@ -313,6 +314,7 @@ fn parse_outcome(l: &Lines, ln: usize, s: &str) -> Result<PathOutcome, CorpusErr
                 "sim_reverted" => FailReason::SimReverted,
                 "lane_death" => FailReason::LaneDeath,
                 "sim_refused" => FailReason::SimRefused,
+                "overrun" => FailReason::Overrun,
                 _ => return Err(l.bad(ln, "path.outcome", format!("unknown fail reason `{r}`"))),
             };
             Ok(PathOutcome::Failed { reason })
