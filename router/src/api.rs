@@ -171,7 +171,7 @@ pub enum ApiError {
     #[error("malformed request: {0}")]
     Malformed(String),
     /// The body names a field the endpoint does not know (400).
-    #[error("unknown field: {0}")]
+    #[error("{0}")]
     UnknownField(String),
     /// The body exceeds the size cap (413).
     #[error("request body larger than {0} bytes")]

@@ -8,6 +8,7 @@ pub mod api;
 pub mod config;
 pub mod core;
 pub mod events;
+pub mod http;
 pub mod ids;
 pub mod store;
 

@@ -1,0 +1,254 @@
+//! `routerd`: the router service. With no arguments it serves on
+//! 127.0.0.1:8080 and keeps its data in `./router-data/` (SQLite).
+//! `routerd facts get|set` talks to a running one as the operator.
+//! Source: `ROUTING.md` §4; the API is documented in `docs/router.md`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+
+use router::config::RouterConfig;
+use router::http::{app, wall_clock, Shell, OPERATOR_HEADER};
+use router::store::{PgStore, SqliteStore, Store};
+use router::Router;
+
+#[derive(Parser, Debug)]
+#[command(name = "routerd", about = "The router service: leases crawling work to devices and learns from what comes back.")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(clap::Args, Debug, Clone)]
+struct ServeArgs {
+    /// Data directory (SQLite file `router.db`, event log `events.jsonl`).
+    #[arg(long, default_value = "router-data")]
+    data: PathBuf,
+    /// Store: absent = SQLite in the data directory; `postgres://…` = PostgreSQL.
+    #[arg(long)]
+    store: Option<String>,
+    /// PostgreSQL schema holding the tables (with `--store postgres://…`).
+    #[arg(long, default_value = "public")]
+    store_schema: String,
+    /// Address to listen on (port 0: any free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Operator key (or env ROUTERD_OPERATOR_KEY); absent: a random key kept
+    /// in `<data>/operator.key` (created on first start, mode 0600).
+    #[arg(long, env = "ROUTERD_OPERATOR_KEY")]
+    operator_key: Option<String>,
+    /// Registration token devices present (or env ROUTERD_REGISTRATION_TOKEN);
+    /// absent: a random token kept in `<data>/registration.token`.
+    #[arg(long, env = "ROUTERD_REGISTRATION_TOKEN")]
+    registration_token: Option<String>,
+    /// Tick period in milliseconds (1..=60,000).
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+    tick_ms: u64,
+    /// Lease TTL in seconds (1..=86,400).
+    #[arg(long, default_value_t = 60.0)]
+    lease_ttl_s: f64,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Serve (the default).
+    Serve,
+    /// Read or write the operator's facts on a running routerd.
+    Facts {
+        #[command(subcommand)]
+        op: FactsOp,
+        /// Base URL of the running routerd.
+        #[arg(long, default_value = "http://127.0.0.1:8080", global = true)]
+        url: String,
+        /// Operator key (or env ROUTERD_OPERATOR_KEY; absent: read from
+        /// `router-data/operator.key`).
+        #[arg(long, env = "ROUTERD_OPERATOR_KEY", global = true)]
+        operator_key: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum FactsOp {
+    /// Print the current facts as JSON.
+    Get,
+    /// Apply the facts in a JSON file (all or nothing).
+    Set {
+        /// The facts file.
+        file: PathBuf,
+    },
+}
+
+/// The secret in `path`, or a new random one written there (mode 0600).
+fn secret_file(path: &std::path::Path) -> Result<String> {
+    if let Ok(text) = std::fs::read_to_string(path) {
+        let t = text.trim().to_string();
+        if !t.is_empty() {
+            return Ok(t);
+        }
+    }
+    let secret = router::ids::token();
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    use std::io::Write;
+    let mut f = opts
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    writeln!(f, "{secret}")?;
+    tracing::info!("created {}", path.display());
+    Ok(secret)
+}
+
+fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
+    match &args.store {
+        None => Ok(Box::new(SqliteStore::open_dir(&args.data).with_context(|| {
+            format!("opening the SQLite store in {}", args.data.display())
+        })?)),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            Ok(Box::new(
+                PgStore::connect_with_schema(url, &args.store_schema)
+                    .context("connecting to PostgreSQL")?,
+            ))
+        }
+        Some(other) => bail!("--store must be a postgres:// URL (or absent for SQLite), got {other:?}"),
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    if !(args.lease_ttl_s.is_finite() && (1.0..=86_400.0).contains(&args.lease_ttl_s)) {
+        bail!("--lease-ttl-s must be in [1, 86400], got {}", args.lease_ttl_s);
+    }
+    let quota = fleet::quota::detect_live();
+    let workers = quota.schedulable_cpus().max(1) as usize;
+    tracing::info!(
+        workers,
+        effective_cpus = quota.effective_cpus(),
+        "runtime sized from the CPU quota: {}",
+        quota.reason
+    );
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    let store = open_store(&args)?;
+    let operator_key = match &args.operator_key {
+        Some(k) => k.clone(),
+        None => secret_file(&args.data.join("operator.key"))?,
+    };
+    let registration_token = match &args.registration_token {
+        Some(k) => k.clone(),
+        None => secret_file(&args.data.join("registration.token"))?,
+    };
+    let cfg = RouterConfig {
+        operator_key,
+        registration_token,
+        lease_ttl_s: args.lease_ttl_s,
+        ..RouterConfig::default()
+    };
+    let clock = wall_clock();
+    let router = Router::open(cfg, store, clock()).context("opening the router")?;
+    tracing::info!(
+        backend = router.backend(),
+        devices = router.known_devices(),
+        targets = router.targets(),
+        replayed = router.counters().replayed,
+        "state rebuilt"
+    );
+    let shell = Shell::new(router, clock, Some(args.data.join("events.jsonl")))
+        .context("opening the event log")?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(workers * 4)
+        .enable_all()
+        .build()
+        .context("building the runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("binding {}", args.listen))?;
+        let local = listener.local_addr()?;
+        // The line tests and scripts wait for.
+        println!("routerd listening on http://{local}");
+        tracing::info!("listening on http://{local}");
+        let ticker = shell.clone();
+        let period = Duration::from_millis(args.tick_ms);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(period);
+            loop {
+                every.tick().await;
+                let s = ticker.clone();
+                let _ = tokio::task::spawn_blocking(move || s.tick()).await;
+            }
+        });
+        let last = shell.clone();
+        axum::serve(listener, app(shell))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving")?;
+        // A clean stop writes a final snapshot.
+        let _ = tokio::task::spawn_blocking(move || last.tick()).await;
+        Ok::<(), anyhow::Error>(())
+    })
+}
+
+fn facts(op: FactsOp, url: &str, key: Option<String>) -> Result<()> {
+    let key = match key {
+        Some(k) => k,
+        None => std::fs::read_to_string("router-data/operator.key")
+            .map(|t| t.trim().to_string())
+            .context("no --operator-key given and router-data/operator.key unreadable")?,
+    };
+    let key = key.as_str();
+    let endpoint = format!("{}/v1/facts", url.trim_end_matches('/'));
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut resp = match op {
+        FactsOp::Get => agent.get(&endpoint).header(OPERATOR_HEADER, key).call(),
+        FactsOp::Set { file } => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("reading {}", file.display()))?;
+            let _: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not JSON", file.display()))?;
+            agent
+                .put(&endpoint)
+                .header(OPERATOR_HEADER, key)
+                .header("content-type", "application/json")
+                .send(text)
+        }
+    }
+    .with_context(|| format!("calling {endpoint}"))?;
+    let status = resp.status();
+    let body = resp.body_mut().read_to_string().unwrap_or_default();
+    println!("{body}");
+    if !status.is_success() {
+        bail!("routerd answered {status}");
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    match cli.command {
+        None | Some(Command::Serve) => serve(cli.serve),
+        Some(Command::Facts { op, url, operator_key }) => facts(op, &url, operator_key),
+    }
+}
+

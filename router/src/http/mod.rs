@@ -1,0 +1,263 @@
+//! The HTTP shell of `routerd`: axum over Tokio, thin over [`Router`].
+//! Every handler reads its body with a size cap, parses it strictly
+//! (unknown fields are refused), and runs the core on the blocking pool
+//! (the core and its store block). Errors are JSON `{error, message}` with
+//! the status of [`ApiError::status`]. Source: `ROUTING.md` §4.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::body::{to_bytes, Body};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::api::{ApiError, ErrorBody};
+use crate::config::Facts;
+use crate::events::Event;
+use crate::Router;
+
+/// The operator page (`GET /`).
+pub const PAGE: &str = include_str!("page.html");
+
+/// Header carrying the operator key.
+pub const OPERATOR_HEADER: &str = "x-operator-key";
+
+/// A clock: seconds on the router's time line.
+pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// The wall clock in Unix seconds.
+pub fn wall_clock() -> Clock {
+    Arc::new(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+    })
+}
+
+/// State shared by the handlers.
+pub struct Shell {
+    /// The core.
+    pub router: Mutex<Router>,
+    /// The clock.
+    pub clock: Clock,
+    /// Where events go as JSON lines (`None`: not written).
+    pub event_log: Mutex<Option<std::fs::File>>,
+    /// The body cap in bytes.
+    pub body_limit: usize,
+    /// The operator key.
+    pub operator_key: String,
+}
+
+impl Shell {
+    /// A shell over `router`, appending events to `event_log` if given.
+    ///
+    /// Errors: the event log cannot be opened for appending.
+    pub fn new(router: Router, clock: Clock, event_log: Option<PathBuf>) -> std::io::Result<Arc<Shell>> {
+        let file = match event_log {
+            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+            None => None,
+        };
+        let body_limit = router.config().body_limit;
+        let operator_key = router.config().operator_key.clone();
+        Ok(Arc::new(Shell {
+            router: Mutex::new(router),
+            clock,
+            event_log: Mutex::new(file),
+            body_limit,
+            operator_key,
+        }))
+    }
+
+    /// Writes drained events as JSON lines and logs them.
+    pub fn write_events(&self, events: Vec<Event>) {
+        if events.is_empty() {
+            return;
+        }
+        let mut log = self.event_log.lock();
+        for e in events {
+            tracing::info!(event = e.kind(), "{}", serde_json::to_string(&e).unwrap_or_default());
+            if let Some(f) = log.as_mut() {
+                if let Ok(line) = serde_json::to_string(&e) {
+                    let _ = writeln!(f, "{line}");
+                }
+            }
+        }
+    }
+
+    /// Runs one tick now and writes its events. Errors are logged.
+    pub fn tick(&self) {
+        let now = (self.clock)();
+        let events = {
+            let mut r = self.router.lock();
+            if let Err(e) = r.tick(now) {
+                tracing::warn!("tick could not write its snapshot: {e}");
+            }
+            r.drain_events()
+        };
+        self.write_events(events);
+    }
+}
+
+/// The axum application for `shell`.
+pub fn app(shell: Arc<Shell>) -> axum::Router {
+    axum::Router::new()
+        .route("/", get(page))
+        .route("/v1/register", post(register))
+        .route("/v1/lease", post(lease))
+        .route("/v1/deposit", post(deposit))
+        .route("/v1/protest", post(protest))
+        .route("/v1/field", get(field))
+        .route("/v1/facts", get(facts_get).put(facts_put))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .with_state(shell)
+}
+
+fn error(e: &ApiError) -> Response {
+    let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
+    (status, axum::Json(ErrorBody::from(e))).into_response()
+}
+
+fn ok<T: Serialize>(v: T) -> Response {
+    (StatusCode::OK, axum::Json(v)).into_response()
+}
+
+async fn not_found() -> Response {
+    let body = ErrorBody {
+        error: "not_found".into(),
+        message: "no such endpoint".into(),
+    };
+    (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+/// Reads and strictly parses a JSON body within the cap.
+async fn body<T: DeserializeOwned>(shell: &Shell, req: Request) -> Result<T, ApiError> {
+    let bytes = to_bytes(req.into_body(), shell.body_limit)
+        .await
+        .map_err(|_| ApiError::TooLarge(shell.body_limit))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        let msg = e.to_string();
+        if msg.starts_with("unknown field") {
+            ApiError::UnknownField(msg)
+        } else {
+            ApiError::Malformed(msg)
+        }
+    })
+}
+
+/// Runs `f` on the core in the blocking pool, writes its events, and answers.
+async fn run<T, F>(shell: Arc<Shell>, f: F) -> Response
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce(&mut Router, f64) -> Result<T, ApiError> + Send + 'static,
+{
+    let s = shell.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let now = (s.clock)();
+        let mut r = s.router.lock();
+        let out = f(&mut r, now);
+        (out, r.drain_events())
+    })
+    .await;
+    match joined {
+        Ok((out, events)) => {
+            shell.write_events(events);
+            match out {
+                Ok(v) => ok(v),
+                Err(e) => error(&e),
+            }
+        }
+        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
+    }
+}
+
+/// Parses the body, or counts and answers the refusal.
+async fn parsed<T: DeserializeOwned>(shell: &Arc<Shell>, req: Request) -> Result<T, Response> {
+    match body::<T>(shell, req).await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            shell.router.lock().refused(&e);
+            Err(error(&e))
+        }
+    }
+}
+
+fn operator(shell: &Shell, headers: &HeaderMap) -> Result<(), Response> {
+    let given = headers.get(OPERATOR_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if crate::ids::same(given, &shell.operator_key) {
+        Ok(())
+    } else {
+        let e = ApiError::Unauthorized(format!("operator key (header {OPERATOR_HEADER})"));
+        shell.router.lock().refused(&e);
+        Err(error(&e))
+    }
+}
+
+async fn page() -> Response {
+    ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], PAGE).into_response()
+}
+
+async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    match parsed::<crate::api::RegisterRequest>(&s, req).await {
+        Ok(r) => run(s, move |core, now| core.register(&r, now)).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn lease(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    match parsed::<crate::api::LeaseRequest>(&s, req).await {
+        Ok(r) => run(s, move |core, now| core.lease(&r, now)).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    match parsed::<crate::api::DepositRequest>(&s, req).await {
+        Ok(r) => run(s, move |core, now| core.deposit(&r, now)).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn protest(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    match parsed::<crate::api::ProtestRequest>(&s, req).await {
+        Ok(r) => run(s, move |core, now| core.protest(&r, now)).await,
+        Err(resp) => resp,
+    }
+}
+
+async fn field(State(s): State<Arc<Shell>>) -> Response {
+    run(s, |core, _| Ok(core.field_view())).await
+}
+
+async fn metrics(State(s): State<Arc<Shell>>) -> Response {
+    let text = s.router.lock().metrics_text();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        Body::from(text),
+    )
+        .into_response()
+}
+
+async fn facts_get(State(s): State<Arc<Shell>>, headers: HeaderMap) -> Response {
+    if let Err(r) = operator(&s, &headers) {
+        return r;
+    }
+    run(s, |core, _| Ok(core.get_facts())).await
+}
+
+async fn facts_put(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Request) -> Response {
+    if let Err(r) = operator(&s, &headers) {
+        return r;
+    }
+    match parsed::<Facts>(&s, req).await {
+        Ok(f) => run(s, move |core, now| core.put_facts(&f, now)).await,
+        Err(resp) => resp,
+    }
+}
