@@ -25,7 +25,7 @@
 
 use crate::handle::{FleetHandle, Job, SeatCtx, SubmitError};
 use fleet::admission::AdmissionError;
-use fleet::posture::PostureOwner;
+use fleet::posture::{LaneDeathCause, PostureOwner};
 use fleet::pump::SeatId;
 use fleet::receipt::{ReceiptSender, TerminalReason, UnitValue};
 use fleet::shell::Refused;
@@ -109,7 +109,12 @@ impl Drop for SeatWatch {
             "lane death: a seat died outside its unit; the seat leaves the layout, the posture cordons until a fresh process"
         );
         // Latch first: the pump step that retires the seat sees the fault.
-        self.lane.posture.mark_lane_death();
+        self.lane
+            .posture
+            .mark_lane_death_because(LaneDeathCause::SeatLost {
+                role: seat.role,
+                seat: seat.index,
+            });
         self.lane.waker.notify(self.lane.posture.seq());
         if let Some(receipt) = self.receipt.take() {
             receipt.terminal(TerminalReason::SeatLost {
@@ -207,7 +212,12 @@ impl Lane {
                 );
                 // Latch first: whoever sees the terminal receipt already
                 // sees the cordon.
-                self.posture.mark_lane_death();
+                self.posture
+                    .mark_lane_death_because(LaneDeathCause::UnitPanicked {
+                        role: seat.role,
+                        seat: seat.index,
+                        message: message.clone(),
+                    });
                 self.waker.notify(self.posture.seq());
                 if let Some(receipt) = watch.receipt.take() {
                     receipt.terminal(TerminalReason::Panicked { message });

@@ -252,13 +252,16 @@ impl Fleet {
 
     /// `runtime_status()` for this booted fleet (`fleet_booted: true`, the
     /// plan with its oversubscribed mark, the budget table, these census
-    /// rows) against the detected `quota`.
+    /// rows, and `degraded` with its cause once a lane death latched)
+    /// against the detected `quota`.
     pub fn status(&self, quota: &fleet::quota::QuotaReport) -> fleet::status::RuntimeStatus {
         let census = fleet::census::Census::new();
         for row in self.census() {
             census.register(row);
         }
-        fleet::status::runtime_status(&self.plan, quota, Some(&census))
+        let mut status = fleet::status::runtime_status(&self.plan, quota, Some(&census));
+        status.degraded = self.posture.degraded();
+        status
     }
 
     /// Closes the host (queued and held units resolve `HostClosed`; in-flight

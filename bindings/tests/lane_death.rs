@@ -11,7 +11,7 @@ mod common;
 use common::*;
 use fleet::ledger::{FuseTrip, SharedLedger};
 use fleet::plan::{Binding, Profile};
-use fleet::posture::Posture;
+use fleet::posture::{LaneDeathCause, Posture};
 use fleet::receipt::TerminalReason;
 use fleet::{FailReason, PathOutcome};
 use fleet_bindings::{boot, BootOptions};
@@ -34,6 +34,11 @@ fn a_walk_that_panics_mid_bin_fails_exactly_its_owed_paths() {
         let first = run_cycle(&h, &ledger, 1, CycleOpts::default());
         assert!(first.merged.is_ok());
         assert_eq!(fleet.posture().posture(), Posture::Nominal);
+        let quota = fleet::quota::detect_live();
+        assert!(
+            fleet.status(&quota).degraded.is_none(),
+            "{binding}: healthy"
+        );
 
         // Cycle 2: bin 3 delivers one path, then panics.
         let c = 2;
@@ -82,9 +87,25 @@ fn a_walk_that_panics_mid_bin_fails_exactly_its_owed_paths() {
             }
             other => panic!("{binding}: dying bin's receipt: {other:?}"),
         }
-        // Sticky cordon with the lane-death latch.
+        // Sticky cordon with the lane-death latch, visible as a degradation.
         assert_eq!(fleet.posture().posture(), Posture::Cordoned, "{binding}");
         assert!(fleet.posture().guard().lane_dead, "{binding}");
+        let status = fleet.status(&quota);
+        match status.degraded.as_ref().map(|d| &d.cause) {
+            Some(LaneDeathCause::UnitPanicked { role, message, .. }) => {
+                assert_eq!(*role, fleet::WorkerRole::Solver, "{binding}");
+                assert!(
+                    message.contains("synthetic walk death"),
+                    "{binding}: {message}"
+                );
+            }
+            other => panic!("{binding}: expected a unit-panic degradation, got {other:?}"),
+        }
+        let json = serde_json::to_value(&status).unwrap();
+        assert_eq!(
+            json["degraded"]["cause"]["kind"], "unit_panicked",
+            "{binding}"
+        );
 
         // Later cycles complete (without deferrable intake, which the cordon
         // now holds and the faulted host resolves terminally).

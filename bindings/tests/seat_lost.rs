@@ -114,6 +114,15 @@ fn a_seat_lost_outside_its_unit_resolves_everything_keyed_to_it() {
             index: 0,
         };
         assert_eq!(fleet.lost_seats(), vec![seat0], "{binding}");
+        let degraded = fleet.status(&fleet::quota::detect_live()).degraded;
+        assert_eq!(
+            degraded.map(|d| d.cause),
+            Some(fleet::posture::LaneDeathCause::SeatLost {
+                role: Solver,
+                seat: 0
+            }),
+            "{binding}"
+        );
         let lost_rows: Vec<_> = fleet
             .census()
             .into_iter()

@@ -5,7 +5,8 @@
 //! these JSON keys: `fleet_booted`, `plan.{profile, binding, oversubscribed,
 //! tier_refused, quota_cpus}`, `budget.{reserve_cpus, ambient_cpus,
 //! resolve_cpus, merge_cpus, solver_cpus, solver_pins, sim_slot_cap}`,
-//! `census` (array) and `quota.{exact_cpus, affinity_cpus, source, reason, unknown_reason}`.
+//! `census` (array), `degraded` (`null` or `{cause, held_roles, since_ms,
+//! action}`) and `quota.{exact_cpus, affinity_cpus, source, reason, unknown_reason}`.
 
 use crate::budget::{BudgetOverrides, BudgetRow, FleetBudget};
 use crate::census::{Census, CensusRow};
@@ -71,6 +72,11 @@ pub struct RuntimeStatus {
     pub census: Vec<CensusRow>,
     /// The detected quota.
     pub quota: QuotaStatus,
+    /// `null` while healthy; once a lane death latched the sticky cordon,
+    /// its cause and the roles held until a restart (a booted fleet's
+    /// status fills it from its posture owner).
+    #[serde(default)]
+    pub degraded: Option<crate::posture::Degradation>,
 }
 
 /// Build the status for `plan` and the detected `quota`. With `census`
@@ -102,6 +108,7 @@ pub fn runtime_status(plan: &Plan, quota: &QuotaReport, census: Option<&Census>)
             },
             effective_cpus: quota.effective_cpus(),
         },
+        degraded: None,
     }
 }
 

@@ -104,8 +104,14 @@ pub struct MetricSpec {
 /// unit's role, or `unknown`. Recorded by [`record_receipt_overrun`].
 pub const RECEIPT_OVERRUNS_TOTAL: &str = "degenbot_fleet_receipt_overruns_total";
 
+/// `degenbot_fleet_degraded{cause}`: gauge, 1 once a lane death latched
+/// the sticky cordon (the deferrable roles are held until a restart).
+/// Label `cause`: `unit_panicked`, `seat_lost` or `unrecorded`. Recorded by
+/// the posture owner ([`record_degraded`]).
+pub const DEGRADED: &str = "degenbot_fleet_degraded";
+
 /// Every fleet metric. [`describe`] registers each row's help and unit.
-pub const METRICS: [MetricSpec; 10] = [
+pub const METRICS: [MetricSpec; 11] = [
     MetricSpec {
         name: PROFILE,
         kind: MetricKind::Gauge,
@@ -176,6 +182,14 @@ pub const METRICS: [MetricSpec; 10] = [
         labels: &["role"],
         help: "Receipt waits that passed their deadline (units accounted Failed(Overrun))",
     },
+    MetricSpec {
+        name: DEGRADED,
+        kind: MetricKind::Gauge,
+        unit: Unit::Count,
+        labels: &["cause"],
+        help:
+            "1 once a lane death latched the sticky cordon (deferrable roles held until a restart)",
+    },
 ];
 
 /// Register every metric's help text and unit with the installed recorder.
@@ -241,6 +255,17 @@ pub fn record_intake_backlog(backlog: &[(WorkerRole, u32)]) {
 pub fn record_receipt_overrun(role: Option<WorkerRole>) {
     metrics::counter!(RECEIPT_OVERRUNS_TOTAL, "role" => role.map_or("unknown", |r| r.name()))
         .increment(1);
+}
+
+/// Set [`DEGRADED`] to 1 with the lane death's cause.
+pub fn record_degraded(cause: &crate::posture::LaneDeathCause) {
+    use crate::posture::LaneDeathCause as C;
+    let label = match cause {
+        C::UnitPanicked { .. } => "unit_panicked",
+        C::SeatLost { .. } => "seat_lost",
+        C::Unrecorded => "unrecorded",
+    };
+    metrics::gauge!(DEGRADED, "cause" => label).set(1.0);
 }
 
 /// The `cause` label of an enter edge.
@@ -320,6 +345,7 @@ mod tests {
             POSTURE_CORDONED,
             THROTTLE_EVENTS_TOTAL,
             RECEIPT_OVERRUNS_TOTAL,
+            DEGRADED,
         ] {
             assert!(seen.contains(name), "{name} missing from METRICS");
         }

@@ -411,3 +411,40 @@ fn lane_death_at_a_given_time_stamps_the_edge_and_the_dwell() {
     assert_eq!(owner.counters().cordoned_dwell_ms, 2_000);
     assert_eq!(owner.seq(), 1);
 }
+
+#[test]
+fn a_lane_death_is_reported_as_a_degradation_with_its_first_cause() {
+    use fleet::posture::LaneDeathCause;
+    use fleet::WorkerRole;
+    let owner = PostureOwner::new(PosturePolicy::default(), 4);
+    assert_eq!(owner.degraded(), None, "healthy");
+    owner.observe(CLEAN, 500);
+    // An unrecorded latch is replaced by the first recorded cause, which then sticks.
+    owner.mark_lane_death();
+    let panicked = LaneDeathCause::UnitPanicked {
+        role: WorkerRole::Solver,
+        seat: 3,
+        message: "boom".into(),
+    };
+    owner.mark_lane_death_because(panicked.clone());
+    owner.mark_lane_death_because(LaneDeathCause::SeatLost {
+        role: WorkerRole::SimDriver,
+        seat: 0,
+    });
+    let d = owner.degraded().expect("degraded after a lane death");
+    assert_eq!(d.cause, panicked);
+    assert_eq!(d.since_ms, 500);
+    assert_eq!(
+        d.held_roles,
+        vec![
+            WorkerRole::PoolStateUpdater,
+            WorkerRole::Registrar,
+            WorkerRole::Verifier
+        ]
+    );
+    assert!(d.action.contains("restart"), "{}", d.action);
+    assert_eq!(owner.posture(), Posture::Cordoned);
+    let json = serde_json::to_value(&d).unwrap();
+    assert_eq!(json["cause"]["kind"], "unit_panicked");
+    assert_eq!(json["cause"]["message"], "boom");
+}

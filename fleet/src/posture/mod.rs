@@ -53,6 +53,47 @@ pub enum PostureCause {
     },
 }
 
+/// What latched a lane death (the first cause sticks).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum LaneDeathCause {
+    /// A unit panicked on its seat (`Terminal(Panicked)`).
+    UnitPanicked {
+        /// The unit's role.
+        role: crate::WorkerRole,
+        /// The seat's index among its role's seats.
+        seat: u32,
+        /// The panic payload as text.
+        message: String,
+    },
+    /// A seat's thread died outside its unit and left the layout
+    /// (`Terminal(SeatLost)`).
+    SeatLost {
+        /// The seat's role.
+        role: crate::WorkerRole,
+        /// The seat's index among its role's seats.
+        seat: u32,
+    },
+    /// Latched without a recorded cause ([`PostureOwner::mark_lane_death`]).
+    Unrecorded,
+}
+
+/// The fleet runs degraded: a lane death latched the sticky cordon, so the
+/// deferrable roles (pool state updates, registration, verification) are
+/// held until a fresh process. `DESIGN.md` §3 "Posture" (the lane death is
+/// sticky) and "Census and status"; reported by `runtime_status()`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Degradation {
+    /// What latched the lane death (the first cause).
+    pub cause: LaneDeathCause,
+    /// The roles whose intake is held until a restart (the deferrable ones).
+    pub held_roles: Vec<crate::WorkerRole>,
+    /// When it latched, ms on the posture feeder's monotonic clock.
+    pub since_ms: u64,
+    /// What to do about it.
+    pub action: String,
+}
+
 /// A posture edge.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Transition {

@@ -4,8 +4,8 @@
 //! swap that keeps state and window; one warn line listing old → new).
 
 use super::{
-    Posture, PostureMachine, PosturePolicy, PosturePolicyPatch, PostureRetuneError, ThrottleSample,
-    Transition,
+    Degradation, LaneDeathCause, Posture, PostureMachine, PosturePolicy, PosturePolicyPatch,
+    PostureRetuneError, ThrottleSample, Transition,
 };
 use crate::guard::GuardSnapshot;
 use crate::telemetry;
@@ -35,6 +35,8 @@ struct Inner {
     last_now_ms: u64,
     /// Dwell already exported to the dwell metric, ms.
     exported_dwell_ms: u64,
+    /// The first lane-death cause and when it latched (sticky).
+    degraded: Option<(LaneDeathCause, u64)>,
 }
 
 impl Inner {
@@ -79,6 +81,7 @@ impl PostureOwner {
                 closed_dwell_ms: 0,
                 last_now_ms: 0,
                 exported_dwell_ms: 0,
+                degraded: None,
             }),
             seq: AtomicU64::new(0),
             suppressions: AtomicU64::new(0),
@@ -129,16 +132,53 @@ impl PostureOwner {
     /// Latch a lane death: cordoned for the rest of this process. The edge
     /// is stamped with the last observed time (see [`Self::mark_lane_death_at`]).
     pub fn mark_lane_death(&self) -> Option<Transition> {
+        self.mark_lane_death_because(LaneDeathCause::Unrecorded)
+    }
+
+    /// Latch a lane death with its cause (the first cause sticks and is
+    /// reported by [`Self::degraded`]), stamped with the last observed time.
+    pub fn mark_lane_death_because(&self, cause: LaneDeathCause) -> Option<Transition> {
         let now = self.inner.lock().last_now_ms;
-        self.mark_lane_death_at(now)
+        self.latch(now, cause)
     }
 
     /// Latch a lane death at `now_ms` (monotonic, ms).
     pub fn mark_lane_death_at(&self, now_ms: u64) -> Option<Transition> {
+        self.latch(now_ms, LaneDeathCause::Unrecorded)
+    }
+
+    fn latch(&self, now_ms: u64, cause: LaneDeathCause) -> Option<Transition> {
         let mut inner = self.inner.lock();
         inner.last_now_ms = inner.last_now_ms.max(now_ms);
+        let first = match &inner.degraded {
+            None => true,
+            // A recorded cause replaces an unrecorded one, never another.
+            Some((LaneDeathCause::Unrecorded, _)) => cause != LaneDeathCause::Unrecorded,
+            Some(_) => false,
+        };
+        if first {
+            telemetry::record_degraded(&cause);
+            inner.degraded = Some((cause, now_ms));
+        }
         let t = inner.machine.mark_lane_death(now_ms);
         self.record(&mut inner, t)
+    }
+
+    /// `Some` once a lane death latched: the fleet runs degraded (the
+    /// deferrable roles are held until a fresh process), with the cause.
+    pub fn degraded(&self) -> Option<Degradation> {
+        let inner = self.inner.lock();
+        let (cause, since_ms) = inner.degraded.clone()?;
+        Some(Degradation {
+            cause,
+            held_roles: crate::role::ALL_ROLES
+                .iter()
+                .copied()
+                .filter(|r| r.cordon_class() == crate::role::CordonClass::Deferrable)
+                .collect(),
+            since_ms,
+            action: "a lane death latched the sticky cordon: pool state updates, registration and verification are held until the process restarts; find the cause in the error log and restart".into(),
+        })
     }
 
     /// Apply a partial retune atomically, keeping the posture and the sample
