@@ -235,3 +235,94 @@ fn a_page_of_several_runs_opens_with_the_verdict_and_explains_every_column() {
     let single = render_html(&runs[..1]).unwrap();
     assert!(!single.contains("id=\"verdict\""), "one run has no verdict");
 }
+
+/// `(y, text)` of every `<text>` element of an SVG.
+fn placed_texts(svg: &str) -> Vec<(f64, String)> {
+    svg.split("<text")
+        .skip(1)
+        .map(|t| {
+            let tag = &t[..t.find('>').unwrap()];
+            let y = tag.split(" y=\"").nth(1).unwrap();
+            let y: f64 = y[..y.find('"').unwrap()].parse().unwrap();
+            let body = &t[t.find('>').unwrap() + 1..];
+            (y, body[..body.find("</text>").unwrap()].trim().to_string())
+        })
+        .collect()
+}
+
+/// The `cy` of every data dot (radius 2) of an SVG.
+fn data_dot_ys(svg: &str) -> Vec<f64> {
+    svg.split("<circle")
+        .skip(1)
+        .filter(|c| c[..c.find('>').unwrap()].contains(" r=\"2\""))
+        .map(|c| {
+            let y = c.split(" cy=\"").nth(1).unwrap();
+            y[..y.find('"').unwrap()].parse().unwrap()
+        })
+        .collect()
+}
+
+#[test]
+fn legends_sit_above_the_data_and_list_only_markers_that_occur() {
+    use fleet_bench::report::{TimelineEvent, TimelineKind};
+    let mut quiet = sample_run("quiet run", SampleShape::FLEET, 40, 0.1, 1);
+    quiet.timeline.clear();
+    let mut tuned = sample_run("tuned run", SampleShape::PILE, 40, 0.1, 2);
+    tuned.timeline = vec![TimelineEvent {
+        t_ms: 500.0,
+        kind: TimelineKind::Retune,
+        detail: "cordon_duty_percent: 2 -> 3".into(),
+    }];
+    let mut busy = sample_run("busy run", SampleShape::PILE, 40, 0.1, 3);
+    let event = |t_ms: f64, kind| TimelineEvent {
+        t_ms,
+        kind,
+        detail: String::new(),
+    };
+    busy.timeline = vec![
+        event(300.0, TimelineKind::Throttle),
+        event(310.0, TimelineKind::PostureEnter),
+        event(900.0, TimelineKind::PostureExit),
+    ];
+    let runs = [quiet, tuned, busy];
+    let page = render_html(&runs).unwrap();
+    let svgs = svgs(&page);
+    let legend = |svg: &str| -> Vec<String> {
+        let kinds = ["cordoned", "cycle makespan", "throttle event", "retune"];
+        placed_texts(svg)
+            .into_iter()
+            .map(|(_, t)| t)
+            .filter(|t| kinds.contains(&t.as_str()))
+            .collect()
+    };
+    assert_eq!(legend(svgs[3]), ["cycle makespan"], "quiet run");
+    assert_eq!(legend(svgs[4]), ["cycle makespan", "retune"], "tuned run");
+    assert_eq!(
+        legend(svgs[5]),
+        ["cordoned", "cycle makespan", "throttle event"],
+        "busy run"
+    );
+    // Every legend text is above every data dot: the legend has its own
+    // band between the caption and the chart.
+    for (i, svg) in svgs.iter().enumerate() {
+        let names: Vec<String> = if i == 1 {
+            runs.iter().map(|r| r.label.clone()).collect()
+        } else if i >= 3 {
+            legend(svg)
+        } else {
+            continue;
+        };
+        let texts = placed_texts(svg);
+        let lowest_legend = texts
+            .iter()
+            .filter(|(_, t)| names.contains(t))
+            .map(|(y, _)| *y)
+            .fold(f64::NEG_INFINITY, f64::max);
+        assert!(lowest_legend.is_finite(), "svg {i} has a legend");
+        let top_dot = data_dot_ys(svg).into_iter().fold(f64::INFINITY, f64::min);
+        assert!(
+            lowest_legend + 15.0 < top_dot,
+            "svg {i}: legend text at y {lowest_legend} overlaps data at y {top_dot}"
+        );
+    }
+}

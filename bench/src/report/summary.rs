@@ -323,7 +323,6 @@ pub fn render_run_summary(r: &RunReport) -> String {
 /// An outcome in words for tables and pages: `solved (in 5, profit 2)`,
 /// `suppressed`, `failed (sim refused)`, or `none` when there was none.
 pub fn describe_outcome(o: Option<&fleet::PathOutcome>) -> String {
-    use fleet::outcome::FailReason;
     use fleet::PathOutcome;
     match o {
         None => "none".to_string(),
@@ -332,12 +331,13 @@ pub fn describe_outcome(o: Option<&fleet::PathOutcome>) -> String {
         }
         Some(PathOutcome::Suppressed) => "suppressed".to_string(),
         Some(PathOutcome::Failed { reason }) => {
-            let why = match reason {
-                FailReason::SimReverted => "sim reverted",
-                FailReason::LaneDeath => "lane death",
-                FailReason::SimRefused => "sim refused",
-            };
-            format!("failed ({why})")
+            // The reason's stable snake_case name in words (`sim_refused`
+            // reads `sim refused`), so a new reason reads right unchanged.
+            let name = serde_json::to_value(reason)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_else(|| "unknown reason".to_string());
+            format!("failed ({})", name.replace('_', " "))
         }
     }
 }

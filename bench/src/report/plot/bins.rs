@@ -3,9 +3,9 @@
 
 use plotters::prelude::*;
 
+use super::legend::{band_height, caption_and_legend, Entry, Marker};
 use super::{
-    plot_err, quantile, run_colour, tick, whole_index, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX,
-    WIDTH,
+    plot_err, quantile, run_colour, tick, whole_index, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH,
 };
 use crate::report::model::RunReport;
 use crate::report::ReportError;
@@ -53,12 +53,24 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
         .max(1e-3)
         * 1.12;
     let slot = 0.8 / runs.len().max(1) as f64;
+    let entries: Vec<Entry> = groups
+        .iter()
+        .enumerate()
+        .filter(|(_, bins)| bins.iter().any(|b| !b.is_empty()))
+        .map(|(r, _)| Entry {
+            text: runs[r].label.clone(),
+            marker: Marker::Square,
+            colour: run_colour(r),
+        })
+        .collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + band_height(&entries)))
+            .into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Solver walk time per bin (every cycle)", (FONT, CAPTION_PX))
+        let area = caption_and_legend(&root, "Solver walk time per bin (every cycle)", &entries)
+            .map_err(&err)?;
+        let mut chart = ChartBuilder::on(&area)
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
@@ -130,15 +142,10 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
                         .into_iter()
                         .map(|p| Circle::new(p, 2, colour.mix(0.35).filled())),
                 )
-                .map_err(&err)?
-                .label(runs[r].label.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 6), (x + 18, y + 6)], colour.filled())
-                });
+                .map_err(&err)?;
             chart.draw_series(boxes).map_err(&err)?;
             chart.draw_series(shapes).map_err(&err)?;
         }
-        super::draw_legend(&mut chart, SeriesLabelPosition::UpperRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

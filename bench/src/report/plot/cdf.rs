@@ -2,9 +2,9 @@
 
 use plotters::prelude::*;
 
+use super::legend::{band_height, caption_and_legend, Entry, Marker};
 use super::{
-    dedup_labels, log_range, log_tick, plot_err, run_colour, CAPTION_PX, DESC_PX, FONT, HEIGHT,
-    TICK_PX, WIDTH,
+    dedup_labels, log_range, log_tick, plot_err, run_colour, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH,
 };
 use crate::report::model::RunReport;
 use crate::report::ReportError;
@@ -47,15 +47,24 @@ pub(crate) fn makespan_cdf_svg(runs: &[RunReport]) -> Result<String, ReportError
         .collect();
     let (lo, hi) = log_range(series.iter().flat_map(|(_, p)| p.iter().map(|(x, _)| *x)))
         .unwrap_or((1.0, 10.0));
+    let entries: Vec<Entry> = series
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, pts))| !pts.is_empty())
+        .map(|(i, (label, _))| Entry {
+            text: label.clone(),
+            marker: Marker::Line,
+            colour: run_colour(i),
+        })
+        .collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + band_height(&entries)))
+            .into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Cycle makespan CDF (end − intended start)",
-                (FONT, CAPTION_PX),
-            )
+        let area = caption_and_legend(&root, "Cycle makespan CDF (end − intended start)", &entries)
+            .map_err(&err)?;
+        let mut chart = ChartBuilder::on(&area)
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
@@ -77,17 +86,12 @@ pub(crate) fn makespan_cdf_svg(runs: &[RunReport]) -> Result<String, ReportError
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(&err)?;
-        for (i, (label, pts)) in series.iter().enumerate() {
+        for (i, (_, pts)) in series.iter().enumerate() {
             let colour = run_colour(i);
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-                .map_err(&err)?
-                .label(label.as_str())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(3))
-                });
+                .map_err(&err)?;
         }
-        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

@@ -3,11 +3,13 @@
 //! The SVG backend writes text as `<text>` elements (font family
 //! `sans-serif`), so the browser renders every label with its own fonts and
 //! no font file or system font library is needed at build time. Every plot
-//! has a caption, both axis descriptions and, where several series share it,
-//! a legend naming each run by its label.
+//! has a caption, both axis descriptions and a legend of the markers it
+//! drew (each run by its label), in a band between caption and chart so it
+//! never covers data ([`legend`]).
 
 mod bins;
 mod cdf;
+mod legend;
 mod sim;
 mod timeline;
 
@@ -90,26 +92,6 @@ pub(crate) fn log_tick(v: f64, lo: f64, hi: f64) -> String {
     } else {
         String::new()
     }
-}
-
-/// Draws a chart's series legend the way every plot of the page does (tick
-/// font, translucent white box, black border) at `position`.
-pub(crate) fn draw_legend<'a, DB, CT>(
-    chart: &mut plotters::chart::ChartContext<'a, DB, CT>,
-    position: plotters::chart::SeriesLabelPosition,
-) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>>
-where
-    DB: plotters::prelude::DrawingBackend + 'a,
-    CT: plotters::coord::CoordTranslate,
-{
-    use plotters::style::{Color, BLACK, WHITE};
-    chart
-        .configure_series_labels()
-        .position(position)
-        .label_font((FONT, TICK_PX))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .draw()
 }
 
 /// Tick positions for a log axis over `[lo, hi]`: the 1-2-5 points of each

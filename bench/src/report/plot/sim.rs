@@ -9,9 +9,10 @@
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
+use super::legend::{band_height, caption_and_legend, Entry, Marker};
 use super::{
-    dedup_labels, log_range, log_tick, plot_err, run_colour, tick, CAPTION_PX, DESC_PX, FONT,
-    HEIGHT, TICK_PX, WIDTH,
+    dedup_labels, log_range, log_tick, plot_err, run_colour, tick, DESC_PX, FONT, HEIGHT, TICK_PX,
+    WIDTH,
 };
 use crate::report::hdr::TICKS_PER_UNIT;
 use crate::report::model::{Percentiles, RunReport};
@@ -106,15 +107,37 @@ pub(crate) fn sim_latency_svg(
         .flat_map(|(_, p, _)| p.iter().map(|(x, _)| *x))
         .fold(1000.0f64, f64::max)
         * 1.5;
+    let entries: Vec<Entry> = series
+        .iter()
+        .zip(runs)
+        .enumerate()
+        .filter(|(_, ((_, pts, _), _))| !pts.is_empty())
+        .map(|(i, ((label, _, full), run))| {
+            let p = &run.sim_latency_ms;
+            Entry {
+                text: format!(
+                    "{label}: n = {}, mean {} ms{}",
+                    p.count,
+                    tick(p.mean),
+                    if *full { "" } else { " (percentiles only)" }
+                ),
+                marker: if *full { Marker::Line } else { Marker::Dot },
+                colour: run_colour(i),
+            }
+        })
+        .collect();
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + band_height(&entries)))
+            .into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(
-                "Simulation latency by percentile (submit to result)",
-                (FONT, CAPTION_PX),
-            )
+        let area = caption_and_legend(
+            &root,
+            "Simulation latency by percentile (submit to result)",
+            &entries,
+        )
+        .map_err(&err)?;
+        let mut chart = ChartBuilder::on(&area)
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
@@ -136,29 +159,17 @@ pub(crate) fn sim_latency_svg(
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(&err)?;
-        for (i, ((label, pts, full), run)) in series.iter().zip(runs).enumerate() {
+        for (i, (_, pts, full)) in series.iter().enumerate() {
             let colour = run_colour(i);
-            let p = &run.sim_latency_ms;
-            let name = format!(
-                "{label}: n = {}, mean {} ms{}",
-                p.count,
-                tick(p.mean),
-                if *full { "" } else { " (percentiles only)" }
-            );
             chart
                 .draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(2)))
-                .map_err(&err)?
-                .label(name)
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 22, y)], colour.stroke_width(3))
-                });
+                .map_err(&err)?;
             if !*full {
                 chart
                     .draw_series(pts.iter().map(|p| Circle::new(*p, 4, colour.filled())))
                     .map_err(&err)?;
             }
         }
-        super::draw_legend(&mut chart, SeriesLabelPosition::LowerRight).map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)

@@ -4,7 +4,8 @@
 
 use plotters::prelude::*;
 
-use super::{plot_err, tick, CAPTION_PX, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
+use super::legend::{band_height, caption_and_legend, Entry, Marker};
+use super::{plot_err, tick, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
 use crate::report::model::{RunReport, TimelineKind};
 use crate::report::ReportError;
 
@@ -46,6 +47,30 @@ pub(crate) fn cordon_spans(run: &RunReport, end_s: f64) -> Vec<(f64, f64)> {
     spans
 }
 
+/// The legend of a timeline: only the markers the plot draws, in a fixed
+/// order (cordoned spans, cycle makespans, throttle events, retunes).
+pub(crate) fn timeline_entries(
+    cordoned: bool,
+    cycles: bool,
+    throttles: bool,
+    retunes: bool,
+) -> Vec<Entry> {
+    [
+        (cordoned, "cordoned", Marker::Square, CORDON),
+        (cycles, "cycle makespan", Marker::Dot, MAKESPAN),
+        (throttles, "throttle event", Marker::Tick, THROTTLE),
+        (retunes, "retune", Marker::Tick, RETUNE),
+    ]
+    .into_iter()
+    .filter(|(drawn, ..)| *drawn)
+    .map(|(_, text, marker, colour)| Entry {
+        text: text.to_string(),
+        marker,
+        colour,
+    })
+    .collect()
+}
+
 /// The timeline plot of one run as one SVG document.
 ///
 /// Errors: [`ReportError::Plot`] when drawing fails.
@@ -72,12 +97,26 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
         .max(1e-3)
         * 1.18;
     let spans = cordon_spans(run, end_s);
+    let at = |kind: TimelineKind| {
+        run.timeline
+            .iter()
+            .filter(move |e| e.kind == kind && e.t_ms.is_finite())
+            .map(|e| e.t_ms / 1000.0)
+    };
+    let entries = timeline_entries(
+        !spans.is_empty(),
+        !cycles.is_empty(),
+        at(TimelineKind::Throttle).next().is_some(),
+        at(TimelineKind::Retune).next().is_some(),
+    );
     let mut svg = String::new();
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT + band_height(&entries)))
+            .into_drawing_area();
         root.fill(&WHITE).map_err(&err)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(format!("Timeline: {}", run.label), (FONT, CAPTION_PX))
+        let area = caption_and_legend(&root, &format!("Timeline: {}", run.label), &entries)
+            .map_err(&err)?;
+        let mut chart = ChartBuilder::on(&area)
             .margin(14)
             .x_label_area_size(52)
             .y_label_area_size(70)
@@ -100,9 +139,7 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
                     Rectangle::new([(*a, 0.0), (*b, y_max)], CORDON.mix(0.5).filled())
                 }),
             )
-            .map_err(&err)?
-            .label("cordoned")
-            .legend(|(x, y)| Rectangle::new([(x, y - 6), (x + 18, y + 6)], CORDON.filled()));
+            .map_err(&err)?;
         chart
             .draw_series(LineSeries::new(
                 cycles.iter().copied(),
@@ -111,15 +148,7 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
             .map_err(&err)?;
         chart
             .draw_series(cycles.iter().map(|p| Circle::new(*p, 2, MAKESPAN.filled())))
-            .map_err(&err)?
-            .label("cycle makespan")
-            .legend(|(x, y)| Circle::new((x + 9, y), 4, MAKESPAN.filled()));
-        let at = |kind: TimelineKind| {
-            run.timeline
-                .iter()
-                .filter(move |e| e.kind == kind && e.t_ms.is_finite())
-                .map(|e| e.t_ms / 1000.0)
-        };
+            .map_err(&err)?;
         let tick_len = y_max * 0.06;
         chart
             .draw_series(at(TimelineKind::Throttle).map(|t| {
@@ -128,25 +157,13 @@ pub(crate) fn timeline_svg(run: &RunReport) -> Result<String, ReportError> {
                     THROTTLE.stroke_width(2),
                 )
             }))
-            .map_err(&err)?
-            .label("throttle event")
-            .legend(|(x, y)| {
-                PathElement::new(
-                    vec![(x + 9, y - 7), (x + 9, y + 7)],
-                    THROTTLE.stroke_width(2),
-                )
-            });
+            .map_err(&err)?;
         chart
             .draw_series(
                 at(TimelineKind::Retune)
                     .map(|t| PathElement::new(vec![(t, 0.0), (t, y_max)], RETUNE.stroke_width(2))),
             )
-            .map_err(&err)?
-            .label("retune")
-            .legend(|(x, y)| {
-                PathElement::new(vec![(x + 9, y - 7), (x + 9, y + 7)], RETUNE.stroke_width(2))
-            });
-        super::draw_legend(&mut chart, SeriesLabelPosition::UpperLeft).map_err(&err)?;
+            .map_err(&err)?;
         root.present().map_err(&err)?;
     }
     Ok(svg)
