@@ -16,7 +16,10 @@ use router::store::{PgStore, SqliteStore, Store};
 use router::Router;
 
 #[derive(Parser, Debug)]
-#[command(name = "routerd", about = "The router service: leases crawling work to devices and learns from what comes back.")]
+#[command(
+    name = "routerd",
+    about = "The router service: leases crawling work to devices and learns from what comes back."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
@@ -110,22 +113,27 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
 
 fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
     match &args.store {
-        None => Ok(Box::new(SqliteStore::open_dir(&args.data).with_context(|| {
-            format!("opening the SQLite store in {}", args.data.display())
-        })?)),
+        None => Ok(Box::new(SqliteStore::open_dir(&args.data).with_context(
+            || format!("opening the SQLite store in {}", args.data.display()),
+        )?)),
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Ok(Box::new(
                 PgStore::connect_with_schema(url, &args.store_schema)
                     .context("connecting to PostgreSQL")?,
             ))
         }
-        Some(other) => bail!("--store must be a postgres:// URL (or absent for SQLite), got {other:?}"),
+        Some(other) => {
+            bail!("--store must be a postgres:// URL (or absent for SQLite), got {other:?}")
+        }
     }
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
     if !(args.lease_ttl_s.is_finite() && (1.0..=86_400.0).contains(&args.lease_ttl_s)) {
-        bail!("--lease-ttl-s must be in [1, 86400], got {}", args.lease_ttl_s);
+        bail!(
+            "--lease-ttl-s must be in [1, 86400], got {}",
+            args.lease_ttl_s
+        );
     }
     let quota = fleet::quota::detect_live();
     let workers = quota.schedulable_cpus().max(1) as usize;
@@ -248,7 +256,10 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         None | Some(Command::Serve) => serve(cli.serve),
-        Some(Command::Facts { op, url, operator_key }) => facts(op, &url, operator_key),
+        Some(Command::Facts {
+            op,
+            url,
+            operator_key,
+        }) => facts(op, &url, operator_key),
     }
 }
-

@@ -336,11 +336,12 @@ impl Router {
         token: &str,
         now_s: f64,
     ) -> Result<(Tier, usize), ApiError> {
-        let lease = self
-            .leases
-            .get(lease_id)
-            .filter(|l| l.device == device)
-            .ok_or(ApiError::UnknownLease)?;
+        let Some(lease) = self.leases.get(lease_id).filter(|l| l.device == device) else {
+            return match self.expired.get(lease_id) {
+                Some((owner, at)) if owner == device => Err(ApiError::LeaseExpired(*at)),
+                _ => Err(ApiError::UnknownLease),
+            };
+        };
         if lease.expires_s < now_s {
             return Err(ApiError::LeaseExpired(lease.expires_s));
         }

@@ -119,6 +119,9 @@ pub struct Router {
     d: Durable,
     live: BTreeMap<String, Live>,
     leases: HashMap<String, Lease>,
+    /// Leases that expired recently: id → (device, expiry), kept for
+    /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
+    expired: HashMap<String, (String, f64)>,
     in_flight: HashMap<String, u32>,
     queues: BTreeMap<String, Vec<Queued>>,
     limited: BTreeSet<String>,
@@ -127,6 +130,9 @@ pub struct Router {
     counters: Counters,
     dirty: bool,
 }
+
+/// Seconds an expired lease id is remembered (to answer `lease_expired`).
+pub const EXPIRED_MEMORY_S: f64 = 3600.0;
 
 /// Recent events kept for the field view.
 pub const RECENT_EVENTS: usize = 50;
@@ -235,6 +241,7 @@ impl Router {
             d,
             live: BTreeMap::new(),
             leases: HashMap::new(),
+            expired: HashMap::new(),
             in_flight: HashMap::new(),
             queues: BTreeMap::new(),
             limited: BTreeSet::new(),

@@ -55,10 +55,14 @@ impl Router {
                     }
                 }
                 self.leases.remove(&id);
+                self.expired
+                    .insert(id.clone(), (l.device.clone(), l.expires_s));
                 rep.leases_expired += 1;
                 self.counters.leases_expired += 1;
             }
         }
+        self.expired
+            .retain(|_, (_, at)| now_s - *at < super::EXPIRED_MEMORY_S);
         let before = self.live.len();
         self.live.retain(|_, l| l.expires_s >= now_s);
         rep.devices_pruned = before - self.live.len();

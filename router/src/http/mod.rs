@@ -59,9 +59,18 @@ impl Shell {
     /// A shell over `router`, appending events to `event_log` if given.
     ///
     /// Errors: the event log cannot be opened for appending.
-    pub fn new(router: Router, clock: Clock, event_log: Option<PathBuf>) -> std::io::Result<Arc<Shell>> {
+    pub fn new(
+        router: Router,
+        clock: Clock,
+        event_log: Option<PathBuf>,
+    ) -> std::io::Result<Arc<Shell>> {
         let file = match event_log {
-            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p)?),
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)?,
+            ),
             None => None,
         };
         let body_limit = router.config().body_limit;
@@ -82,7 +91,11 @@ impl Shell {
         }
         let mut log = self.event_log.lock();
         for e in events {
-            tracing::info!(event = e.kind(), "{}", serde_json::to_string(&e).unwrap_or_default());
+            tracing::info!(
+                event = e.kind(),
+                "{}",
+                serde_json::to_string(&e).unwrap_or_default()
+            );
             if let Some(f) = log.as_mut() {
                 if let Ok(line) = serde_json::to_string(&e) {
                     let _ = writeln!(f, "{line}");
@@ -190,7 +203,10 @@ async fn parsed<T: DeserializeOwned>(shell: &Arc<Shell>, req: Request) -> Result
 }
 
 fn operator(shell: &Shell, headers: &HeaderMap) -> Result<(), Response> {
-    let given = headers.get(OPERATOR_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let given = headers
+        .get(OPERATOR_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     if crate::ids::same(given, &shell.operator_key) {
         Ok(())
     } else {

@@ -1,0 +1,319 @@
+//! `routerd` over real HTTP on loopback: an end-to-end session with a
+//! restart on the same store (SQLite and PostgreSQL), the bad-input table
+//! of `docs/router.md`, and crash safety under SIGKILL.
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use router::store::{SqliteStore, Store};
+use support::routerd::{deposit_body, facts, lease, Routerd};
+
+fn settle_ticks() {
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+fn view(r: &Routerd) -> Value {
+    let (s, v) = r.get("/v1/field");
+    assert_eq!(s, 200);
+    v
+}
+
+fn browser_reliability(v: &Value) -> f64 {
+    v["sources"][0]["cells"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["archetype"] == "browser")
+        .unwrap()["reliability_mean"]
+        .as_f64()
+        .unwrap()
+}
+
+/// Register three archetypes, lease, deposit, protest, verify; restart on
+/// the same store; trust, evidence and open verifications survive.
+fn end_to_end(data: &std::path::Path, extra: &[&str]) {
+    let r = Routerd::start(data, &[&["--tick-ms", "50"], extra].concat());
+    let (s, v) = r.send("PUT", "/v1/facts", &facts(6).to_string(), true);
+    assert_eq!(s, 200, "{v}");
+    let a = r.register("dev-a", "browser");
+    let b = r.register("dev-b", "desktop");
+    let c = r.register("dev-c", "container_plain");
+    settle_ticks();
+    let la = lease(&r, "dev-a", &a, 4);
+    let items = la["items"].as_array().unwrap().clone();
+    assert!(items.len() >= 2, "{la}");
+    assert_eq!(la["routing_trace"].as_array().unwrap().len(), items.len());
+    let (s, v) = r.post(
+        "/v1/deposit",
+        &deposit_body(
+            "dev-a",
+            &a,
+            la["lease_id"].as_str().unwrap(),
+            &items[0],
+            "h1",
+        ),
+    );
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = r.post(
+        "/v1/protest",
+        &json!({"device_id": "dev-a", "device_secret": a, "lease_id": la["lease_id"], "target": items[1]["target"], "deposit_token": items[1]["deposit_token"], "reason": "blocked here"}),
+    );
+    assert_eq!(s, 200, "{v}");
+    settle_ticks();
+    // b verifies and deposits; c takes a verification and keeps it open.
+    let target = items[0]["target"].clone();
+    let lb = lease(&r, "dev-b", &b, 8);
+    let vb = lb["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["target"] == target)
+        .cloned()
+        .expect("b verifies the row");
+    assert_eq!(vb["kind"], "verification");
+    let (s, _) = r.post(
+        "/v1/deposit",
+        &deposit_body("dev-b", &b, lb["lease_id"].as_str().unwrap(), &vb, "h1"),
+    );
+    assert_eq!(s, 200);
+    let lc = lease(&r, "dev-c", &c, 8);
+    assert!(
+        lc["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|i| i["target"] == target),
+        "{lc}"
+    );
+    let before = view(&r);
+    assert_eq!(before["open_verifications"], 1, "{before}");
+    let trust_a = {
+        let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN}));
+        v["trust"].as_f64().unwrap()
+    };
+    assert!(trust_a > 0.5);
+    r.stop();
+    let r = Routerd::start(data, &[&["--tick-ms", "50"], extra].concat());
+    let after = view(&r);
+    assert_eq!(after["open_verifications"], 1, "{after}");
+    assert_eq!(after["targets"], before["targets"]);
+    let (e0, e1) = (browser_reliability(&before), browser_reliability(&after));
+    assert!(
+        (e0 - e1).abs() < 1e-4,
+        "evidence survives (aged by seconds): {e0} vs {e1}"
+    );
+    let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN}));
+    assert_eq!(
+        v["trust"].as_f64().unwrap(),
+        trust_a,
+        "a returning device resumes its trust"
+    );
+    r.stop();
+}
+
+#[test]
+fn end_to_end_on_sqlite_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    end_to_end(dir.path(), &[]);
+    assert!(dir.path().join("router.db").exists());
+}
+
+#[test]
+fn end_to_end_on_postgres_survives_a_restart() {
+    let Some(server) = support::pg::shared() else {
+        return;
+    };
+    let schema = server.schema("e2e");
+    let dir = tempfile::tempdir().unwrap();
+    end_to_end(
+        dir.path(),
+        &["--store", server.url(), "--store-schema", schema.name()],
+    );
+}
+
+/// Each row of the bad-input table in `docs/router.md`: status, error kind,
+/// and nothing changed (deposits, field revision).
+#[test]
+fn bad_input_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start(dir.path(), &["--tick-ms", "50", "--lease-ttl-s", "2"]);
+    assert_eq!(
+        r.send("PUT", "/v1/facts", &facts(8).to_string(), true).0,
+        200
+    );
+    let a = r.register("dev-a", "browser");
+    let b = r.register("dev-b", "desktop");
+    settle_ticks();
+    let la = lease(&r, "dev-a", &a, 4);
+    let lid = la["lease_id"].as_str().unwrap().to_string();
+    let items = la["items"].as_array().unwrap().clone();
+    assert!(items.len() >= 3, "{la}");
+    assert_eq!(
+        r.post(
+            "/v1/deposit",
+            &deposit_body("dev-a", &a, &lid, &items[0], "h")
+        )
+        .0,
+        200
+    );
+    let snapshot = |r: &Routerd| {
+        let v = view(r);
+        (
+            v["revision"].clone(),
+            v["settled"].clone(),
+            v["targets"].clone(),
+        )
+    };
+    let base = snapshot(&r);
+    let good = deposit_body("dev-a", &a, &lid, &items[1], "h");
+    let mut unknown = good.clone();
+    unknown["surprise"] = json!(1);
+    let mut foreign = deposit_body("dev-b", &b, &lid, &items[1], "h");
+    foreign["device_id"] = json!("dev-b");
+    let mut negative = good.clone();
+    negative["outcome"]["latency_ms"] = json!(-5.0);
+    let big = format!("{{\"device_id\": \"{}\"}}", "x".repeat(100_000));
+    let rows: Vec<(&str, &str, String, bool, u16, &str)> = vec![
+        ("malformed JSON", "/v1/deposit", "{\"lease_id\": ".into(), false, 400, "malformed"),
+        ("unknown field", "/v1/deposit", unknown.to_string(), false, 400, "unknown_field"),
+        ("oversized body", "/v1/register", big, false, 413, "too_large"),
+        ("another device's lease", "/v1/deposit", foreign.to_string(), false, 404, "unknown_lease"),
+        ("replayed deposit token", "/v1/deposit", deposit_body("dev-a", &a, &lid, &items[0], "h").to_string(), false, 409, "replayed"),
+        ("unknown archetype", "/v1/register", json!({"device_id": "x", "archetype": "fridge", "adapter_version": "1", "registration_token": support::routerd::TOKEN}).to_string(), false, 422, "unknown_archetype"),
+        ("NaN latency (not JSON)", "/v1/deposit", good.to_string().replace("900.0", "NaN"), false, 400, "malformed"),
+        ("latency out of range", "/v1/deposit", negative.to_string(), false, 422, "bad_value"),
+        ("wrong registration token", "/v1/register", json!({"device_id": "x", "archetype": "browser", "adapter_version": "1", "registration_token": "guess"}).to_string(), false, 401, "unauthorized"),
+        ("operator endpoint without the key", "/v1/facts", facts(1).to_string(), false, 401, "unauthorized"),
+    ];
+    for (name, path, body, op, status, kind) in rows {
+        let method = if path == "/v1/facts" { "PUT" } else { "POST" };
+        let (s, v) = r.send(method, path, &body, op);
+        assert_eq!(
+            (s, v["error"].as_str().unwrap_or("")),
+            (status, kind),
+            "{name}: {v}"
+        );
+        assert!(
+            v["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{name}"
+        );
+        assert_eq!(snapshot(&r), base, "{name} changed nothing");
+    }
+    // Expired lease: the device renews its liveness with a new lease, the old one lapses.
+    std::thread::sleep(Duration::from_millis(1200));
+    lease(&r, "dev-a", &a, 1);
+    std::thread::sleep(Duration::from_millis(1000));
+    let (s, v) = r.post(
+        "/v1/deposit",
+        &deposit_body("dev-a", &a, &lid, &items[2], "h"),
+    );
+    assert_eq!(
+        (s, v["error"].as_str().unwrap_or("")),
+        (410, "lease_expired"),
+        "{v}"
+    );
+    // Rate limit: a burst beyond the device's bucket is refused with 429.
+    let mut limited = 0;
+    for _ in 0..40 {
+        let (s, _) = r.post(
+            "/v1/lease",
+            &json!({"device_id": "dev-a", "device_secret": a, "max_items": 1}),
+        );
+        if s == 429 {
+            limited += 1;
+        }
+    }
+    assert!(limited > 0, "a burst of 40 leases hits the rate limit");
+    let (_, m) = r.get("/metrics");
+    let text = m.as_str().unwrap_or("").to_string();
+    assert!(
+        text.contains("router_refused_total{kind=\"replayed\"} 1"),
+        "{text}"
+    );
+}
+
+/// SIGKILL under load between deposits: every acknowledged deposit is in the
+/// store afterwards, and the restarted routerd has folded them.
+#[test]
+fn every_acknowledged_deposit_survives_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start(dir.path(), &["--tick-ms", "20"]);
+    assert_eq!(
+        r.send("PUT", "/v1/facts", &facts(400).to_string(), true).0,
+        200
+    );
+    let devices: Vec<(String, String)> = (0..4)
+        .map(|i| {
+            let id = format!("dev-{i}");
+            let s = r.register(&id, "browser");
+            (id, s)
+        })
+        .collect();
+    settle_ticks();
+    let acked = std::sync::Mutex::new(Vec::new());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for (id, secret) in &devices {
+            let (r, acked, stop) = (&r, &acked, &stop);
+            scope.spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = json!({"device_id": id, "device_secret": secret, "max_items": 4});
+                    let Some((s, l)) = r.try_send("POST", "/v1/lease", &body.to_string(), false)
+                    else {
+                        return;
+                    };
+                    if s != 200 {
+                        std::thread::sleep(Duration::from_millis(20));
+                        continue;
+                    }
+                    for it in l["items"].as_array().unwrap() {
+                        let body =
+                            deposit_body(id, secret, l["lease_id"].as_str().unwrap(), it, "h");
+                        match r.try_send("POST", "/v1/deposit", &body.to_string(), false) {
+                            Some((200, _)) => acked
+                                .lock()
+                                .unwrap()
+                                .push(it["deposit_token"].as_str().unwrap().to_string()),
+                            _ => return,
+                        }
+                    }
+                }
+            });
+        }
+        // Let deposits flow, then kill mid-stream.
+        let t0 = std::time::Instant::now();
+        while acked.lock().unwrap().len() < 200 && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let pid = r.child.id();
+        let _ = std::process::Command::new("kill")
+            .arg("-KILL")
+            .arg(pid.to_string())
+            .status();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    r.kill();
+    let acked = acked.into_inner().unwrap();
+    assert!(
+        acked.len() >= 200,
+        "load produced {} acknowledged deposits",
+        acked.len()
+    );
+    let mut store = SqliteStore::open_dir(dir.path()).unwrap();
+    for t in &acked {
+        assert!(
+            store.has_deposit(t).unwrap(),
+            "acknowledged deposit {t} lost"
+        );
+    }
+    drop(store);
+    let r = Routerd::start(dir.path(), &["--tick-ms", "50"]);
+    let (_, m) = r.get("/metrics");
+    let text = m.as_str().unwrap_or("").to_string();
+    assert!(text.contains("router_deposits_replayed_total"), "{text}");
+    let v = view(&r);
+    assert!(v["targets"].as_u64().unwrap() >= 400);
+}

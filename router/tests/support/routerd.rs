@@ -1,0 +1,173 @@
+//! Starts `routerd` as a child process on a free loopback port and talks to
+//! it over real HTTP.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub const OPERATOR_KEY: &str = "test-operator-key";
+pub const TOKEN: &str = "test-registration-token";
+
+pub struct Routerd {
+    pub child: Child,
+    pub base: String,
+    agent: ureq::Agent,
+}
+
+impl Routerd {
+    /// Starts routerd with data in `data` and extra arguments.
+    pub fn start(data: &Path, extra: &[&str]) -> Routerd {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_routerd"))
+            .arg("--data")
+            .arg(data)
+            .args(["--listen", "127.0.0.1:0", "--operator-key", OPERATOR_KEY])
+            .args(["--registration-token", TOKEN])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("routerd starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).expect("a line");
+        let base = line
+            .trim()
+            .strip_prefix("routerd listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(20)))
+            .build()
+            .into();
+        Routerd { child, base, agent }
+    }
+
+    /// Sends raw `body` to `path` with `method`; returns (status, JSON body).
+    /// Panics when routerd cannot be reached.
+    pub fn send(&self, method: &str, path: &str, body: &str, operator: bool) -> (u16, Value) {
+        self.try_send(method, path, body, operator)
+            .expect("the request reaches routerd")
+    }
+
+    /// As [`Routerd::send`], `None` when routerd cannot be reached.
+    pub fn try_send(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        operator: bool,
+    ) -> Option<(u16, Value)> {
+        let url = format!("{}{}", self.base, path);
+        let mut resp = match method {
+            "GET" => {
+                let mut r = self.agent.get(&url);
+                if operator {
+                    r = r.header("x-operator-key", OPERATOR_KEY);
+                }
+                r.call()
+            }
+            m => {
+                let mut r = if m == "PUT" {
+                    self.agent.put(&url)
+                } else {
+                    self.agent.post(&url)
+                };
+                r = r.header("content-type", "application/json");
+                if operator {
+                    r = r.header("x-operator-key", OPERATOR_KEY);
+                }
+                r.send(body.to_string())
+            }
+        }
+        .ok()?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .body_mut()
+            .with_config()
+            .limit(64 << 20)
+            .read_to_string()
+            .unwrap_or_default();
+        Some((
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        ))
+    }
+
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.send("POST", path, &body.to_string(), false)
+    }
+
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        self.send("GET", path, "", false)
+    }
+
+    /// Registers a device; returns its secret.
+    pub fn register(&self, id: &str, archetype: &str) -> String {
+        let (s, v) = self.post(
+            "/v1/register",
+            &serde_json::json!({"device_id": id, "archetype": archetype, "adapter_version": "1.0", "registration_token": TOKEN}),
+        );
+        assert_eq!(s, 200, "{v}");
+        v["device_secret"].as_str().unwrap().to_string()
+    }
+
+    /// Stops with SIGINT (graceful: a final snapshot) and waits.
+    pub fn stop(mut self) {
+        unsafe_kill(self.child.id(), "INT");
+        let _ = self.child.wait();
+    }
+
+    /// Kills with SIGKILL (no snapshot, nothing flushed) and waits.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn unsafe_kill(pid: u32, sig: &str) {
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
+}
+
+impl Drop for Routerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Facts: one source with `n` targets.
+pub fn facts(n: usize) -> Value {
+    let targets: Vec<Value> = (0..n)
+        .map(|i| serde_json::json!({"target": format!("ad-{i}"), "source": "board"}))
+        .collect();
+    serde_json::json!({
+        "sources": [{"source": "board", "host": "jobs.example", "binding": "html-v1", "bucket": [1000.0, 1000.0]}],
+        "targets": targets,
+    })
+}
+
+pub fn deposit_body(device: &str, secret: &str, lease: &str, item: &Value, hash: &str) -> Value {
+    serde_json::json!({
+        "device_id": device, "device_secret": secret, "lease_id": lease,
+        "target": item["target"], "deposit_token": item["deposit_token"],
+        "receipt_revision": 0, "adapter_id": "html", "adapter_version": "1.0",
+        "outcome": {"ok": true, "content_hash": hash, "latency_ms": 900.0},
+    })
+}
+
+pub fn lease(r: &Routerd, id: &str, secret: &str, n: usize) -> Value {
+    let (s, v) = r.post(
+        "/v1/lease",
+        &serde_json::json!({"device_id": id, "device_secret": secret, "max_items": n}),
+    );
+    assert_eq!(s, 200, "{v}");
+    v
+}
