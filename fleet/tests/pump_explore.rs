@@ -59,6 +59,27 @@ fn safety_and_liveness_hold_over_every_interleaving() {
 }
 
 #[test]
+fn safety_and_liveness_hold_when_a_seat_is_lost_at_any_point() {
+    let report = explore_with(small_layout(), config(true), MAX_UNITS - 1, true);
+    println!(
+        "with seat loss: explored {} states, {} transitions; {} Backed checked; {} faulted, {} loud",
+        report.states, report.transitions, report.backed_checked, report.faulted_states, report.loud_states
+    );
+    assert!(
+        report.safety.is_empty(),
+        "safety violations: {:#?}",
+        report.safety
+    );
+    assert!(
+        report.liveness.is_empty(),
+        "liveness violations: {:#?}",
+        report.liveness
+    );
+    assert_eq!(report.loud_states, 0, "a seat loss is never a loud stop");
+    assert!(report.states > 1000, "too small: {}", report.states);
+}
+
+#[test]
 fn a_dispatcher_that_never_grants_a_role_is_caught_by_the_stall_check() {
     let withheld = PumpConfig {
         withhold_grants: Some(fleet::WorkerRole::Registrar),

@@ -188,6 +188,13 @@ impl<P> HostPump<P> {
         self.stall
     }
 
+    /// Whether anything moved (a backlog move, grant, completion or seat
+    /// loss) since the last backstop tick: the stall check's input, so a
+    /// checker keys its states on it.
+    pub fn moved_since_tick(&self) -> bool {
+        self.moved_since_tick
+    }
+
     /// The highest `PostureEdge` sequence number seen.
     pub fn last_edge_seq(&self) -> u64 {
         self.last_edge_seq

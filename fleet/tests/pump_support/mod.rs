@@ -164,11 +164,13 @@ pub fn state_key(pump: &HostPump<UnitId>, dead: bool) -> String {
             .collect::<Vec<_>>()
     };
     format!(
-        "{:?}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{}",
+        "{:?}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
         pump.progress(),
         pump.has_failed(),
         pump.backstop_armed(),
         pump.stall_ticks(),
+        pump.moved_since_tick(),
+        pump.lost_seats(),
         seats,
         units(pump.queued()),
         units(pump.backlogged()),
@@ -202,6 +204,18 @@ pub struct Report {
 /// posture flips included; the lane-death latch sticky) from an empty pump,
 /// up to `max_units` admitted units.
 pub fn explore(layout: HostLayout, config: PumpConfig, max_units: u64) -> Report {
+    explore_with(layout, config, max_units, false)
+}
+
+/// [`explore`], and with `seat_loss` also a `SeatLost` input for solver
+/// seat 0 and registrar seat 0 (at most one loss per run, at any point:
+/// running, pinned or idle).
+pub fn explore_with(
+    layout: HostLayout,
+    config: PumpConfig,
+    max_units: u64,
+    seat_loss: bool,
+) -> Report {
     let mut report = Report::default();
     let start: HostPump<UnitId> = HostPump::new(layout.clone(), config);
     let mut seen = HashSet::new();
@@ -239,6 +253,21 @@ pub fn explore(layout: HostLayout, config: PumpConfig, max_units: u64) -> Report
         }
         for (seat, unit) in pump.in_flight() {
             inputs.push(Box::new(move |_| PumpInput::SeatDone { seat, unit }));
+        }
+        if seat_loss && pump.lost_seats().is_empty() {
+            // At most one seat is lost per run, running or idle (bounds the space).
+            for seat in [
+                SeatId {
+                    role: WorkerRole::Solver,
+                    index: 0,
+                },
+                SeatId {
+                    role: WorkerRole::Registrar,
+                    index: 0,
+                },
+            ] {
+                inputs.push(Box::new(move |_| PumpInput::SeatLost { seat }));
+            }
         }
         inputs.push(Box::new(|_| PumpInput::BackstopTick));
         inputs.push(Box::new(|_| PumpInput::PostureEdge { seq: 1 }));
