@@ -1,22 +1,30 @@
 //! A throwaway PostgreSQL server for tests.
 //!
-//! [`shared`] gives every test of one test binary (one process: nextest
-//! runs each test in its own) the same server:
+//! [`shared`] gives a test its server, started on first use:
 //!
 //! * `ROUTER_TEST_PG=postgres://…` set: that server is used as is.
 //! * otherwise a cluster is created with `initdb` in a temp dir and started
 //!   with `pg_ctl` on a free loopback port (unix sockets in the temp dir),
 //!   from the newest `/usr/lib/postgresql/*/bin` (or `initdb` on `PATH`).
 //!   As root (initdb refuses root) the server runs as the `postgres` user.
+//!   Under nextest (`NEXTEST_RUN_ID` set; every test is its own process)
+//!   all test processes of one run share one cluster, in
+//!   `$TMPDIR/router-pg-run-<run id>-<t|d>/`; set `ROUTER_TEST_PG_SHARE=0`
+//!   for one cluster per process. Under `cargo test` the test binary's
+//!   threads share one (a `OnceLock`).
 //! * neither: [`shared`] prints why and returns `None`; callers skip.
 //!
 //! Cleanup does not rely on destructors (a `static` is never dropped, a
-//! panicking or killed test never unwinds): the cluster is started and
+//! killed test never unwinds). A cluster of one process is started and
 //! stopped by a small supervisor shell in its own session that waits for
-//! EOF on a pipe this process holds open. However the process ends — return,
-//! panic, SIGKILL, a nextest timeout killing the process group — the pipe
-//! closes and the supervisor stops the server (`pg_ctl -m immediate`) and
-//! removes the temp dir. [`PgCluster`] also does this on `Drop`.
+//! EOF on a pipe the test process holds open: however the process ends —
+//! return, panic, SIGKILL, a nextest timeout killing the process group —
+//! the pipe closes and the supervisor stops the server (`pg_ctl -m
+//! immediate`) and removes the temp dir. A run-shared cluster counts its
+//! users with a shared `flock` held by a helper that lives exactly as long
+//! as the pipe; its supervisor stops the server and removes the dir once no
+//! process has held that lock for 5 s. Joining and stopping serialize on
+//! an exclusive lock, so a late test never meets a half-stopped cluster.
 //!
 //! Tests isolate themselves by schema: [`PgServer::schema`] hands out a
 //! unique schema name and drops the schema when the guard goes.
@@ -101,6 +109,14 @@ fn free_port() -> Result<u16, String> {
     Ok(l.local_addr().map_err(|e| e.to_string())?.port())
 }
 
+fn pg_opts(opts: ClusterOptions) -> &'static str {
+    if opts.durable {
+        "-c max_connections=200"
+    } else {
+        "-c max_connections=200 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+    }
+}
+
 const SUPERVISOR: &str = r#"
 PGDATA="$DIR/data"
 $RUNAS "$PGBIN/pg_ctl" -D "$PGDATA" -l "$DIR/server.log" -w -t 60 \
@@ -118,8 +134,142 @@ $RUNAS "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate -w stop </dev/null >/dev/null 2
 rm -rf "$DIR"
 "#;
 
+/// Joins (starting it if needed) the cluster shared by one nextest run.
+/// Prints `ready <port>` once this process is counted as a user, then
+/// holds the user lock until its stdin reaches EOF; or prints `error: …`.
+const ATTACH: &str = r#"
+set -u
+while :; do
+    mkdir -p "$B" || { echo "error: cannot create $B"; exit 1; }
+    exec 9>>"$B/start.lock" || { echo "error: cannot open $B/start.lock"; exit 1; }
+    flock -x 9
+    # The supervisor may have removed the dir while we waited: retry.
+    if [ -e "$B/start.lock" ] && [ "$(stat -L -c %d:%i /proc/self/fd/9)" = "$(stat -c %d:%i "$B/start.lock")" ]; then
+        break
+    fi
+    exec 9>&-
+done
+if [ "$(cat "$B/state" 2>/dev/null)" = ready ]; then
+    PORT=$(cat "$B/port")
+    if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 10 9>&-; then
+        echo "error: the shared test cluster in $B (port $PORT) does not answer"
+        exit 1
+    fi
+else
+    rm -rf "$B/cluster"
+    mkdir "$B/cluster" || { echo "error: cannot create $B/cluster"; exit 1; }
+    if [ -n "$CHOWN" ]; then chown "$CHOWN" "$B/cluster"; fi
+    if ! $RUNAS "$PGBIN/initdb" -D "$B/cluster/data" -A trust -U postgres -E UTF8             --no-locale --no-sync </dev/null >"$B/initdb.log" 2>&1 9>&-; then
+        echo "error: initdb failed:"; cat "$B/initdb.log"; rm -rf "$B/cluster"; exit 1
+    fi
+    if ! $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -l "$B/cluster/server.log" -w -t 60             -o "-p $PORT -k $B/cluster -c listen_addresses=127.0.0.1 $PGOPTS" start             </dev/null >/dev/null 2>&1 9>&-; then
+        echo "error: pg_ctl start failed; server log:"; cat "$B/cluster/server.log"
+        $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -m immediate -w stop </dev/null >/dev/null 2>&1 9>&-
+        rm -rf "$B/cluster"; exit 1
+    fi
+    echo "$PORT" > "$B/port"
+    echo ready > "$B/state"
+    setsid sh -c "$RUN_SUPERVISOR" </dev/null >/dev/null 2>&1 9>&- &
+fi
+exec 7>>"$B/users.lock"
+flock -s 7
+exec 9>&-
+echo "ready $(cat "$B/port")"
+exec cat >/dev/null
+"#;
+
+/// Stops a run-shared cluster once it has had no user for `$IDLE` seconds.
+const RUN_SUPERVISOR: &str = r#"
+idle=0
+while :; do
+    sleep 1
+    exec 9>>"$B/start.lock"
+    flock -x 9
+    if flock -n -x "$B/users.lock" true 9>&-; then idle=$((idle + 1)); else idle=0; fi
+    if [ "$idle" -ge "$IDLE" ]; then
+        echo stopping > "$B/state"
+        $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -m immediate -w stop </dev/null >/dev/null 2>&1 9>&-
+        rm -rf "$B"
+        exit 0
+    fi
+    exec 9>&-
+done
+"#;
+
 impl PgCluster {
-    /// Creates and starts a cluster with the binaries in `bin`.
+    /// Joins the cluster shared by the nextest run `run_id` (see the module
+    /// docs), starting it if this is the first user. The cluster outlives
+    /// this handle while other processes use it.
+    pub fn attach_run(bin: &Path, run_id: &str, opts: ClusterOptions) -> Result<PgCluster, String> {
+        let tag: String = run_id
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '-')
+            .take(64)
+            .collect();
+        let base = std::env::temp_dir().join(format!(
+            "router-pg-run-{tag}-{}",
+            if opts.durable { "d" } else { "t" }
+        ));
+        let root = is_root();
+        let (runas, chown) = if root {
+            id_of("-u", "postgres")?;
+            ("runuser -u postgres --", "postgres:postgres")
+        } else {
+            ("", "")
+        };
+        let mut last = String::new();
+        for _ in 0..3 {
+            let t0 = Instant::now();
+            let mut child = Command::new("sh")
+                .args(["-c", ATTACH])
+                .env("B", &base)
+                .env("PGBIN", bin)
+                .env("PORT", free_port()?.to_string())
+                .env("PGOPTS", pg_opts(opts))
+                .env("RUNAS", runas)
+                .env("CHOWN", chown)
+                .env("IDLE", "5")
+                .env("RUN_SUPERVISOR", RUN_SUPERVISOR)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("spawn sh: {e}"))?;
+            let keepalive = child.stdin.take();
+            let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout pipe")?);
+            let mut line = String::new();
+            let _ = stdout.read_line(&mut line);
+            let port = line
+                .trim()
+                .strip_prefix("ready ")
+                .and_then(|p| p.parse::<u16>().ok());
+            if let Some(port) = port {
+                eprintln!(
+                    "test PostgreSQL cluster of this run on 127.0.0.1:{port} in {} (joined in {} ms)",
+                    base.display(),
+                    t0.elapsed().as_millis()
+                );
+                return Ok(PgCluster {
+                    url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
+                    dir: base,
+                    port,
+                    supervisor: child,
+                    keepalive,
+                });
+            }
+            let mut rest = String::new();
+            let _ = stdout.read_to_string(&mut rest);
+            drop(keepalive);
+            let _ = child.wait();
+            last = format!("{line}{rest}");
+        }
+        Err(format!(
+            "joining the run's PostgreSQL cluster failed: {last}"
+        ))
+    }
+
+    /// Creates and starts a cluster of this process with the binaries in
+    /// `bin`.
     pub fn start(bin: &Path, opts: ClusterOptions) -> Result<PgCluster, String> {
         let mut last = String::new();
         for _ in 0..3 {
@@ -174,11 +324,7 @@ impl PgCluster {
             ));
         }
         let port = free_port()?;
-        let pgopts = if opts.durable {
-            "-c max_connections=100"
-        } else {
-            "-c max_connections=100 -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-        };
+        let pgopts = pg_opts(opts);
         let mut supervisor = Command::new("setsid")
             .args(["sh", "-c", SUPERVISOR])
             .env("DIR", &dir)
@@ -368,13 +514,32 @@ pub fn start_server(opts: ClusterOptions) -> Result<Option<PgServer>, String> {
     PgCluster::start(&bin, opts).map(|c| Some(PgServer::Local(c)))
 }
 
+/// Like [`start_server`], but under nextest joins the cluster shared by
+/// the whole run (unless `ROUTER_TEST_PG_SHARE=0`).
+pub fn start_shared_server(opts: ClusterOptions) -> Result<Option<PgServer>, String> {
+    let run = std::env::var("NEXTEST_RUN_ID")
+        .ok()
+        .filter(|r| !r.is_empty());
+    let share = std::env::var("ROUTER_TEST_PG_SHARE").map_or(true, |v| v != "0");
+    let external = std::env::var("ROUTER_TEST_PG").is_ok_and(|u| !u.is_empty());
+    match (run, share, external) {
+        (Some(run), true, false) => {
+            let Some(bin) = find_bin_dir() else {
+                return Ok(None);
+            };
+            PgCluster::attach_run(&bin, &run, opts).map(|c| Some(PgServer::Local(c)))
+        }
+        _ => start_server(opts),
+    }
+}
+
 /// The server shared by this test process, started on first use. `None`,
 /// after printing why, only when no PostgreSQL server binary exists and
 /// `ROUTER_TEST_PG` is unset. Panics when binaries exist but the cluster
 /// fails to start: that is a failure, not a skip.
 pub fn shared() -> Option<&'static PgServer> {
     static SERVER: OnceLock<Result<Option<PgServer>, String>> = OnceLock::new();
-    match SERVER.get_or_init(|| start_server(ClusterOptions::default())) {
+    match SERVER.get_or_init(|| start_shared_server(ClusterOptions::default())) {
         Ok(Some(s)) => Some(s),
         Ok(None) => {
             eprintln!(
