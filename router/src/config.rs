@@ -65,8 +65,10 @@ pub struct RouterConfig {
     pub filler_per_archetype: usize,
     /// Default politeness bucket for a new host: capacity and refill per second.
     pub host_bucket: (f64, f64),
-    /// Most request body bytes, default 65,536.
+    /// Most request body bytes on the device endpoints, default 65,536.
     pub body_limit: usize,
+    /// Most request body bytes on `PUT /v1/facts` (operator), default 8 MiB.
+    pub facts_body_limit: usize,
 }
 
 impl Default for RouterConfig {
@@ -93,6 +95,7 @@ impl Default for RouterConfig {
             filler_per_archetype: 64,
             host_bucket: (4.0, 1.0),
             body_limit: 65_536,
+            facts_body_limit: 8 << 20,
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod core;
 pub mod events;
 pub mod http;
 pub mod ids;
+pub mod load;
 pub mod store;
 
 pub use crate::core::Router;

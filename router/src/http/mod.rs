@@ -49,8 +49,10 @@ pub struct Shell {
     pub clock: Clock,
     /// Where events go as JSON lines (`None`: not written).
     pub event_log: Mutex<Option<std::fs::File>>,
-    /// The body cap in bytes.
+    /// The body cap of the device endpoints, bytes.
     pub body_limit: usize,
+    /// The body cap of the operator's facts, bytes.
+    pub facts_body_limit: usize,
     /// The operator key.
     pub operator_key: String,
 }
@@ -74,12 +76,14 @@ impl Shell {
             None => None,
         };
         let body_limit = router.config().body_limit;
+        let facts_body_limit = router.config().facts_body_limit;
         let operator_key = router.config().operator_key.clone();
         Ok(Arc::new(Shell {
             router: Mutex::new(router),
             clock,
             event_log: Mutex::new(file),
             body_limit,
+            facts_body_limit,
             operator_key,
         }))
     }
@@ -151,10 +155,10 @@ async fn not_found() -> Response {
 }
 
 /// Reads and strictly parses a JSON body within the cap.
-async fn body<T: DeserializeOwned>(shell: &Shell, req: Request) -> Result<T, ApiError> {
-    let bytes = to_bytes(req.into_body(), shell.body_limit)
+async fn body<T: DeserializeOwned>(limit: usize, req: Request) -> Result<T, ApiError> {
+    let bytes = to_bytes(req.into_body(), limit)
         .await
-        .map_err(|_| ApiError::TooLarge(shell.body_limit))?;
+        .map_err(|_| ApiError::TooLarge(limit))?;
     serde_json::from_slice(&bytes).map_err(|e| {
         let msg = e.to_string();
         if msg.starts_with("unknown field") {
@@ -193,7 +197,15 @@ where
 
 /// Parses the body, or counts and answers the refusal.
 async fn parsed<T: DeserializeOwned>(shell: &Arc<Shell>, req: Request) -> Result<T, Response> {
-    match body::<T>(shell, req).await {
+    parsed_within(shell, shell.body_limit, req).await
+}
+
+async fn parsed_within<T: DeserializeOwned>(
+    shell: &Arc<Shell>,
+    limit: usize,
+    req: Request,
+) -> Result<T, Response> {
+    match body::<T>(limit, req).await {
         Ok(v) => Ok(v),
         Err(e) => {
             shell.router.lock().refused(&e);
@@ -272,7 +284,7 @@ async fn facts_put(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Request
     if let Err(r) = operator(&s, &headers) {
         return r;
     }
-    match parsed::<Facts>(&s, req).await {
+    match parsed_within::<Facts>(&s, s.facts_body_limit, req).await {
         Ok(f) => run(s, move |core, now| core.put_facts(&f, now)).await,
         Err(resp) => resp,
     }

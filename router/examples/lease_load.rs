@@ -1,0 +1,74 @@
+//! Starts `routerd` (built beside this example) on loopback with a fresh
+//! data directory, drives it with the bounded load generator and prints
+//! the figures as JSON.
+//!
+//! `cargo run --release -p router --example lease_load -- [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA]`
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
+    let (devices, threads, seconds) =
+        (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
+    let exe = std::env::current_exe().expect("own path");
+    let routerd = exe
+        .parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("routerd"))
+        .expect("target dir");
+    let data = std::env::temp_dir().join(format!("lease-load-{}", std::process::id()));
+    let mut cmd = Command::new(&routerd);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--operator-key",
+        "load-key",
+        "--registration-token",
+        "load-token",
+        "--tick-ms",
+        "1000",
+    ])
+    .arg("--data")
+    .arg(&data)
+    .env("RUST_LOG", "warn")
+    .stdout(Stdio::piped());
+    if let (Some(url), Some(schema)) = (args.get(3), args.get(4)) {
+        cmd.args(["--store", url, "--store-schema", schema]);
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "cannot start {}: {e} (build it: cargo build --release -p router)",
+            routerd.display()
+        )
+    });
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("first line");
+    let base = line
+        .trim()
+        .trim_start_matches("routerd listening on ")
+        .to_string();
+    let spec = router::load::LoadSpec {
+        base,
+        operator_key: "load-key".into(),
+        registration_token: "load-token".into(),
+        devices,
+        threads,
+        seconds,
+        targets: 20_000,
+    };
+    let report = router::load::run(&spec);
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&data);
+    match report {
+        Ok(r) => println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default()),
+        Err(e) => {
+            eprintln!("load failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
