@@ -18,6 +18,7 @@ pub mod role;
 pub mod shell;
 pub mod sink;
 pub mod slot;
+mod sync;
 pub mod unit;
 pub mod waker;
 

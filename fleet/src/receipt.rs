@@ -12,7 +12,7 @@
 //! `futures::executor::block_on`) and can be waited on from a plain thread
 //! with [`Receipt::wait`] / [`Receipt::wait_timeout`].
 
-use parking_lot::{Condvar, Mutex};
+use crate::sync::{Condvar, Mutex};
 use std::any::Any;
 use std::future::Future;
 use std::pin::Pin;
