@@ -315,13 +315,11 @@ impl<P> HostPump<P> {
             Some(AdmissionError::NoSeats { role })
         } else if role.hosting() == Hosting::Keyed && meta.pin_key().is_none() {
             Some(AdmissionError::MissingKey { role })
-        } else if let Some(seat) = self.stranded(&meta) {
-            Some(AdmissionError::SeatLost {
+        } else {
+            self.stranded(&meta).map(|seat| AdmissionError::SeatLost {
                 role,
                 index: seat.index,
             })
-        } else {
-            None
         };
         if let Some(error) = error {
             fx.push(Effect::Refused {
