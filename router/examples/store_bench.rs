@@ -76,6 +76,32 @@ fn run(name: &str, s: &mut dyn Store, ops: u64, upsert: bool) {
     );
 }
 
+/// One upsert of 1000 rows (one transaction), five times; prints the median.
+fn batch(name: &str, s: &mut dyn Store) {
+    let payload = "y".repeat(250);
+    let mut times: Vec<Duration> = (1..=5u64)
+        .map(|v| {
+            let rows: Vec<Row> = (0..1000)
+                .map(|i| Row {
+                    key: format!("batch-{i:04}"),
+                    version: v,
+                    payload: payload.clone(),
+                })
+                .collect();
+            let t = Instant::now();
+            s.upsert(Table::Meta, &rows).expect("batch upsert");
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    println!(
+        "{name:<28} {:<13} {:>6} rows {:>9.1} ms per batch (median of 5)",
+        "batch upsert",
+        1000,
+        times[2].as_secs_f64() * 1e3
+    );
+}
+
 fn main() {
     let ops: u64 = std::env::args()
         .nth(1)
@@ -94,6 +120,9 @@ fn main() {
             let path = tmp.path().join(format!("{sync:?}-{upsert}.db"));
             let mut s = SqliteStore::open_with(&path, sync).expect("open sqlite");
             run(name, &mut s, ops, upsert);
+            if upsert {
+                batch(name, &mut s);
+            }
         }
     }
     match pg::start_server(pg::ClusterOptions { durable: true }) {
@@ -107,6 +136,9 @@ fn main() {
                 let mut s = PgStore::connect_with_schema(server.url(), schema.name())
                     .expect("connect postgres");
                 run(name, &mut s, ops, upsert);
+                if upsert {
+                    batch(name, &mut s);
+                }
             }
         }
         Ok(None) => println!("postgres: skipped, no server binary and ROUTER_TEST_PG unset"),

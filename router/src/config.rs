@@ -69,6 +69,10 @@ pub struct RouterConfig {
     pub body_limit: usize,
     /// Most request body bytes on `PUT /v1/facts` (operator), default 8 MiB.
     pub facts_body_limit: usize,
+    /// Verification rule (τ_hi, quorum k, open cap, TTL), default the brief's.
+    pub verify: routing::verify::VerifyConfig,
+    /// Whether deposits move trust (the fixed-quorum baseline turns it off).
+    pub trust_enabled: bool,
 }
 
 impl Default for RouterConfig {
@@ -96,6 +100,8 @@ impl Default for RouterConfig {
             host_bucket: (4.0, 1.0),
             body_limit: 65_536,
             facts_body_limit: 8 << 20,
+            verify: routing::verify::VerifyConfig::default(),
+            trust_enabled: true,
         }
     }
 }

@@ -9,7 +9,8 @@ use thiserror::Error;
 /// Verification constants (configuration; defaults from the brief).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct VerifyConfig {
-    /// τ at or above which one vote settles a row (τ_hi, default 0.8).
+    /// τ at or above which one vote settles a row (τ_hi, default 0.8; a value
+    /// above 1 turns the trusted path off, leaving the quorum).
     pub tau_hi: f64,
     /// Agreeing votes from distinct devices that settle a row (k, default 3).
     pub quorum: u32,
@@ -31,10 +32,10 @@ impl Default for VerifyConfig {
 }
 
 impl VerifyConfig {
-    /// Checks the ranges: τ_hi ∈ (0, 1], quorum ≥ 1, max_open ≥ 1, TTL finite and > 0.
+    /// Checks the ranges: τ_hi > 0 (above 1 no single vote settles a row:
+    /// a fixed quorum), quorum ≥ 1, max_open ≥ 1, TTL finite and > 0.
     pub fn check(&self) -> Result<(), VerifyError> {
         let ok = self.tau_hi > 0.0
-            && self.tau_hi <= 1.0
             && self.quorum >= 1
             && self.max_open >= 1
             && self.ttl_s.is_finite()

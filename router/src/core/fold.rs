@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use routing::field::Address;
 use routing::trust::{pairwise, AdapterKey, State as TrustState};
-use routing::verify::{SettledBy, VerifyConfig, VoteOutcome};
+use routing::verify::{SettledBy, VoteOutcome};
 
 use super::lease::state_name;
 use super::state::{Observation, TargetRec, KEEP_OBSERVATIONS};
@@ -170,6 +170,14 @@ impl Router {
             return;
         };
         self.fold_evidence(l, &leaf, &cell, &src, t);
+        if let Some(ch) = self.chooser.as_mut() {
+            ch.observe(
+                &target.source,
+                &l.archetype,
+                req.outcome.ok,
+                req.outcome.latency_ms,
+            );
+        }
         self.fold_politeness(&source.host, req, t);
         let changed = self.fold_observation(l, &target, t);
         for (pool, n) in deposit_usage(changed) {
@@ -311,7 +319,7 @@ impl Router {
             .rev()
             .find(|o| o.device != l.device)
             .cloned();
-        if let (Some(other), false) = (other, cooling) {
+        if let (Some(other), false, true) = (other, cooling, self.cfg.trust_enabled) {
             self.trust_event(l, &other, &hash, &source_name, t);
         }
         let my_trust = self
@@ -320,7 +328,7 @@ impl Router {
             .get(&l.device)
             .map(|d| d.trust)
             .unwrap_or(0.5);
-        let vc = VerifyConfig::default();
+        let vc = self.cfg.verify;
         let mut settled_by = None;
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
             if tr.verification.settled().is_some_and(|s| s != hash) {

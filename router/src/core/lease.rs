@@ -206,7 +206,7 @@ impl Router {
             item_cost,
             bucket_capacity: self.cfg.host_bucket.0,
             bucket_rate: self.cfg.host_bucket.1,
-            ..PolicyConfig::default()
+            verify: self.cfg.verify,
         };
         let queue = self.queues.remove(&archetype).unwrap_or_default();
         let take = self.cfg.candidates_per_lease.min(queue.len());
@@ -279,7 +279,7 @@ impl Router {
             let token = ids::token();
             if g.tier == Tier::Verification {
                 if let Some(t) = self.d.targets.get_mut(&g.target) {
-                    let vc = routing::verify::VerifyConfig::default();
+                    let vc = self.cfg.verify;
                     let _ = t.verification.begin(&req.device_id, now_s, &vc);
                 }
             }

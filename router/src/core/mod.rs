@@ -112,6 +112,26 @@ pub struct Counters {
     pub politeness_passes: u64,
 }
 
+/// Replaces the router's archetype choice in the refill (the lab's
+/// baselines: round-robin, greedy by observed mean, flat Thompson
+/// sampling). Everything else of the router stays. Source: `ROUTING.md` §5.
+pub trait Chooser: Send {
+    /// A short name for reports.
+    fn name(&self) -> &str;
+    /// Picks one of `feasible` (live archetypes the router's decision did
+    /// not veto, never empty) for `target` on `source`; `receipt` is the
+    /// router's own decision at the target's address.
+    fn choose(
+        &mut self,
+        source: &str,
+        target: &str,
+        feasible: &[&str],
+        receipt: &Receipt,
+    ) -> String;
+    /// Learns from one folded outcome of `archetype` on `source`.
+    fn observe(&mut self, source: &str, archetype: &str, ok: bool, latency_ms: Option<f64>);
+}
+
 /// The router: owns the field and the registry; writes through to a [`Store`].
 pub struct Router {
     cfg: RouterConfig,
@@ -129,6 +149,7 @@ pub struct Router {
     recent: std::collections::VecDeque<Event>,
     counters: Counters,
     dirty: bool,
+    chooser: Option<Box<dyn Chooser>>,
 }
 
 /// Seconds an expired lease id is remembered (to answer `lease_expired`).
@@ -249,6 +270,7 @@ impl Router {
             recent: std::collections::VecDeque::new(),
             counters: Counters::default(),
             dirty: false,
+            chooser: None,
         };
         let pending = r.store.deposits_after(r.d.applied_seq)?;
         for entry in pending {
@@ -266,6 +288,12 @@ impl Router {
             }
         }
         Ok(r)
+    }
+
+    /// Replaces the archetype choice of the refill with `chooser` (see
+    /// [`Chooser`]); `None` restores the router's own decision.
+    pub fn set_chooser(&mut self, chooser: Option<Box<dyn Chooser>>) {
+        self.chooser = chooser;
     }
 
     /// The configuration.

@@ -37,10 +37,11 @@ impl Router {
         }
         let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
         let layers = self.d.field.layers().to_vec();
-        let vc = routing::verify::VerifyConfig::default();
+        let vc = self.cfg.verify;
         // per archetype, per tier: entries
         let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
         let mut fillers: Vec<(f64, String)> = Vec::new();
+        let mut due: Vec<(String, Tier)> = Vec::new();
         for (name, t) in &self.d.targets {
             if t.churn.cooling(now_s / 3600.0) {
                 continue;
@@ -73,6 +74,10 @@ impl Router {
                 }
                 continue;
             };
+            due.push((name.clone(), tier));
+        }
+        for (name, tier) in due {
+            let name = name.as_str();
             if let Some(q) = self.route(name, tier, now_s, &layers, &allowed) {
                 if tier == Tier::Verification {
                     // A verification needs distinct devices: offer it to every
@@ -84,7 +89,7 @@ impl Router {
                         }
                     }
                 } else {
-                    let arch = q.receipt.selected.clone().unwrap_or_default();
+                    let arch = self.pick(name, &q);
                     lanes
                         .entry(arch)
                         .or_default()
@@ -101,7 +106,7 @@ impl Router {
                 break;
             }
             if let Some(q) = self.route(&name, Tier::Filler, now_s, &layers, &allowed) {
-                let arch = q.receipt.selected.clone().unwrap_or_default();
+                let arch = self.pick(&name, &q);
                 let n = filler_count.entry(arch.clone()).or_default();
                 if *n < self.cfg.filler_per_archetype {
                     *n += 1;
@@ -139,6 +144,34 @@ impl Router {
             }
             queue.truncate(self.cfg.queue_limit);
             self.queues.insert(arch, queue);
+        }
+    }
+
+    /// The archetype a queued target goes to: the decision's winner, or the
+    /// chooser's pick among the archetypes the decision did not veto.
+    fn pick(&mut self, target: &str, q: &Queued) -> String {
+        let winner = q.receipt.selected.clone().unwrap_or_default();
+        let Some(chooser) = self.chooser.as_mut() else {
+            return winner;
+        };
+        let feasible: Vec<&str> = q
+            .receipt
+            .alternatives
+            .iter()
+            .filter(|a| matches!(a.reason, LossReason::Selected | LossReason::Score))
+            .map(|a| a.option.as_str())
+            .collect();
+        let source = self
+            .d
+            .targets
+            .get(target)
+            .map(|t| t.source.as_str())
+            .unwrap_or("");
+        let pick = chooser.choose(source, target, &feasible, &q.receipt);
+        if feasible.contains(&pick.as_str()) {
+            pick
+        } else {
+            winner
         }
     }
 

@@ -16,6 +16,11 @@
 //! upsert runs in one transaction where the server has them; nothing needs
 //! one for correctness.
 //!
+//! A call returns after the server has committed (a batch: after
+//! `COMMIT`), so an acknowledged deposit is as durable as the server's
+//! `synchronous_commit` / `fsync` settings make a commit (durable with the
+//! defaults). A batch's statements are pipelined: one round trip per batch.
+//!
 //! Tables live in one schema (`public` by default): `schema_migrations`,
 //! `devices`, `targets`, `meta`, `deposits`, the same shape as the SQLite
 //! store, with keys and tokens in collation `"C"` so [`Store::load`] sorts
@@ -30,6 +35,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, GenericClient, NoTls, Statement};
 
 use super::{
@@ -316,6 +322,40 @@ async fn open_conn(
     Ok(Conn { client, st })
 }
 
+/// Polls every future to completion, concurrently, then returns the first
+/// error in input order (or `Ok`).
+async fn join_in_order<F, T, E>(futs: Vec<Pin<Box<F>>>) -> Result<(), E>
+where
+    F: Future<Output = Result<T, E>> + ?Sized,
+{
+    let mut futs: Vec<Option<Pin<Box<F>>>> = futs.into_iter().map(Some).collect();
+    let mut results: Vec<Option<Result<T, E>>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (slot, out) in futs.iter_mut().zip(results.iter_mut()) {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(r) => {
+                        *out = Some(r);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    for r in results.into_iter().flatten() {
+        r?;
+    }
+    Ok(())
+}
+
 fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     let version: i64 = r.try_get(1).map_err(pe)?;
     Ok(Row {
@@ -336,11 +376,19 @@ impl Conn {
             return Ok(());
         }
         let tx = self.client.transaction().await.map_err(pe)?;
-        for r in rows {
-            tx.execute(st, &[&r.key, &(r.version as i64), &r.payload])
-                .await
-                .map_err(pe)?;
-        }
+        // Pipelined: every statement is sent before the first reply is
+        // awaited (one round trip for the batch, not one per row). Rows of
+        // one batch still apply in order on the server.
+        let versions: Vec<i64> = rows.iter().map(|r| r.version as i64).collect();
+        let pending: Vec<_> = rows
+            .iter()
+            .zip(&versions)
+            .map(|(r, v)| {
+                let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
+                Box::pin(tx.execute_raw(st, params))
+            })
+            .collect();
+        join_in_order(pending).await.map_err(pe)?;
         tx.commit().await.map_err(pe)
     }
 

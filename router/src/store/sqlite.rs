@@ -21,13 +21,15 @@
 //! We choose `FULL`: "a restart loses no acknowledged deposit" (ROUTING.md
 //! §4) covers a host reboot, not just a process restart, and the cost is
 //! bounded. Measured with `examples/store_bench.rs` (release build, ext4 on
-//! a virtual disk shared with other builds; one op = one `append_deposit`
-//! plus one single-row upsert, i.e. two commits): `NORMAL` 21 000–46 000
-//! ops/s, p50 ≈ 10 µs; `FULL` 1 000–3 500 ops/s, p50 ≈ 250 µs, p99 0.7–8
-//! ms (the two WAL fsyncs; the spread is the shared disk). The append alone
-//! under `FULL`: 2 700–6 700 ops/s, p50 ≈ 130 µs. A router acknowledges
-//! deposits from devices that each spend seconds per item, so a fraction of
-//! a millisecond per acknowledged deposit is far below the rate it must
+//! a virtual disk shared with concurrent builds; one op = one
+//! `append_deposit` plus one single-row upsert, i.e. two commits):
+//! `NORMAL` 21 000–46 000 ops/s, p50 ≈ 10 µs; `FULL` on a quiet disk
+//! 3 400 ops/s, p50 ≈ 260 µs, p99 0.7–1 ms, and down to 140 ops/s, p50 ≈
+//! 8 ms, while other builds saturate the disk (the cost is the two WAL
+//! fsyncs, so it is the disk's fsync latency). A 1000-row batch upsert (one
+//! transaction, one fsync) takes ≈ 4 ms under `FULL`. A router acknowledges
+//! deposits from devices that each spend seconds per item, so even a few
+//! milliseconds per acknowledged deposit stay far below the rate it must
 //! sustain. Callers that can accept losing the last commits on power loss
 //! (the lab, tests) can pick [`Synchronous::Normal`] with
 //! [`SqliteStore::open_with`].
