@@ -5,7 +5,8 @@
 //! * `ROUTER_TEST_PG=postgres://…` set: that server is used as is.
 //! * otherwise a cluster is created with `initdb` in a temp dir and started
 //!   with `pg_ctl` on a free loopback port (unix sockets in the temp dir),
-//!   from the newest `/usr/lib/postgresql/*/bin` (or `initdb` on `PATH`).
+//!   from `$ROUTER_TEST_PG_BIN` if set, else the newest
+//!   `/usr/lib/postgresql/*/bin`, else `initdb` on `PATH`.
 //!   As root (initdb refuses root) the server runs as the `postgres` user.
 //!   Under nextest (`NEXTEST_RUN_ID` set; every test is its own process)
 //!   all test processes of one run share one cluster, in
@@ -63,17 +64,24 @@ pub enum PgServer {
     Local(PgCluster),
 }
 
-/// The newest PostgreSQL server binary directory, if any.
+/// The newest PostgreSQL server binary directory, if any; or the one
+/// `ROUTER_TEST_PG_BIN` names (only that one, e.g. to pick a version).
 pub fn find_bin_dir() -> Option<PathBuf> {
+    let complete = |d: &Path| {
+        ["initdb", "pg_ctl", "postgres"]
+            .iter()
+            .all(|b| d.join(b).is_file())
+    };
+    if let Some(dir) = std::env::var_os("ROUTER_TEST_PG_BIN") {
+        let dir = PathBuf::from(dir);
+        return complete(&dir).then_some(dir);
+    }
     let mut best: Option<(u32, PathBuf)> = None;
     if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
         for e in rd.flatten() {
             let bin = e.path().join("bin");
             let v: u32 = e.file_name().to_string_lossy().parse().unwrap_or(0);
-            let complete = ["initdb", "pg_ctl", "postgres"]
-                .iter()
-                .all(|b| bin.join(b).is_file());
-            if complete && best.as_ref().is_none_or(|(bv, _)| v > *bv) {
+            if complete(&bin) && best.as_ref().is_none_or(|(bv, _)| v > *bv) {
                 best = Some((v, bin));
             }
         }
@@ -82,7 +90,7 @@ pub fn find_bin_dir() -> Option<PathBuf> {
         return Some(bin);
     }
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).find(|d| d.join("initdb").is_file() && d.join("pg_ctl").is_file())
+    std::env::split_paths(&path).find(|d| complete(d))
 }
 
 fn is_root() -> bool {
@@ -543,9 +551,9 @@ pub fn shared() -> Option<&'static PgServer> {
         Ok(Some(s)) => Some(s),
         Ok(None) => {
             eprintln!(
-                "SKIPPED: no PostgreSQL server binary (initdb/pg_ctl under \
-                 /usr/lib/postgresql/*/bin or on PATH) and ROUTER_TEST_PG unset; \
-                 the PostgreSQL arm did not run"
+                "SKIPPED: no PostgreSQL server binary (initdb, pg_ctl, postgres in \
+                 $ROUTER_TEST_PG_BIN, /usr/lib/postgresql/*/bin or on PATH) and \
+                 ROUTER_TEST_PG unset; the PostgreSQL arm did not run"
             );
             None
         }
