@@ -18,7 +18,7 @@ pub mod witness;
 
 pub use fuse::{ExactnessFuse, FuseHook, FuseTrip};
 pub use pipe::{open_cycle, CycleMerge, OutcomeSender, PipeClosed, SharedLedger};
-pub use witness::BinWitness;
+pub use witness::{BinWitness, WitnessSettle};
 
 use crate::outcome::PathOutcome;
 use serde::{Deserialize, Serialize};

@@ -322,3 +322,34 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn a_witness_settled_from_outside_pays_its_owed_paths_once_and_lets_the_merge_close() {
+    let (fuse, trips) = recording_fuse();
+    let ledger = SharedLedger::new(fuse);
+    let (tx, merge) = ledger.open_cycle(13, &[0, 1, 2]).unwrap();
+    // The walk still holds its witness (it hangs); the waiter settles it.
+    let mut hung = BinWitness::new(tx, [0, 1, 2]);
+    hung.deliver(0, SOLVED).unwrap();
+    let settle = hung.settler();
+    assert_eq!(settle.settle_owed(FailReason::Overrun), 2);
+    assert_eq!(
+        settle.settle_owed(FailReason::Overrun),
+        0,
+        "a second settle pays nothing"
+    );
+    // The merge closes although the hung walk has not dropped its witness.
+    let rec = merge.wait().unwrap();
+    let overrun = PathOutcome::Failed {
+        reason: FailReason::Overrun,
+    };
+    assert_eq!(rec.outcomes[&0], SOLVED);
+    assert_eq!(rec.outcomes[&1], overrun);
+    assert_eq!(rec.outcomes[&2], overrun);
+    // The late walk's answer is dropped, not a duplicate.
+    assert!(hung.deliver(1, SOLVED).is_err());
+    assert!(hung.owed().is_empty());
+    drop(hung);
+    assert!(trips.lock().unwrap().is_empty());
+    assert_eq!(ledger.with(|l| l.trips()), 0);
+}
