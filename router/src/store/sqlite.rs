@@ -413,3 +413,28 @@ impl Store for SqliteStore {
         to_u64("seq", v)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pragmas_as_documented() {
+        let dir = tempfile::tempdir().unwrap();
+        for (sync, want) in [(Synchronous::Full, 2), (Synchronous::Normal, 1)] {
+            let s = SqliteStore::open_with(&dir.path().join(format!("{sync:?}.db")), sync).unwrap();
+            let got: i64 = s
+                .conn
+                .query_row("PRAGMA synchronous", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(got, want, "{sync:?}");
+            let mode: String = s
+                .conn
+                .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(mode, "wal");
+        }
+        let s = SqliteStore::open_dir(&dir.path().join("a/b")).unwrap();
+        assert_eq!(s.path(), dir.path().join("a/b").join(SQLITE_FILE));
+    }
+}
