@@ -256,3 +256,34 @@ fn pool_file_matches_its_sources_and_rule() {
         assert_eq!(again.to_text(), text);
     }
 }
+
+/// Found by the `corpus_text` and `pool_file` fuzz targets: a header that
+/// claims more records than any file holds aborted the process reserving
+/// room for them. It is refused as truncated at the first missing record.
+#[test]
+fn a_header_claiming_huge_counts_is_refused_as_truncated_not_an_abort() {
+    let header = |cycles: &str, pools: &str| {
+        format!(
+            "fleet-corpus 1\nseed 1\ncycles {cycles}\ncycle_interval_us 1000000\nprofit_threshold 1\npool_source p.txt\npools {pools}\nchecksum 0\n"
+        )
+    };
+    let (line, reason) = refused(&header("1", &usize::MAX.to_string()));
+    assert_eq!(line, 9);
+    assert!(matches!(reason, Reason::Truncated { .. }), "{reason}");
+    let (line, reason) = refused(&header(&u32::MAX.to_string(), "0"));
+    assert_eq!(line, 9);
+    assert!(matches!(reason, Reason::Truncated { .. }), "{reason}");
+    let huge_cycle = header("1", "0") + &format!("cycle 0 1 1 {} {}\n", usize::MAX, usize::MAX);
+    let (line, reason) = refused(&huge_cycle);
+    assert_eq!(line, 10);
+    assert!(matches!(reason, Reason::Truncated { .. }), "{reason}");
+
+    let pools = format!(
+        "fleet-pools 1\nsource n x\npools {}\nchecksum 0\n",
+        usize::MAX
+    );
+    match PoolFile::parse(&pools, Path::new("huge.pools")) {
+        Err(e) => assert!(matches!(e.reason(), Some(Reason::Truncated { .. })), "{e}"),
+        Ok(_) => panic!("a pool file claiming {} pools was accepted", usize::MAX),
+    }
+}

@@ -410,7 +410,7 @@ fn parse_cycle(l: &mut Lines, want: u32, n_pools: usize) -> Result<CycleCase, Co
     let poolupd_cpu_us = l.num(ln, "cycle.poolupd_cpu_us", f[3])?;
     let n_swaps: usize = l.num(ln, "cycle.swaps", f[4])?;
     let n_paths: usize = l.num(ln, "cycle.paths", f[5])?;
-    let mut swaps = Vec::with_capacity(n_swaps);
+    let mut swaps = Vec::with_capacity(claimed(n_swaps));
     for _ in 0..n_swaps {
         let (ln, f) = l.record("swap", 3)?;
         let pool: u32 = l.num(ln, "swap.pool", f[1])?;
@@ -432,7 +432,7 @@ fn parse_cycle(l: &mut Lines, want: u32, n_pools: usize) -> Result<CycleCase, Co
             amount_in: l.num(ln, "swap.amount_in", f[3])?,
         });
     }
-    let mut paths = Vec::with_capacity(n_paths);
+    let mut paths = Vec::with_capacity(claimed(n_paths));
     for i in 0..n_paths {
         let (ln, f) = l.record("path", 5)?;
         paths.push(parse_path(l, ln, &f, i as u32, n_pools)?);
@@ -478,6 +478,15 @@ fn parse_cycle(l: &mut Lines, want: u32, n_pools: usize) -> Result<CycleCase, Co
     })
 }
 
+/// Room to reserve for `n` records a header claims: never more than a
+/// few thousand up front, because the count is the file's word, not its
+/// content (a header claiming 10^12 pools must be refused as truncated,
+/// not abort the process allocating for them); the vector grows past it
+/// as records are actually read.
+pub(super) fn claimed(n: usize) -> usize {
+    n.min(4096)
+}
+
 /// Parses a whole corpus; `file` names it in errors.
 pub(super) fn parse(text: &str, file: &Path) -> Result<Corpus, CorpusError> {
     let mut l = Lines::new(text, file);
@@ -491,12 +500,12 @@ pub(super) fn parse(text: &str, file: &Path) -> Result<Corpus, CorpusError> {
     let (_, n_pools) = l.header::<usize>("pools")?;
     let (sum_ln, f) = l.record("checksum", 1)?;
     let checksum = f[1].to_string();
-    let mut pools = Vec::with_capacity(n_pools);
+    let mut pools = Vec::with_capacity(claimed(n_pools));
     for i in 0..n_pools {
         let (ln, f) = l.record("pool", 7)?;
         pools.push(parse_pool(&l, ln, &f, i as u32)?);
     }
-    let mut out = Vec::with_capacity(cycles as usize);
+    let mut out = Vec::with_capacity(claimed(cycles as usize));
     for c in 0..cycles {
         out.push(parse_cycle(&mut l, c, n_pools)?);
     }

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use sha2::{Digest, Sha256};
 
-use super::format::{checksum_of, parse_pool, pool_line, Lines};
+use super::format::{checksum_of, claimed, parse_pool, pool_line, Lines};
 use super::{CorpusError, Reason};
 use crate::pools::{derive_filtered, PoolSet};
 
@@ -106,7 +106,7 @@ impl PoolFile {
         };
         let (sum_ln, f) = l.record("checksum", 1)?;
         let checksum = f[1].to_string();
-        let mut pools = Vec::with_capacity(n_pools);
+        let mut pools = Vec::with_capacity(claimed(n_pools));
         for i in 0..n_pools {
             let (ln, f) = l.record("pool", 7)?;
             pools.push(parse_pool(&l, ln, &f, i as u32)?);
