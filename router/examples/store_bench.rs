@@ -1,7 +1,8 @@
 //! Write-path cost of the store backends: one op = `append_deposit` of a
 //! ~300-byte deposit plus a one-row `upsert` into `targets` (what the
 //! router does per acknowledged deposit), and the append alone for
-//! comparison. Prints ops/s and p50/p99 latency
+//! comparison, plus a 1000-row batch upsert and `append_deposits` in
+//! groups of 32 (group commit). Prints ops/s and p50/p99 latency
 //! per op in µs for SQLite (`synchronous` FULL and NORMAL) and PostgreSQL
 //! (a throwaway cluster with durable settings, or `ROUTER_TEST_PG`).
 //!
@@ -76,6 +77,38 @@ fn run(name: &str, s: &mut dyn Store, ops: u64, upsert: bool) {
     );
 }
 
+/// `append_deposits` in groups of 32 (group commit), `ops` deposits in all.
+fn grouped(name: &str, s: &mut dyn Store, ops: u64) {
+    let payload = "z".repeat(250);
+    let base = 1_000_000u64;
+    let mut lat = Vec::new();
+    let t0 = Instant::now();
+    let mut seq = base;
+    while seq < base + ops {
+        let group: Vec<DepositEntry> = (seq..(seq + 32).min(base + ops))
+            .map(|q| DepositEntry {
+                seq: q,
+                token: format!("grp-{q}"),
+                payload: payload.clone(),
+            })
+            .collect();
+        seq += group.len() as u64;
+        let t = Instant::now();
+        let r = s.append_deposits(&group);
+        lat.push(t.elapsed());
+        assert!(r.iter().all(|x| matches!(x, Ok(true))));
+    }
+    let total = t0.elapsed();
+    lat.sort();
+    println!(
+        "{name:<28} {:<13} {ops:>6} deps {:>9.0} deps/s p50 {:>8.1} µs  p99 {:>8.1} µs per group of 32",
+        "append x32",
+        ops as f64 / total.as_secs_f64(),
+        lat[lat.len() / 2].as_secs_f64() * 1e6,
+        lat[((lat.len() as f64 - 1.0) * 0.99).round() as usize].as_secs_f64() * 1e6,
+    );
+}
+
 /// One upsert of 1000 rows (one transaction), five times; prints the median.
 fn batch(name: &str, s: &mut dyn Store) {
     let payload = "y".repeat(250);
@@ -122,6 +155,8 @@ fn main() {
             run(name, &mut s, ops, upsert);
             if upsert {
                 batch(name, &mut s);
+            } else {
+                grouped(name, &mut s, ops * 4);
             }
         }
     }
@@ -138,6 +173,8 @@ fn main() {
                 run(name, &mut s, ops, upsert);
                 if upsert {
                     batch(name, &mut s);
+                } else {
+                    grouped(name, &mut s, ops * 4);
                 }
             }
         }

@@ -425,6 +425,51 @@ fn deposit_log(b: &dyn Backend) {
     assert_eq!(s.deposits_after(9).unwrap(), vec![dep(max, "t-max", "m")]);
 }
 
+fn deposit_batches(b: &dyn Backend) {
+    let mut s = b.open().unwrap();
+    assert_eq!(s.append_deposits(&[]).len(), 0);
+    assert!(s.append_deposit(&dep(1, "old", "o")).unwrap());
+    // All new: one batch.
+    let fresh: Vec<DepositEntry> = (2..=6).map(|i| dep(i, &format!("t{i}"), "{}")).collect();
+    let r = s.append_deposits(&fresh);
+    assert!(r.iter().all(|x| matches!(x, Ok(true))), "{r:?}");
+    assert_eq!(s.last_seq().unwrap(), 6);
+    // Mixed: new, logged before, repeated within the batch, bad token, seq
+    // taken by another token, new. Results as one-by-one appends.
+    let mixed = [
+        dep(7, "t7", "a"),
+        dep(1, "old", "changed"),
+        dep(7, "t7", "again"),
+        dep(8, "", "x"),
+        dep(2, "t-other", "x"),
+        dep(9, "t9", "b"),
+    ];
+    let r = s.append_deposits(&mixed);
+    assert_eq!(r.len(), mixed.len());
+    assert!(matches!(r[0], Ok(true)), "{r:?}");
+    assert!(matches!(r[1], Ok(false)), "{r:?}");
+    assert!(matches!(r[2], Ok(false)), "{r:?}");
+    assert!(matches!(r[3], Err(StoreError::BadKey(_))), "{r:?}");
+    assert!(matches!(r[4], Err(StoreError::Backend(_))), "{r:?}");
+    assert!(matches!(r[5], Ok(true)), "{r:?}");
+    let log = s.deposits_after(0).unwrap();
+    let seqs: Vec<u64> = log.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5, 6, 7, 9]);
+    assert_eq!(log[0], dep(1, "old", "o"));
+    assert_eq!(log[6], dep(7, "t7", "a"));
+    assert!(!s.has_deposit("t-other").unwrap());
+    // A whole batch replayed: all false, nothing changes.
+    let before = snapshot(&mut *s);
+    let r = s.append_deposits(&fresh);
+    assert!(r.iter().all(|x| matches!(x, Ok(false))), "{r:?}");
+    assert_eq!(snapshot(&mut *s), before);
+    if b.persistent() {
+        drop(s);
+        let mut s = b.open().unwrap();
+        assert_eq!(snapshot(&mut *s), before);
+    }
+}
+
 fn bad_input(b: &dyn Backend) {
     let mut s = b.open().unwrap();
     seed(&mut *s);
@@ -603,6 +648,7 @@ suite!(
     batch_atomicity,
     batch_isolation,
     deposit_log,
+    deposit_batches,
     bad_input,
     reopen_persistence,
     schema_too_new,
@@ -876,6 +922,7 @@ mod model {
     enum Op {
         Upsert(Table, Vec<(usize, u64, usize)>),
         Append(u64, usize, usize),
+        AppendBatch(Vec<(u64, usize, usize)>),
         Get(Table, usize),
         Has(usize),
         After(u64),
@@ -899,6 +946,8 @@ mod model {
             4 => (table(), prop::collection::vec((0..KEYS.len(), 0..5u64, 0..PAYLOADS.len()), 0..5))
                 .prop_map(|(t, rows)| Op::Upsert(t, rows)),
             3 => (0..8u64, 0..KEYS.len(), 0..PAYLOADS.len()).prop_map(|(s, k, p)| Op::Append(s, k, p)),
+            2 => prop::collection::vec((0..8u64, 0..KEYS.len(), 0..PAYLOADS.len()), 0..5)
+                .prop_map(Op::AppendBatch),
             1 => (table(), 0..KEYS.len()).prop_map(|(t, k)| Op::Get(t, k)),
             1 => (0..KEYS.len()).prop_map(Op::Has),
             1 => (0..9u64).prop_map(Op::After),
@@ -926,6 +975,14 @@ mod model {
                 outcome(s.upsert(*t, &rows))
             }
             Op::Append(seq, k, p) => outcome(s.append_deposit(&dep(*seq, KEYS[*k], PAYLOADS[*p]))),
+            Op::AppendBatch(es) => {
+                let es: Vec<DepositEntry> = es
+                    .iter()
+                    .map(|&(seq, k, p)| dep(seq, KEYS[k], PAYLOADS[p]))
+                    .collect();
+                let rs: Vec<String> = s.append_deposits(&es).into_iter().map(outcome).collect();
+                rs.join("; ")
+            }
             Op::Get(t, k) => outcome(s.get(*t, KEYS[*k])),
             Op::Has(k) => outcome(s.has_deposit(KEYS[*k])),
             Op::After(a) => outcome(s.deposits_after(*a)),

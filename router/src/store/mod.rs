@@ -146,6 +146,22 @@ pub fn check_deposit(entry: &DepositEntry) -> Result<(), StoreError> {
     check_payload(&entry.payload)
 }
 
+/// Completes a batch's per-entry results: every empty slot gets a
+/// [`StoreError::Backend`] carrying `err`'s message.
+pub(crate) fn fill_failed(
+    results: Vec<Option<Result<bool, StoreError>>>,
+    err: &StoreError,
+) -> Vec<Result<bool, StoreError>> {
+    let msg = match err {
+        StoreError::Backend(m) => m.clone(),
+        other => other.to_string(),
+    };
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(StoreError::Backend(msg.clone()))))
+        .collect()
+}
+
 /// Durable state: keyed tables of versioned rows and the deposit log.
 ///
 /// Every method blocks. A failed call changes nothing.
@@ -173,6 +189,13 @@ pub trait Store: Send {
     /// Appends a deposit. Returns `true` when it was new, `false` when its
     /// token was already logged (the stored entry is kept unchanged).
     fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError>;
+
+    /// Appends several deposits, in order; one result per entry as
+    /// [`Store::append_deposit`]. Backends with transactions override it to
+    /// commit the batch at once (group commit: one flush for the batch).
+    fn append_deposits(&mut self, entries: &[DepositEntry]) -> Vec<Result<bool, StoreError>> {
+        entries.iter().map(|e| self.append_deposit(e)).collect()
+    }
 
     /// Deposits with `seq > after`, ascending by `seq`.
     fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError>;

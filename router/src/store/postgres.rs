@@ -39,7 +39,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, Config, GenericClient, NoTls, Statement};
 
 use super::{
-    check_deposit, check_key, check_row, DepositEntry, Row, Store, StoreError, Table,
+    check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
     SCHEMA_VERSION,
 };
 
@@ -322,14 +322,14 @@ async fn open_conn(
     Ok(Conn { client, st })
 }
 
-/// Polls every future to completion, concurrently, then returns the first
-/// error in input order (or `Ok`).
-async fn join_in_order<F, T, E>(futs: Vec<Pin<Box<F>>>) -> Result<(), E>
+/// Polls every future to completion, concurrently (so tokio-postgres
+/// pipelines their statements), and returns their results in input order.
+async fn join_all<F, T>(futs: Vec<Pin<Box<F>>>) -> Vec<T>
 where
-    F: Future<Output = Result<T, E>> + ?Sized,
+    F: Future<Output = T> + ?Sized,
 {
     let mut futs: Vec<Option<Pin<Box<F>>>> = futs.into_iter().map(Some).collect();
-    let mut results: Vec<Option<Result<T, E>>> = futs.iter().map(|_| None).collect();
+    let mut results: Vec<Option<T>> = futs.iter().map(|_| None).collect();
     std::future::poll_fn(|cx| {
         let mut pending = false;
         for (slot, out) in futs.iter_mut().zip(results.iter_mut()) {
@@ -350,10 +350,7 @@ where
         }
     })
     .await;
-    for r in results.into_iter().flatten() {
-        r?;
-    }
-    Ok(())
+    results.into_iter().flatten().collect()
 }
 
 fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
@@ -388,7 +385,9 @@ impl Conn {
                 Box::pin(tx.execute_raw(st, params))
             })
             .collect();
-        join_in_order(pending).await.map_err(pe)?;
+        for r in join_all(pending).await {
+            r.map_err(pe)?;
+        }
         tx.commit().await.map_err(pe)
     }
 
@@ -425,6 +424,40 @@ impl Conn {
             }
             Err(err) => Err(pe(err)),
         }
+    }
+
+    /// Appends checked entries in one pipelined transaction. `None`: some
+    /// statement failed, the transaction was rolled back (nothing written)
+    /// and the caller should append one by one for per-entry results.
+    /// `Some(Err)`: the commit failed (outcome unknown to the caller).
+    async fn append_batch(
+        &mut self,
+        entries: &[&DepositEntry],
+    ) -> Option<Result<Vec<bool>, StoreError>> {
+        let tx = match self.client.transaction().await {
+            Ok(tx) => tx,
+            Err(e) => return Some(Err(pe(e))),
+        };
+        let seqs: Vec<i64> = entries.iter().map(|e| e.seq as i64).collect();
+        let pending: Vec<_> = entries
+            .iter()
+            .zip(&seqs)
+            .map(|(e, seq)| {
+                let params: [&(dyn ToSql + Sync); 3] = [seq, &e.token, &e.payload];
+                Box::pin(tx.execute_raw(&self.st.append, params))
+            })
+            .collect();
+        let mut fresh = Vec::with_capacity(entries.len());
+        for r in join_all(pending).await {
+            match r {
+                Ok(n) => fresh.push(n == 1),
+                Err(_) => {
+                    let _ = tx.rollback().await;
+                    return None;
+                }
+            }
+        }
+        Some(tx.commit().await.map(|()| fresh).map_err(pe))
     }
 
     async fn after(&mut self, after: i64) -> Result<Vec<DepositEntry>, StoreError> {
@@ -642,6 +675,49 @@ impl Store for PgStore {
         check_deposit(entry)?;
         let entry = entry.clone();
         self.call(move |c| Box::pin(async move { c.append(&entry).await }))
+    }
+
+    /// One transaction for the batch (statements pipelined, one commit).
+    /// Entries apply in order as [`Store::append_deposit`] would. When a
+    /// statement fails (a seq logged under another token) the transaction
+    /// is rolled back and the entries are appended one by one, so each gets
+    /// its own result; a failed commit fails every entry not refused on its
+    /// own.
+    fn append_deposits(&mut self, entries: &[DepositEntry]) -> Vec<Result<bool, StoreError>> {
+        if entries.len() < 2 {
+            return entries.iter().map(|e| self.append_deposit(e)).collect();
+        }
+        let mut results: Vec<Option<Result<bool, StoreError>>> = entries
+            .iter()
+            .map(|e| check_deposit(e).err().map(Err))
+            .collect();
+        let valid: Vec<DepositEntry> = entries
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(e, _)| e.clone())
+            .collect();
+        let batch = self.call(move |c| {
+            Box::pin(async move {
+                let refs: Vec<&DepositEntry> = valid.iter().collect();
+                Ok(c.append_batch(&refs).await)
+            })
+        });
+        match batch {
+            Ok(Some(Ok(fresh))) => {
+                let mut fresh = fresh.into_iter();
+                for slot in results.iter_mut().filter(|r| r.is_none()) {
+                    *slot = fresh.next().map(Ok);
+                }
+                fill_failed(results, &StoreError::Backend("entry skipped".into()))
+            }
+            Ok(Some(Err(e))) | Err(e) => fill_failed(results, &e),
+            Ok(None) => entries
+                .iter()
+                .zip(results)
+                .map(|(e, r)| r.unwrap_or_else(|| self.append_deposit(e)))
+                .collect(),
+        }
     }
 
     fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError> {

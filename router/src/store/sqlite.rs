@@ -47,7 +47,7 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    check_deposit, check_key, check_row, DepositEntry, Row, Store, StoreError, Table,
+    check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
     SCHEMA_VERSION,
 };
 
@@ -285,6 +285,33 @@ impl SqliteStore {
     }
 }
 
+/// Inserts one checked deposit. `Err((e, true))`: only this statement
+/// failed (its seq is logged under another token), a surrounding
+/// transaction is intact.
+fn insert_deposit(conn: &Connection, entry: &DepositEntry) -> Result<bool, (StoreError, bool)> {
+    let mut st = conn
+        .prepare_cached(
+            "INSERT INTO deposits (seq, token, payload) VALUES (?1, ?2, ?3)
+             ON CONFLICT(token) DO NOTHING",
+        )
+        .map_err(|e| (be(e), false))?;
+    match st.execute(params![entry.seq as i64, entry.token, entry.payload]) {
+        Ok(n) => Ok(n == 1),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
+        {
+            Err((
+                StoreError::Backend(format!(
+                    "deposit seq {} is already logged with another token",
+                    entry.seq
+                )),
+                true,
+            ))
+        }
+        Err(e) => Err((be(e), false)),
+    }
+}
+
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
@@ -347,24 +374,57 @@ impl Store for SqliteStore {
 
     fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
         check_deposit(entry)?;
-        let mut st = self
+        insert_deposit(&self.conn, entry).map_err(|(e, _)| e)
+    }
+
+    /// One immediate transaction for the batch: one commit, one fsync.
+    /// Entries apply in order as [`Store::append_deposit`] would; an entry
+    /// refused on its own (bad value, seq taken) fails alone, and any other
+    /// error or a failed commit fails every entry that was not refused on
+    /// its own, with nothing written.
+    fn append_deposits(&mut self, entries: &[DepositEntry]) -> Vec<Result<bool, StoreError>> {
+        if entries.len() < 2 {
+            return entries.iter().map(|e| self.append_deposit(e)).collect();
+        }
+        let mut results: Vec<Option<Result<bool, StoreError>>> = entries
+            .iter()
+            .map(|e| check_deposit(e).err().map(Err))
+            .collect();
+        let tx = match self
             .conn
-            .prepare_cached(
-                "INSERT INTO deposits (seq, token, payload) VALUES (?1, ?2, ?3)
-                 ON CONFLICT(token) DO NOTHING",
-            )
-            .map_err(be)?;
-        match st.execute(params![entry.seq as i64, entry.token, entry.payload]) {
-            Ok(n) => Ok(n == 1),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-            {
-                Err(StoreError::Backend(format!(
-                    "deposit seq {} is already logged with another token",
-                    entry.seq
-                )))
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+        {
+            Ok(tx) => tx,
+            Err(e) => return fill_failed(results, &be(e)),
+        };
+        for (e, slot) in entries.iter().zip(results.iter_mut()) {
+            if slot.is_some() {
+                continue;
             }
-            Err(e) => Err(be(e)),
+            match insert_deposit(&tx, e) {
+                Ok(fresh) => *slot = Some(Ok(fresh)),
+                Err((err, true)) => *slot = Some(Err(err)),
+                Err((err, false)) => {
+                    drop(tx); // rolls back
+                    return fill_failed(
+                        results
+                            .into_iter()
+                            .map(|r| r.filter(|r| r.is_err()))
+                            .collect(),
+                        &err,
+                    );
+                }
+            }
+        }
+        match tx.commit() {
+            Ok(()) => fill_failed(results, &StoreError::Backend("entry skipped".into())),
+            Err(e) => fill_failed(
+                results
+                    .into_iter()
+                    .map(|r| r.filter(|r| r.is_err()))
+                    .collect(),
+                &be(e),
+            ),
         }
     }
 
