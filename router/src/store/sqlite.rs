@@ -27,7 +27,10 @@
 //! 3 400 ops/s, p50 ≈ 260 µs, p99 0.7–1 ms, and down to 140 ops/s, p50 ≈
 //! 8 ms, while other builds saturate the disk (the cost is the two WAL
 //! fsyncs, so it is the disk's fsync latency). A 1000-row batch upsert (one
-//! transaction, one fsync) takes ≈ 4 ms under `FULL`. A router acknowledges
+//! transaction, one fsync) takes ≈ 4 ms under `FULL`, and
+//! [`Store::append_deposits`] in groups of 32 (group commit: one fsync per
+//! group) reaches ≈ 27 000 deposits/s under `FULL` even on the busy disk
+//! (p50 ≈ 0.6 ms per group). A router acknowledges
 //! deposits from devices that each spend seconds per item, so even a few
 //! milliseconds per acknowledged deposit stay far below the rate it must
 //! sustain. Callers that can accept losing the last commits on power loss
