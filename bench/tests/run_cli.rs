@@ -257,6 +257,13 @@ fn numeric_arguments_are_bounded_with_plain_reasons() {
         &lab(&["corpus", "generate", "--cycles", "0", "--out", "x"], d),
         "at least 1 cycle",
     );
+    fails_saying(
+        &lab(
+            &["corpus", "generate", "--cycles", "4000000000", "--out", "x"],
+            d,
+        ),
+        "--cycles 4000000000 is invalid: at most 100000 cycles",
+    );
     assert!(
         std::fs::read_dir(d).unwrap().next().is_none(),
         "nothing written"

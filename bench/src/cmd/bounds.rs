@@ -179,6 +179,24 @@ pub fn parse_cycles(s: &str) -> Result<u32, BoundError> {
     })
 }
 
+/// The most cycles `corpus generate` writes: 100,000 (a file of about
+/// 700 MB; the shipped corpus has 333).
+pub const MAX_CORPUS_CYCLES: u32 = 100_000;
+
+/// `corpus generate --cycles`: at least 1, at most [`MAX_CORPUS_CYCLES`].
+pub fn parse_corpus_cycles(s: &str) -> Result<u32, BoundError> {
+    let n = parse_cycles(s)?;
+    if n > MAX_CORPUS_CYCLES {
+        return Err(BoundError::TooLarge {
+            flag: "--cycles",
+            text: s.trim().to_string(),
+            max: MAX_CORPUS_CYCLES.to_string(),
+            unit: "cycles (a corpus of about 700 MB)",
+        });
+    }
+    Ok(n)
+}
+
 /// A window in milliseconds: at least 1, at most [`MAX_WINDOW_MS`] (a day).
 pub fn parse_window_ms(s: &str) -> Result<u64, BoundError> {
     let n = count("window", s, "at least 1 ms")?;
@@ -466,6 +484,12 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("at least 1"));
+        assert_eq!(parse_corpus_cycles("100000"), Ok(MAX_CORPUS_CYCLES));
+        assert!(parse_corpus_cycles("100001")
+            .unwrap_err()
+            .to_string()
+            .contains("at most 100000 cycles"));
+        assert!(parse_corpus_cycles("0").is_err());
         assert_eq!(parse_window_ms("86400000"), Ok(MAX_WINDOW_MS));
         assert!(parse_window_ms("86400001").is_err());
     }

@@ -43,8 +43,8 @@ pub enum CorpusVerb {
         /// Seed of the generator.
         #[arg(long, default_value_t = GenerateParams::default().seed)]
         seed: u64,
-        /// Number of cycles (≥ 1).
-        #[arg(long, default_value_t = GenerateParams::default().cycles, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_cycles)]
+        /// Number of cycles (1 to 100,000).
+        #[arg(long, default_value_t = GenerateParams::default().cycles, allow_hyphen_values = true, value_parser = crate::cmd::bounds::parse_corpus_cycles)]
         cycles: u32,
         /// Output file (required: generating never replaces the shipped
         /// corpus unless it is named here, with --force).
