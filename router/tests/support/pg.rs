@@ -149,6 +149,7 @@ const ATTACH: &str = r#"
 set -u
 while :; do
     mkdir -p "$B" || { echo "error: cannot create $B"; exit 1; }
+    chmod 755 "$B" 2>/dev/null
     exec 9>>"$B/start.lock" || { echo "error: cannot open $B/start.lock"; exit 1; }
     flock -x 9
     # The supervisor may have removed the dir while we waited: retry.
