@@ -20,6 +20,15 @@ use crate::store::DepositEntry;
 /// Error classes that write a false gate for (source, archetype).
 pub const GATE_CLASSES: [&str; 3] = ["cors", "js_required", "antibot"];
 
+/// A deposit between [`Router::deposit_prepare`] and [`Router::deposit_commit`].
+#[derive(Debug, Clone)]
+pub struct PreparedDeposit {
+    /// The log entry to append.
+    pub entry: DepositEntry,
+    logged: Logged,
+    index: usize,
+}
+
 /// Seconds after which a failed attempt is due again (or its Retry-After, if longer).
 pub const RETRY_S: f64 = 60.0;
 
@@ -95,6 +104,41 @@ impl Router {
         req: &DepositRequest,
         now_s: f64,
     ) -> Result<DepositResponse, ApiError> {
+        let p = self.prepare_inner(req, now_s)?;
+        let appended = self.store.lock().append_deposit(&p.entry);
+        match appended {
+            Ok(true) => Ok(self.deposit_commit(p)),
+            Ok(false) => {
+                self.deposit_abort(&p);
+                Err(ApiError::Replayed)
+            }
+            Err(e) => {
+                self.deposit_abort(&p);
+                Err(ApiError::Store(e.to_string()))
+            }
+        }
+    }
+
+    /// First half of a deposit (the shell's path): validates, authenticates,
+    /// finds the item and reserves it (a second deposit of it is `Replayed`)
+    /// and assigns the next sequence number. The caller appends
+    /// [`PreparedDeposit::entry`] to the store, then calls
+    /// [`Router::deposit_commit`] — in sequence order — or
+    /// [`Router::deposit_abort`]. Errors as [`Router::deposit`] (nothing changed).
+    pub fn deposit_prepare(
+        &mut self,
+        req: &DepositRequest,
+        now_s: f64,
+    ) -> Result<PreparedDeposit, ApiError> {
+        let r = self.prepare_inner(req, now_s);
+        self.check(r)
+    }
+
+    fn prepare_inner(
+        &mut self,
+        req: &DepositRequest,
+        now_s: f64,
+    ) -> Result<PreparedDeposit, ApiError> {
         validate(req)?;
         self.authenticate(&req.device_id, &req.device_secret, now_s)?;
         let (_, index) = self.find_item(
@@ -112,32 +156,44 @@ impl Router {
             req: req.clone(),
         };
         logged.req.device_secret.clear();
-        let seq = self.d.applied_seq + 1;
+        let seq = self.next_seq.max(self.d.applied_seq + 1);
         let payload = serde_json::to_string(&logged).map_err(|e| ApiError::Store(e.to_string()))?;
-        let fresh = self
-            .store
-            .append_deposit(&DepositEntry {
+        self.next_seq = seq + 1;
+        self.set_pending(&req.lease_id, index, true);
+        Ok(PreparedDeposit {
+            entry: DepositEntry {
                 seq,
                 token: req.deposit_token.clone(),
                 payload,
-            })
-            .map_err(|e| ApiError::Store(e.to_string()))?;
-        if !fresh {
-            return Err(ApiError::Replayed);
-        }
-        self.fold(&logged, seq);
-        self.close_item(&req.lease_id, index);
+            },
+            logged,
+            index,
+        })
+    }
+
+    /// Second half of a deposit, after its entry is in the store's log:
+    /// folds it and closes the item. Call in sequence order.
+    pub fn deposit_commit(&mut self, p: PreparedDeposit) -> DepositResponse {
+        let seq = p.entry.seq;
+        self.fold(&p.logged, seq);
+        self.close_item(&p.logged.req.lease_id, p.index);
         self.counters.deposits += 1;
-        Ok(DepositResponse {
+        DepositResponse {
             seq,
             trust: self
                 .d
                 .devices
-                .get(&req.device_id)
+                .get(&p.logged.device)
                 .map(|d| d.trust)
                 .unwrap_or(0.5),
-            settled: self.settled(&req.target).is_some(),
-        })
+            settled: self.settled(&p.logged.req.target).is_some(),
+        }
+    }
+
+    /// Gives a prepared deposit up (its append failed or was a replay): the
+    /// item can be deposited again. Its sequence number stays unused.
+    pub fn deposit_abort(&mut self, p: &PreparedDeposit) {
+        self.set_pending(&p.logged.req.lease_id, p.index, false);
     }
 
     /// Folds one logged deposit (also at restart, in log order). Never

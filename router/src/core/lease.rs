@@ -208,18 +208,20 @@ impl Router {
             bucket_rate: self.cfg.host_bucket.1,
             verify: self.cfg.verify,
         };
-        let queue = self.queues.remove(&archetype).unwrap_or_default();
+        let mut queue = self.queues.remove(&archetype).unwrap_or_default();
         let take = self.cfg.candidates_per_lease.min(queue.len());
+        // Only the front of the queue is offered: O(candidates), not O(queue).
+        let head: Vec<super::Queued> = queue.drain(..take).collect();
         let no_live: [&str; 0] = [];
         let mut hosts = Vec::with_capacity(take);
         let mut addrs = Vec::with_capacity(take);
-        for q in &queue[..take] {
+        for q in &head {
             let t = &self.d.targets[&q.target];
             let s = &self.d.sources[&t.source];
             hosts.push(s.host.clone());
             addrs.push((q.receipt.address.clone(), s.requires.clone()));
         }
-        let cands: Vec<Candidate<'_>> = queue[..take]
+        let cands: Vec<Candidate<'_>> = head
             .iter()
             .enumerate()
             .map(|(i, q)| Candidate {
@@ -255,6 +257,9 @@ impl Router {
         let decision = match decision {
             Ok(d) => d,
             Err(e) => {
+                for q in head.into_iter().rev() {
+                    queue.push_front(q);
+                }
                 self.queues.insert(archetype, queue);
                 return Err(ApiError::bad("lease", e.to_string()));
             }
@@ -266,11 +271,12 @@ impl Router {
             .count() as u64;
         let granted: std::collections::HashSet<&str> =
             decision.grants.iter().map(|g| g.target.as_str()).collect();
-        let rest: Vec<_> = queue
-            .into_iter()
-            .filter(|q| !granted.contains(q.target.as_str()))
-            .collect();
-        self.queues.insert(archetype, rest);
+        for q in head.into_iter().rev() {
+            if !granted.contains(q.target.as_str()) {
+                queue.push_front(q);
+            }
+        }
+        self.queues.insert(archetype, queue);
         let lease_id = ids::token();
         let mut items = Vec::with_capacity(decision.grants.len());
         let mut wire = Vec::with_capacity(decision.grants.len());
@@ -301,6 +307,7 @@ impl Router {
                 tier: g.tier,
                 token,
                 done: false,
+                pending: false,
             });
             trace.push(g.receipt);
         }
@@ -351,10 +358,21 @@ impl Router {
             .enumerate()
             .find(|(_, it)| it.target == target && ids::same(&it.token, token))
             .ok_or(ApiError::UnknownItem)?;
-        if item.done {
+        if item.done || item.pending {
             return Err(ApiError::Replayed);
         }
         Ok((item.tier, i))
+    }
+
+    /// Marks a leased item as reserved by a deposit in progress (or not).
+    pub(crate) fn set_pending(&mut self, lease_id: &str, index: usize, pending: bool) {
+        if let Some(it) = self
+            .leases
+            .get_mut(lease_id)
+            .and_then(|l| l.items.get_mut(index))
+        {
+            it.pending = pending;
+        }
     }
 
     /// Marks a leased item finished and releases its in-flight count.

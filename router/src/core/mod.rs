@@ -3,7 +3,10 @@
 //! Source: `ROUTING.md` §4.
 //!
 //! Durability: a deposit is appended to the store's log before it is folded
-//! and acknowledged; ticks write a snapshot of the [`state::Durable`] state
+//! and acknowledged (in process: [`Router::deposit`]; the HTTP shell splits
+//! it into [`Router::deposit_prepare`], an append outside the router's lock
+//! batched with its neighbours, and [`Router::deposit_commit`] in sequence
+//! order, so leases never wait on a disk flush); ticks write a snapshot of the [`state::Durable`] state
 //! (one row, atomic on every backend) with the highest folded seq. A restart
 //! loads the snapshot, ages the evidence by the time that passed and folds
 //! again every logged deposit after the snapshot: no acknowledged deposit
@@ -17,7 +20,7 @@ pub mod state;
 mod tick;
 mod view;
 
-pub use fold::Logged;
+pub use fold::{Logged, PreparedDeposit};
 pub use lease::{state_name, tier_name};
 pub use tick::TickReport;
 
@@ -66,6 +69,7 @@ pub(crate) struct Item {
     pub tier: Tier,
     pub token: String,
     pub done: bool,
+    pub pending: bool,
 }
 
 /// One outstanding lease.
@@ -132,10 +136,15 @@ pub trait Chooser: Send {
     fn observe(&mut self, source: &str, archetype: &str, ok: bool, latency_ms: Option<f64>);
 }
 
+/// A store shared between the router and the shell's deposit writer.
+pub type SharedStore = std::sync::Arc<parking_lot::Mutex<Box<dyn Store>>>;
+
 /// The router: owns the field and the registry; writes through to a [`Store`].
 pub struct Router {
     cfg: RouterConfig,
-    store: Box<dyn Store>,
+    store: SharedStore,
+    backend: &'static str,
+    next_seq: u64,
     d: Durable,
     live: BTreeMap<String, Live>,
     leases: HashMap<String, Lease>,
@@ -143,7 +152,7 @@ pub struct Router {
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
     expired: HashMap<String, (String, f64)>,
     in_flight: HashMap<String, u32>,
-    queues: BTreeMap<String, Vec<Queued>>,
+    queues: BTreeMap<String, std::collections::VecDeque<Queued>>,
     limited: BTreeSet<String>,
     events: Vec<Event>,
     recent: std::collections::VecDeque<Event>,
@@ -256,9 +265,13 @@ impl Router {
                 d
             }
         };
+        let backend = store.backend();
+        let last = store.last_seq()?;
         let mut r = Router {
             cfg,
-            store,
+            store: std::sync::Arc::new(parking_lot::Mutex::new(store)),
+            backend,
+            next_seq: 0,
             d,
             live: BTreeMap::new(),
             leases: HashMap::new(),
@@ -272,7 +285,7 @@ impl Router {
             dirty: false,
             chooser: None,
         };
-        let pending = r.store.deposits_after(r.d.applied_seq)?;
+        let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {
             match serde_json::from_str::<fold::Logged>(&entry.payload) {
                 Ok(logged) => {
@@ -287,6 +300,7 @@ impl Router {
                 }
             }
         }
+        r.next_seq = last.max(r.d.applied_seq) + 1;
         Ok(r)
     }
 
@@ -313,7 +327,12 @@ impl Router {
 
     /// The store backend name.
     pub fn backend(&self) -> &'static str {
-        self.store.backend()
+        self.backend
+    }
+
+    /// The store, for the shell's deposit writer (appends outside the router's lock).
+    pub fn store_handle(&self) -> SharedStore {
+        self.store.clone()
     }
 
     /// Trust of a known device.
@@ -399,24 +418,22 @@ impl Router {
             .or_default() += 1;
     }
 
-    /// Writes the snapshot (one row, version = highest folded seq) if anything
-    /// changed since the last one. Errors: the store's; the state in memory is kept.
-    pub fn persist(&mut self, now_s: f64) -> Result<(), StoreError> {
+    /// The snapshot rows (meta snapshot, device views) if anything changed
+    /// since the last call; marks the state clean. Serializing happens here
+    /// (under whatever lock guards the router); writing is
+    /// [`Router::write_snapshot`], which needs only the store.
+    pub fn take_snapshot(&mut self, now_s: f64) -> Option<Snapshot> {
         if !self.dirty {
-            return Ok(());
+            return None;
         }
         self.d.t_s = now_s;
-        let payload =
-            serde_json::to_string(&self.d).map_err(|e| StoreError::Backend(e.to_string()))?;
-        self.store.upsert(
-            Table::Meta,
-            &[Row {
-                key: SNAPSHOT_KEY.into(),
-                version: self.d.applied_seq,
-                payload,
-            }],
-        )?;
-        let rows: Vec<Row> = self
+        let payload = serde_json::to_string(&self.d).ok()?;
+        let meta = vec![Row {
+            key: SNAPSHOT_KEY.into(),
+            version: self.d.applied_seq,
+            payload,
+        }];
+        let devices = self
             .d
             .devices
             .iter()
@@ -426,14 +443,47 @@ impl Router {
                 payload: serde_json::json!({
                     "archetype": v.archetype,
                     "trust": v.trust,
-                    "state": format!("{:?}", v.state).to_lowercase(),
+                    "state": lease::state_name(v.state),
                     "deposits": v.deposits,
                 })
                 .to_string(),
             })
             .collect();
-        self.store.upsert(Table::Devices, &rows)?;
         self.dirty = false;
+        Some(Snapshot { meta, devices })
+    }
+
+    /// Writes a snapshot taken by [`Router::take_snapshot`] to `store`.
+    /// Errors: the store's (the next snapshot carries the state again).
+    pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {
+        let mut st = store.lock();
+        st.upsert(Table::Meta, &snap.meta)?;
+        st.upsert(Table::Devices, &snap.devices)
+    }
+
+    /// Marks the state changed (a snapshot write failed: the next tick retries).
+    pub fn mark_dirty(&mut self) {
+        self.dirty = true;
+    }
+
+    /// Takes and writes the snapshot now (in process). On a store error the
+    /// state stays dirty so the next call retries.
+    pub fn persist(&mut self, now_s: f64) -> Result<(), StoreError> {
+        if let Some(snap) = self.take_snapshot(now_s) {
+            if let Err(e) = Router::write_snapshot(&self.store, &snap) {
+                self.dirty = true;
+                return Err(e);
+            }
+        }
         Ok(())
     }
+}
+
+/// One snapshot's rows, ready to write.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    /// The snapshot row of [`Table::Meta`].
+    pub meta: Vec<Row>,
+    /// One row per known device in [`Table::Devices`] (identity, trust, state).
+    pub devices: Vec<Row>,
 }

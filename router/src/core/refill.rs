@@ -143,7 +143,7 @@ impl Router {
                 }
             }
             queue.truncate(self.cfg.queue_limit);
-            self.queues.insert(arch, queue);
+            self.queues.insert(arch, queue.into());
         }
     }
 

@@ -29,12 +29,21 @@ pub const MAX_WINDOWS_PER_TICK: usize = 1000;
 
 impl Router {
     /// Runs one tick at `now_s` (a clock that went backwards changes nothing
-    /// time-based). Errors: the store's, when the snapshot could not be
-    /// written (the tick's effects are kept in memory and written next time).
+    /// time-based) and writes the snapshot. Errors: the store's, when the
+    /// snapshot could not be written (the tick's effects are kept in memory
+    /// and written next time).
     pub fn tick(&mut self, now_s: f64) -> Result<TickReport, StoreError> {
+        let rep = self.tick_state(now_s);
+        self.persist(now_s)?;
+        Ok(rep)
+    }
+
+    /// The tick without the snapshot (the shell takes and writes the
+    /// snapshot itself, writing outside the router's lock).
+    pub fn tick_state(&mut self, now_s: f64) -> TickReport {
         let mut rep = TickReport::default();
         if !now_s.is_finite() {
-            return Ok(rep);
+            return rep;
         }
         self.counters.ticks += 1;
         // Leases: expired items go back; their open verifications are released.
@@ -106,8 +115,7 @@ impl Router {
             .iter()
             .map(|(k, v)| (k.clone(), v.len()))
             .collect();
-        self.persist(now_s)?;
-        Ok(rep)
+        rep
     }
 
     /// Closes every elapsed price window: λ ← min(max(0, λ + α(usage − cap)), λ_max)

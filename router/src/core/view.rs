@@ -168,7 +168,7 @@ impl Router {
             .collect();
         FieldView {
             revision: self.d.field.revision(),
-            backend: self.store.backend().into(),
+            backend: self.backend.into(),
             temperature: self.d.temperature,
             sources,
             prices: self.prices(),

@@ -41,6 +41,15 @@ pub fn wall_clock() -> Clock {
     })
 }
 
+/// A prepared deposit on its way to the writer, with where to answer.
+type WriterJob = (
+    crate::core::PreparedDeposit,
+    tokio::sync::oneshot::Sender<Result<crate::api::DepositResponse, ApiError>>,
+);
+
+/// Most deposits appended in one batch by the writer.
+pub const WRITER_BATCH: usize = 256;
+
 /// State shared by the handlers.
 pub struct Shell {
     /// The core.
@@ -55,6 +64,10 @@ pub struct Shell {
     pub facts_body_limit: usize,
     /// The operator key.
     pub operator_key: String,
+    /// The store (shared with the router; the writer appends outside the router's lock).
+    store: crate::core::SharedStore,
+    /// Prepared deposits for the writer thread, in sequence order.
+    writer: Mutex<std::sync::mpsc::Sender<WriterJob>>,
 }
 
 impl Shell {
@@ -78,14 +91,23 @@ impl Shell {
         let body_limit = router.config().body_limit;
         let facts_body_limit = router.config().facts_body_limit;
         let operator_key = router.config().operator_key.clone();
-        Ok(Arc::new(Shell {
+        let store = router.store_handle();
+        let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
+        let shell = Arc::new(Shell {
             router: Mutex::new(router),
             clock,
             event_log: Mutex::new(file),
             body_limit,
             facts_body_limit,
             operator_key,
-        }))
+            store,
+            writer: Mutex::new(tx),
+        });
+        let weak = Arc::downgrade(&shell);
+        std::thread::Builder::new()
+            .name("deposit-writer".into())
+            .spawn(move || writer(weak, rx))?;
+        Ok(shell)
     }
 
     /// Writes drained events as JSON lines and logs them.
@@ -108,17 +130,65 @@ impl Shell {
         }
     }
 
-    /// Runs one tick now and writes its events. Errors are logged.
+    /// Runs one tick now, writes its snapshot outside the router's lock,
+    /// and writes its events. Errors are logged (the next tick retries).
     pub fn tick(&self) {
         let now = (self.clock)();
-        let events = {
+        let (snap, events) = {
             let mut r = self.router.lock();
-            if let Err(e) = r.tick(now) {
+            r.tick_state(now);
+            (r.take_snapshot(now), r.drain_events())
+        };
+        if let Some(snap) = snap {
+            if let Err(e) = Router::write_snapshot(&self.store, &snap) {
                 tracing::warn!("tick could not write its snapshot: {e}");
+                self.router.lock().mark_dirty();
+            }
+        }
+        self.write_events(events);
+    }
+}
+
+/// The deposit writer: appends prepared deposits in batches (one flush per
+/// batch where the store supports it) holding only the store, then commits
+/// them in sequence order under the router's lock and answers each handler.
+fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < WRITER_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let Some(shell) = shell.upgrade() else {
+            return;
+        };
+        let entries: Vec<crate::store::DepositEntry> =
+            batch.iter().map(|(p, _)| p.entry.clone()).collect();
+        let results = shell.store.lock().append_deposits(&entries);
+        let events = {
+            let mut r = shell.router.lock();
+            for ((p, reply), res) in batch.into_iter().zip(results) {
+                let answer = match res {
+                    Ok(true) => Ok(r.deposit_commit(p)),
+                    Ok(false) => {
+                        r.deposit_abort(&p);
+                        Err(ApiError::Replayed)
+                    }
+                    Err(e) => {
+                        r.deposit_abort(&p);
+                        Err(ApiError::Store(e.to_string()))
+                    }
+                };
+                if let Err(e) = &answer {
+                    r.refused(e);
+                }
+                let _ = reply.send(answer);
             }
             r.drain_events()
         };
-        self.write_events(events);
+        shell.write_events(events);
     }
 }
 
@@ -247,9 +317,32 @@ async fn lease(State(s): State<Arc<Shell>>, req: Request) -> Response {
 }
 
 async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
-    match parsed::<crate::api::DepositRequest>(&s, req).await {
-        Ok(r) => run(s, move |core, now| core.deposit(&r, now)).await,
-        Err(resp) => resp,
+    let body = match parsed::<crate::api::DepositRequest>(&s, req).await {
+        Ok(r) => r,
+        Err(resp) => return resp,
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let shell = s.clone();
+    let queued = tokio::task::spawn_blocking(move || {
+        let now = (shell.clock)();
+        let mut r = shell.router.lock();
+        let p = r.deposit_prepare(&body, now)?;
+        // Sent under the router's lock: the writer sees sequence order.
+        if shell.writer.lock().send((p.clone(), tx)).is_err() {
+            r.deposit_abort(&p);
+            return Err(ApiError::Store("the deposit writer stopped".into()));
+        }
+        Ok(())
+    })
+    .await;
+    match queued {
+        Ok(Ok(())) => match rx.await {
+            Ok(Ok(resp)) => ok(resp),
+            Ok(Err(e)) => error(&e),
+            Err(_) => error(&ApiError::Store("the deposit writer stopped".into())),
+        },
+        Ok(Err(e)) => error(&e),
+        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
     }
 }
 

@@ -6,8 +6,9 @@
 //! connection; each call sends a job to it and waits on a std channel. So a
 //! store works from a plain thread, from `tokio::task::spawn_blocking`, and
 //! does not panic even when called from inside an async task (it blocks
-//! that task's thread for the call, which the service never does). A lost
-//! connection is re-established on the next call.
+//! that task's thread for the call, which the service never does). A call
+//! that meets a dropped connection fails with [`StoreError::Backend`]; the
+//! next call reconnects (every write is safe to retry).
 //!
 //! Every write is an idempotent upsert keyed by an id and a version
 //! (`INSERT … ON CONFLICT (key) DO UPDATE … WHERE excluded.version >=
