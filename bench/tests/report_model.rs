@@ -26,6 +26,8 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "census",
             "perf_per_thread",
             "background",
+            "overruns",
+            "quota_detection",
             "label",
             "profile",
             "binding",

@@ -42,6 +42,11 @@ pub struct ReplayArgs {
     /// A fleet config file (TOML); DEGENBOT_* environment overrides apply on top.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Bound every receipt wait (resolve, walks, merge, sims) to this many
+    /// ms; an overrun fails its paths as overrun and is counted in the
+    /// report (default: ten cycle budgets, at least 5 s).
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
+    pub unit_deadline_ms: Option<u64>,
     /// Show no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -112,6 +117,7 @@ impl ReplayArgs {
         spec.quota = self.quota;
         spec.cgroup_quota = self.cgroup_quota;
         spec.pin_cores = self.pin;
+        spec.unit_deadline = self.unit_deadline_ms.map(std::time::Duration::from_millis);
         spec.posture = cfg.posture;
         spec.pump = cfg.pump.into();
         spec.progress = !self.quiet;

@@ -18,7 +18,8 @@ use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
     CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts,
-    PostureCounts, RunReport, ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
+    PostureCounts, QuotaDetection, RunReport, ThreadCounts, Throttle, ThrottleSource,
+    TimelineEvent,
 };
 
 /// Everything measured around a replay.
@@ -164,6 +165,31 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
     ] {
         background.insert(k.to_string(), v);
     }
+    let o = &replay.overruns;
+    let overruns = match m.contender {
+        // The baselines' waits are not bounded: nothing was measured.
+        Contender::Fleet(_) => [
+            ("deadline_ms", o.deadline_ms),
+            ("resolve", o.resolve),
+            ("walk", o.walk),
+            ("merge", o.merge),
+            ("background", o.background),
+            ("paths", o.paths),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        _ => BTreeMap::new(),
+    };
+    let quota_detection = Some(QuotaDetection {
+        source: m.detected.source.name().to_string(),
+        quota: m.detected.exact_cpus,
+        unknown_reason: match &m.detected.source {
+            fleet::quota::QuotaSource::Unknown { reason } => Some(reason.clone()),
+            _ => None,
+        },
+        reason: m.detected.reason.clone(),
+    });
     let report = RunReport {
         label: m.label,
         profile,
@@ -217,6 +243,8 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
             .collect(),
         perf_per_thread: m.perf_per_thread,
         background,
+        overruns,
+        quota_detection,
     };
     let start = SystemTime::now() - m.wall;
     let logs = [&makespan, &ratio, &bins, &sims]

@@ -5,7 +5,6 @@
 //! This is the bot-side waker of seed 003 ("PostureEdge delivery"): a
 //! hint to re-read the live guard, never a value.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -41,16 +40,16 @@ pub struct Feeder {
 }
 
 impl Feeder {
-    /// Starts sampling `cgroup_dir` every `period`, feeding `posture` and
+    /// Starts sampling with `sampler` (built for the cgroup that limits:
+    /// `ThrottleSampler::for_report`) every `period`, feeding `posture` and
     /// waking `waker`'s hosts on each edge. `t0` is the run's start.
     pub fn start(
-        cgroup_dir: PathBuf,
+        mut sampler: ThrottleSampler,
         period: Duration,
         posture: Arc<PostureOwner>,
         waker: Option<Arc<PostureWaker>>,
         t0: Instant,
-    ) -> Result<Self, fleet::quota::CpuStatError> {
-        let mut sampler = ThrottleSampler::new(cgroup_dir)?;
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let log = Arc::new(Mutex::new(FeederLog::default()));
         let (flag, shared) = (stop.clone(), log.clone());
@@ -103,11 +102,11 @@ impl Feeder {
                 }
             })
             .expect("spawning the throttle feeder thread");
-        Ok(Feeder {
+        Feeder {
             stop,
             join: Some(join),
             log,
-        })
+        }
     }
 
     /// Stops the feeder and returns what it saw.

@@ -10,10 +10,10 @@ use fleet::receipt::Receipt;
 use fleet::{FailReason, PathOutcome, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
 use fleet_workloads::pools::PoolSet;
-use fleet_workloads::replay::host::Merged;
+use fleet_workloads::replay::host::{Merged, Solved, UnitFailure};
 use fleet_workloads::replay::record::BinRecord;
 use fleet_workloads::replay::units::{CycleShared, Scale};
-use fleet_workloads::replay::CycleHost;
+use fleet_workloads::replay::{CycleHost, DEFAULT_UNIT_DEADLINE};
 
 /// What to inject.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -76,6 +76,31 @@ impl CycleHost for InjectedHost {
         witnesses: Vec<BinWitness>,
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
+        let solved = self.solve_within(shared, witnesses, merge, DEFAULT_UNIT_DEADLINE)?;
+        Ok((solved.bins, solved.merged))
+    }
+
+    fn resolve_within(
+        &self,
+        prev: Arc<PoolSet>,
+        case: Arc<CycleCase>,
+        scale: Scale,
+        deadline: Duration,
+    ) -> Result<Arc<PoolSet>, UnitFailure> {
+        if self.injection.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
+        }
+        self.inner
+            .resolve_within(prev, case, self.slowed(scale), deadline)
+    }
+
+    fn solve_within(
+        &self,
+        shared: Arc<CycleShared>,
+        witnesses: Vec<BinWitness>,
+        merge: CycleMerge,
+        deadline: Duration,
+    ) -> Result<Solved, String> {
         let cycle = shared.case.index;
         let shared = match self.injection.slowdown {
             Some(_) => Arc::new(CycleShared {
@@ -83,12 +108,15 @@ impl CycleHost for InjectedHost {
                 pools: shared.pools.clone(),
                 threshold: shared.threshold,
                 scale: self.slowed(shared.scale),
+                sim_deadline: shared.sim_deadline,
             }),
             None => shared,
         };
-        let (bins, mut merged) = self.inner.solve(shared, witnesses, merge)?;
+        let mut solved = self
+            .inner
+            .solve_within(shared, witnesses, merge, deadline)?;
         if self.injection.wrong_outcome && cycle == 1 {
-            if let Some(rec) = merged.as_mut() {
+            if let Some(rec) = solved.merged.as_mut() {
                 if let Some((_, o)) = rec.outcomes.iter_mut().next() {
                     *o = match o {
                         PathOutcome::Suppressed => PathOutcome::Failed {
@@ -99,7 +127,7 @@ impl CycleHost for InjectedHost {
                 }
             }
         }
-        Ok((bins, merged))
+        Ok(solved)
     }
 
     fn background(

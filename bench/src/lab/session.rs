@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use fleet::plan::{Binding, Plan, Profile};
 use fleet::posture::{PostureOwner, PosturePolicy};
 use fleet::pump::PumpConfig;
-use fleet::quota::QuotaReport;
+use fleet::quota::{QuotaReport, ThrottleSampler};
 use fleet_bindings::{boot, BootOptions, PinCores};
 use fleet_workloads::replay::{replay, CycleHost, FleetHost, ReplayOptions, ReplayResult};
 use fleet_workloads::Corpus;
@@ -95,6 +95,9 @@ pub struct RunSpec {
     pub sample_period_ms: u64,
     /// Registration-crawl units per cycle (0: none).
     pub crawl_units_per_cycle: u32,
+    /// The bound on every receipt wait of the replay; `None`: derived from
+    /// the cycle budget (`fleet_workloads::replay::unit_deadline`).
+    pub unit_deadline: Option<Duration>,
     /// Show progress on stderr.
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
@@ -124,6 +127,7 @@ impl RunSpec {
             pump: PumpConfig::default(),
             sample_period_ms: 100,
             crawl_units_per_cycle: 4,
+            unit_deadline: None,
             progress: false,
             flamegraph: None,
             metrics_addr: None,
@@ -224,10 +228,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         Some(cores) => Some(ChildCgroup::enter(cores)?),
         None => None,
     };
-    let throttle_dir = cgroup
-        .as_ref()
-        .map(|c| c.dir().to_path_buf())
-        .or_else(|| detected.cgroup_dir.clone());
+    // Throttling is counted where the limit is: the child cgroup made for
+    // the run, else the limiting ancestor detection found (a leaf with no
+    // limit of its own reports no throttle events), with the leaf's v2
+    // `cpu.stat.local` where present.
+    let sampler = throttle_sampler(cgroup.as_ref().map(|c| c.dir()), &detected);
     let t0 = Instant::now();
     let counters = RunCounters::start();
     let profiler = match &spec.flamegraph {
@@ -304,16 +309,18 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     if let Some(addr) = metrics.local_addr() {
         eprintln!("fleet-lab: metrics on http://{addr}/metrics");
     }
-    let feeder = match &throttle_dir {
-        Some(dir) => Feeder::start(
-            dir.clone(),
-            Duration::from_millis(spec.sample_period_ms.max(1)),
-            posture.clone(),
-            fleet.as_ref().map(|f| f.waker()),
-            t0,
-        )
-        .ok(),
-        None => None,
+    let (feeder, sampler_error) = match sampler {
+        Ok(sampler) => (
+            Some(Feeder::start(
+                sampler,
+                Duration::from_millis(spec.sample_period_ms.max(1)),
+                posture.clone(),
+                fleet.as_ref().map(|f| f.waker()),
+                t0,
+            )),
+            None,
+        ),
+        Err(e) => (None, Some(e.to_string())),
     };
     let seat_counters = fleet
         .as_ref()
@@ -327,6 +334,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     opts.cycles = spec.cycles;
     opts.cores_granted = cores_granted;
     opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
+    opts.unit_deadline = spec.unit_deadline;
     let total = spec.cycles.map_or(corpus.cycles.len(), |c| {
         (c as usize).min(corpus.cycles.len())
     });
@@ -386,7 +394,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     threads.created_during_run = threads.created_during_run.max(self_spawned as u32);
     let feeder_sampled = feeder.is_some();
     let feeder_log = feeder.map(|f| f.finish()).unwrap_or_else(|| FeederLog {
-        error: Some("no cgroup cpu.stat to sample".into()),
+        error: Some(format!(
+            "no cgroup cpu.stat to sample: {}",
+            sampler_error.unwrap_or_default()
+        )),
         ..Default::default()
     });
     let census = fleet.as_ref().map(|f| f.census());
@@ -445,6 +456,19 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     });
     drop(operator);
     Ok(artifacts)
+}
+
+/// The throttle sampler of a run: the child cgroup made for it when there is
+/// one, else the cgroup that limits the process as detected (the limiting
+/// ancestor, plus the leaf's `cpu.stat.local`).
+fn throttle_sampler(
+    child: Option<&std::path::Path>,
+    detected: &QuotaReport,
+) -> Result<ThrottleSampler, fleet::quota::CpuStatError> {
+    match child {
+        Some(dir) => ThrottleSampler::new(dir),
+        None => ThrottleSampler::for_report(detected),
+    }
 }
 
 /// The operator channel's applied retunes as timeline events, ms since
@@ -514,4 +538,44 @@ fn write_flamegraph(guard: &pprof::ProfilerGuard<'_>, path: &PathBuf) -> Result<
     let report = guard.report().build().map_err(|e| err(e.to_string()))?;
     let file = std::fs::File::create(path).map_err(|e| err(e.to_string()))?;
     report.flamegraph(file).map_err(|e| err(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A v1 leaf with no limit inside a limited parent: the parent counts
+    /// the throttle events, so the run samples the parent.
+    #[test]
+    fn the_run_samples_the_limiting_ancestor_not_the_unlimited_leaf() {
+        let root = tempfile::tempdir().unwrap();
+        let parent = root.path().join("sys/fs/cgroup/cpu/pod");
+        let leaf = parent.join("app");
+        std::fs::create_dir_all(&leaf).unwrap();
+        let stat = |dir: &std::path::Path, throttled: u64| {
+            std::fs::write(
+                dir.join("cpu.stat"),
+                format!("nr_periods 10\nnr_throttled {throttled}\nthrottled_time 0\n"),
+            )
+            .unwrap()
+        };
+        stat(&parent, 0);
+        stat(&leaf, 0);
+        let detected = QuotaReport {
+            exact_cpus: Some(1.0),
+            affinity_cpus: 2,
+            source: fleet::quota::QuotaSource::CgroupV1,
+            reason: "fixture".into(),
+            cgroup_dir: Some(leaf.clone()),
+            limiting_dir: Some(parent.clone()),
+            affinity_list: vec![0, 1],
+        };
+        let mut sampler = throttle_sampler(None, &detected).unwrap();
+        assert_eq!(sampler.dir(), parent.as_path());
+        stat(&parent, 5);
+        assert_eq!(sampler.sample().unwrap().nr_throttled, 5);
+        // A child cgroup made for the run is sampled itself.
+        let child = throttle_sampler(Some(&leaf), &detected).unwrap();
+        assert_eq!(child.dir(), leaf.as_path());
+    }
 }

@@ -180,6 +180,10 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
         ),
     );
     kv("background", background_text(&r.background));
+    kv("receipt overruns", overruns_text(&r.overruns));
+    if let Some(q) = &r.quota_detection {
+        kv("quota detection", quota_text(q));
+    }
     kv(
         "values above histogram range",
         r.histograms_out_of_range.to_string(),
@@ -219,6 +223,35 @@ pub fn background_text(b: &std::collections::BTreeMap<String, u64>) -> String {
     }
     parts.push(format!("{} ended terminally", get("terminal")));
     parts.join("; ")
+}
+
+/// The overrun row: the deadline, then units past it by kind and the paths
+/// failed as overrun; "not measured" for a report without the figures.
+pub fn overruns_text(o: &std::collections::BTreeMap<String, u64>) -> String {
+    let Some(deadline) = o.get("deadline_ms") else {
+        return "not measured".to_string();
+    };
+    let get = |k: &str| o.get(k).copied().unwrap_or(0);
+    format!(
+        "deadline {deadline} ms: {} resolve, {} walk, {} merge, {} background units overran; {} paths Failed(Overrun)",
+        get("resolve"),
+        get("walk"),
+        get("merge"),
+        get("background"),
+        get("paths"),
+    )
+}
+
+/// The quota detection row: the source, the quota, and for an unknown quota
+/// the reason.
+pub fn quota_text(q: &crate::report::QuotaDetection) -> String {
+    let quota = q
+        .quota
+        .map_or_else(|| "no quota".to_string(), |c| format!("{c} cores"));
+    match &q.unknown_reason {
+        Some(why) => format!("quota unknown: {why}"),
+        None => format!("{} ({quota})", q.source),
+    }
 }
 
 /// The details table: one row per key, one column per run (side by side).

@@ -97,6 +97,33 @@ pub struct RunReport {
     /// counted under its kind's `_refused`, never dropped.
     #[serde(default)]
     pub background: BTreeMap<String, u64>,
+    /// Receipt waits that passed their deadline (`DESIGN.md` §3 "Outcome
+    /// ledger"): `deadline_ms` (the bound every wait had), then units that
+    /// overran by kind (`resolve`, `walk`, `merge`, `background`) and
+    /// `paths`, the paths whose outcome is `Failed(Overrun)` (a sim past its
+    /// deadline fails its path). Empty for a run that measured none (older
+    /// reports, the baselines).
+    #[serde(default)]
+    pub overruns: BTreeMap<String, u64>,
+    /// How the CPU quota was detected: `null` in older reports.
+    #[serde(default)]
+    pub quota_detection: Option<QuotaDetection>,
+}
+
+/// How the CPU quota was detected at the run's start (`DESIGN.md` §3 "Quota
+/// detection"). "No limit" and "quota unknown" are distinct: only the
+/// second says the plan may be for more cores than the process has.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QuotaDetection {
+    /// `cgroup_v2`, `cgroup_v1`, `affinity` (no limit) or `unknown`.
+    pub source: String,
+    /// The cgroup quota, cores (exact); `null` when none limits or it is unknown.
+    pub quota: Option<f64>,
+    /// Why the quota is unknown (what to check); `null` unless `source` is
+    /// `unknown`.
+    pub unknown_reason: Option<String>,
+    /// What detection read and why this source won.
+    pub reason: String,
 }
 
 /// How many paths ended in each outcome kind ([`PathOutcome::kind`]).

@@ -270,6 +270,8 @@ pub fn sample_run_with_logs(
         census: Vec::new(),
         perf_per_thread: BTreeMap::new(),
         background: BTreeMap::new(),
+        overruns: BTreeMap::new(),
+        quota_detection: None,
     };
     (report, logs)
 }

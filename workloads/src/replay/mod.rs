@@ -23,13 +23,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleet::ledger::{BinWitness, ExactnessFuse, SharedLedger};
-use fleet::receipt::Receipt;
-use fleet::{PathOutcome, WorkerRole};
+use fleet::receipt::{Receipt, TerminalReason};
+use fleet::{FailReason, PathOutcome, WorkerRole};
 use futures::FutureExt;
 
 use crate::corpus::{Corpus, CycleCase};
-pub use host::{CycleHost, FleetHost};
-pub use record::{BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, ReplayResult};
+pub use host::{CycleHost, FleetHost, Solved, UnitFailure};
+pub use record::{
+    BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, OverrunRecord, ReplayResult,
+};
 use units::{CycleShared, Scale};
 
 /// The registration crawl's submission window (seed 003 "Context").
@@ -37,6 +39,31 @@ pub const CRAWL_WINDOW: usize = 32;
 
 /// CPU of one registration-crawl step at scale 1, µs.
 pub const CRAWL_UNIT_CPU_US: u64 = 200;
+
+/// The bound on a receipt wait when no cycle budget is known
+/// ([`FleetHost::new`]).
+pub const DEFAULT_UNIT_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The smallest unit deadline [`unit_deadline`] derives: below it a loaded
+/// host's scheduling noise, not a hung unit, would decide.
+pub const UNIT_DEADLINE_FLOOR: Duration = Duration::from_secs(5);
+
+/// Cycle budgets a unit may take before its waiter gives up on it.
+pub const UNIT_DEADLINE_CYCLES: u32 = 10;
+
+/// The receipt deadline derived from the cycle budget: a cycle has
+/// `cycle_interval_us × scale` before the next one arrives, and a unit
+/// that has not answered within [`UNIT_DEADLINE_CYCLES`] budgets is hung;
+/// never below [`UNIT_DEADLINE_FLOOR`]. A non-finite or non-positive scale
+/// gives the floor; a budget past `u64::MAX` µs saturates there.
+pub fn unit_deadline(cycle_interval_us: u64, scale: f64) -> Duration {
+    if !(scale.is_finite() && scale > 0.0) {
+        return UNIT_DEADLINE_FLOOR;
+    }
+    let budget_us = cycle_interval_us as f64 * scale * f64::from(UNIT_DEADLINE_CYCLES);
+    // `as` saturates: a budget past u64::MAX µs is "no deadline" in effect.
+    Duration::from_micros(budget_us as u64).max(UNIT_DEADLINE_FLOOR)
+}
 
 /// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
@@ -73,6 +100,11 @@ pub struct ReplayOptions {
     pub cores_granted: f64,
     /// Run the registration crawl alongside (units per cycle; 0 = none).
     pub crawl_units_per_cycle: u32,
+    /// The bound on every receipt wait (resolve, walks, merge, sims, the
+    /// final background settle); `None`: derived from the cycle budget
+    /// ([`unit_deadline`]). An overrun is counted in
+    /// [`ReplayResult::overruns`] and its paths are `Failed(Overrun)`.
+    pub unit_deadline: Option<Duration>,
     /// Called before each cycle starts (cycle index), e.g. to change a quota.
     pub on_cycle_start: Option<CycleStartHook>,
     /// Called after each cycle with its record (progress, live metrics).
@@ -91,6 +123,7 @@ impl ReplayOptions {
             cycles: None,
             cores_granted: 1.0,
             crawl_units_per_cycle: 4,
+            unit_deadline: None,
             on_cycle_start: None,
             on_cycle_end: None,
             fuse: None,
@@ -135,6 +168,13 @@ pub fn replay(
         (c as usize).min(corpus.cycles.len())
     });
     let interval_us = scale.us(corpus.header.cycle_interval_us);
+    let deadline = opts
+        .unit_deadline
+        .unwrap_or_else(|| unit_deadline(corpus.header.cycle_interval_us, opts.scale));
+    let mut overruns = OverrunRecord {
+        deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        ..OverrunRecord::default()
+    };
     let threshold = corpus.header.profit_threshold;
     let probe = corpus
         .cycles
@@ -234,21 +274,66 @@ pub fn replay(
             }
         }
 
-        pools = host
-            .resolve(pools.clone(), case.clone(), scale)
-            .map_err(|reason| ReplayError::Unit {
-                cycle,
-                role: WorkerRole::Resolve,
-                reason,
-            })?;
+        let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
+        pools =
+            match host.resolve_within(pools.clone(), case.clone(), scale, deadline) {
+                Ok(p) => p,
+                Err(UnitFailure::Overrun { .. }) => {
+                    // Without its pool states the cycle cannot be solved: every
+                    // path is Failed(Overrun), the book closes exact, and the
+                    // next cycle solves on the states before this one.
+                    overruns.resolve += 1;
+                    let record = ledger
+                        .with(|l| {
+                            l.open(cycle as u64, &ids)?;
+                            for &id in &ids {
+                                l.record(cycle as u64, id, overrun_outcome())?;
+                            }
+                            l.close(cycle as u64)
+                        })
+                        .map_err(|trip| ReplayError::Unit {
+                            cycle,
+                            role: WorkerRole::Merge,
+                            reason: trip.to_string(),
+                        })?;
+                    outcomes.extend(record.outcomes.into_iter().map(|(path, outcome)| {
+                        OutcomeRow {
+                            cycle,
+                            path,
+                            outcome,
+                        }
+                    }));
+                    let end_us = now_us();
+                    let record = CycleRecord {
+                        cycle,
+                        intended_start_us: intended,
+                        start_us,
+                        end_us,
+                        lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
+                        bins: Vec::new(),
+                    };
+                    if let Some(f) = opts.on_cycle_end.as_mut() {
+                        f(&record);
+                    }
+                    records.push(record);
+                    continue;
+                }
+                Err(UnitFailure::Failed(reason)) => {
+                    return Err(ReplayError::Unit {
+                        cycle,
+                        role: WorkerRole::Resolve,
+                        reason,
+                    })
+                }
+            };
 
         let shared = Arc::new(CycleShared {
             case: case.clone(),
             pools: pools.clone(),
             threshold,
             scale,
+            sim_deadline: deadline,
         });
-        let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
         let (sender, merge) =
             ledger
                 .open_cycle(cycle as u64, &ids)
@@ -268,13 +353,20 @@ pub fn replay(
             })
             .collect();
         drop(sender);
-        let (bins, merged) =
-            host.solve(shared, witnesses, merge)
-                .map_err(|reason| ReplayError::Unit {
-                    cycle,
-                    role: WorkerRole::Solver,
-                    reason,
-                })?;
+        let Solved {
+            bins,
+            merged,
+            walk_overruns,
+            merge_overrun,
+        } = host
+            .solve_within(shared, witnesses, merge, deadline)
+            .map_err(|reason| ReplayError::Unit {
+                cycle,
+                role: WorkerRole::Solver,
+                reason,
+            })?;
+        overruns.walk += u64::from(walk_overruns);
+        overruns.merge += u64::from(merge_overrun);
         let end_us = now_us();
         let bins = bins
             .into_iter()
@@ -317,16 +409,26 @@ pub fn replay(
         }
         records.push(record);
     }
+    // One deadline for the whole settle: a hung background unit costs it
+    // once, not once per receipt.
+    let until = Instant::now().checked_add(deadline);
+    let left = || until.map_or(deadline, |u| u.saturating_duration_since(Instant::now()));
     for r in poolupd {
-        settle(
-            r,
-            &mut background.poolupd_completed,
-            &mut background.terminal,
-        );
+        let answer = r.wait_deadline(left(), Some(WorkerRole::PoolStateUpdater));
+        if settle(answer, &mut background, &mut overruns) {
+            background.poolupd_completed += 1;
+        }
     }
     for r in crawl {
-        settle(r, &mut background.crawl_completed, &mut background.terminal);
+        let answer = r.wait_deadline(left(), Some(WorkerRole::Registrar));
+        if settle(answer, &mut background, &mut overruns) {
+            background.crawl_completed += 1;
+        }
     }
+    overruns.paths = outcomes
+        .iter()
+        .filter(|o| o.outcome == overrun_outcome())
+        .count() as u64;
     let (parity, first_mismatch) = compare(corpus, n, &outcomes);
     let paths = corpus
         .cycles
@@ -341,6 +443,7 @@ pub fn replay(
         parity,
         first_mismatch,
         background,
+        overruns,
         wall_us: now_us(),
     })
 }
@@ -354,10 +457,25 @@ fn note_refusal(count: &mut u64, role: WorkerRole, reason: &str) {
     *count += 1;
 }
 
-fn settle(r: Receipt, completed: &mut u64, terminal: &mut u64) {
-    match r.wait() {
-        Ok(_) => *completed += 1,
-        Err(_) => *terminal += 1,
+/// Whether a background answer completed; an overrun (also counted as
+/// terminal: it never reported) or another terminal answer is counted here.
+fn settle(
+    answer: fleet::receipt::ReceiptResult,
+    background: &mut BackgroundRecord,
+    overruns: &mut OverrunRecord,
+) -> bool {
+    match answer {
+        Ok(_) => return true,
+        Err(TerminalReason::Overrun { .. }) => overruns.background += 1,
+        Err(_) => {}
+    }
+    background.terminal += 1;
+    false
+}
+
+const fn overrun_outcome() -> PathOutcome {
+    PathOutcome::Failed {
+        reason: FailReason::Overrun,
     }
 }
 

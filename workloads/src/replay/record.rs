@@ -93,6 +93,33 @@ pub struct BackgroundRecord {
     pub terminal: u64,
 }
 
+/// Receipt waits that passed their deadline (`DESIGN.md` §3 "Outcome
+/// ledger": an overrun is a typed, counted outcome; nothing hangs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct OverrunRecord {
+    /// The deadline every wait had, ms.
+    pub deadline_ms: u64,
+    /// Resolves that overran (their cycle's paths are all `Failed(Overrun)`).
+    pub resolve: u64,
+    /// Walks that overran (their owed paths were settled `Failed(Overrun)`).
+    pub walk: u64,
+    /// Merges that overran (their cycle's outcomes are missing).
+    pub merge: u64,
+    /// Background units still unanswered at the end of the run.
+    pub background: u64,
+    /// Paths whose outcome is `Failed(Overrun)`, from any of the above or a
+    /// sim past its deadline.
+    pub paths: u64,
+}
+
+impl OverrunRecord {
+    /// Units that overran (resolve + walk + merge + background; sims are
+    /// counted in `paths`).
+    pub fn units(&self) -> u64 {
+        self.resolve + self.walk + self.merge + self.background
+    }
+}
+
 /// Everything a replay produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayResult {
@@ -108,6 +135,8 @@ pub struct ReplayResult {
     pub first_mismatch: Option<Mismatch>,
     /// Background units.
     pub background: BackgroundRecord,
+    /// Receipt waits past their deadline.
+    pub overruns: OverrunRecord,
     /// Wall time of the whole replay, µs.
     pub wall_us: u64,
 }

@@ -52,6 +52,9 @@ pub struct CycleShared {
     pub threshold: u128,
     /// Time scale.
     pub scale: Scale,
+    /// The bound on a walk's wait for one of its sims; past it the path is
+    /// `Failed(Overrun)` and the walk goes on.
+    pub sim_deadline: Duration,
 }
 
 /// Records the calling thread's name in `span`'s `seat` field, only when a
@@ -248,8 +251,11 @@ async fn walk_paths(
     }
 }
 
-/// The fleet's sim join: submit a SimDriver unit and await its receipt.
-pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale) -> SimJoin {
+/// The fleet's sim join: submit a SimDriver unit and await its receipt for
+/// at most `deadline` ([`fleet_bindings::within`]): a sim past it fails its
+/// path as `Failed(Overrun)` (counted) instead of hanging the walk; a refused
+/// sim is `Failed(SimRefused)`; a lost one `Failed(LaneDeath)`.
+pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale, deadline: Duration) -> SimJoin {
     Arc::new(move |sim: SimCase, pools: Arc<PoolSet>, path: PathCase| {
         let submitted = fleet.submit(
             WorkerRole::SimDriver,
@@ -258,11 +264,12 @@ pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale) -> SimJoin {
         );
         async move {
             let receipt = submitted.map_err(|_| FailReason::SimRefused)?;
-            match receipt.await {
+            match fleet_bindings::within(receipt, deadline, Some(WorkerRole::SimDriver)).await {
                 Ok(value) => value
                     .downcast::<bool>()
                     .map(|b| *b)
                     .map_err(|_| FailReason::LaneDeath),
+                Err(fleet::receipt::TerminalReason::Overrun { .. }) => Err(FailReason::Overrun),
                 Err(_) => Err(FailReason::LaneDeath),
             }
         }
@@ -273,7 +280,7 @@ pub fn fleet_sim_join(fleet: FleetHandle, scale: Scale) -> SimJoin {
 /// A bin's walk as a fleet Solver unit; its value is the [`BinRecord`].
 pub fn walk_body(shared: Arc<CycleShared>, bin: usize, witness: BinWitness) -> UnitBody {
     Box::new(move |ctx: SeatCtx| {
-        let join = fleet_sim_join(ctx.fleet.clone(), shared.scale);
+        let join = fleet_sim_join(ctx.fleet.clone(), shared.scale, shared.sim_deadline);
         async move { Box::new(walk_bin(shared, bin, witness, join).await) as UnitValue }.boxed()
     })
 }
