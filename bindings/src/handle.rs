@@ -183,6 +183,20 @@ impl FleetHandle {
         self.inner.binding
     }
 
+    /// Hands the host a re-derived budget's bounds (a changed quota,
+    /// [`fleet::plan::Plan::replan`]): they take effect at the next
+    /// [`FleetHandle::epoch_boundary`], never mid-cycle, and pins are
+    /// re-keyed there (release, then lease). `DESIGN.md` §3 "Quota detection".
+    pub fn rebudget(&self, bounds: fleet::pump::PumpBounds) {
+        self.inner.host.rebudget(bounds);
+    }
+
+    /// Marks an epoch (cycle) boundary: call it between cycles, before the
+    /// next cycle's first unit. A pending re-budget takes effect here.
+    pub fn epoch_boundary(&self, epoch: u64) {
+        self.inner.host.epoch_boundary(epoch);
+    }
+
     /// Submits a unit of `role` (with `key` for keyed roles: the bin index for
     /// Solver, 0 or `None` for Merge) and returns its receipt, which resolves
     /// with the body's value or a typed terminal reason.

@@ -98,6 +98,17 @@ pub enum ShellMsg<P> {
         /// The feeder's sequence number.
         seq: u64,
     },
+    /// The budget was re-derived (a changed quota): new bounds at the next
+    /// epoch boundary.
+    Rebudget {
+        /// The re-derived bounds.
+        bounds: crate::pump::PumpBounds,
+    },
+    /// An epoch (cycle) boundary.
+    EpochBoundary {
+        /// The epoch that begins.
+        epoch: u64,
+    },
     /// Close the host.
     Close,
 }
@@ -314,6 +325,12 @@ impl<P: Send + 'static> HostShell<P> {
                 InboxRecv::Msg(ShellMsg::PostureEdge { seq }) => {
                     (PumpInput::PostureEdge { seq }, None)
                 }
+                InboxRecv::Msg(ShellMsg::Rebudget { bounds }) => {
+                    (PumpInput::Rebudget { bounds }, None)
+                }
+                InboxRecv::Msg(ShellMsg::EpochBoundary { epoch }) => {
+                    (PumpInput::EpochBoundary { epoch }, None)
+                }
                 InboxRecv::Msg(ShellMsg::Close) | InboxRecv::Disconnected => {
                     (PumpInput::Close, None)
                 }
@@ -394,6 +411,17 @@ impl<P: Send + 'static> HostShell<P> {
                     role = %seat.role, seat = seat.index, ?unit,
                     "lane death: a seat was lost outside a unit; it leaves the layout until a fresh process"
                 ),
+                Effect::Rebudgeted {
+                    epoch,
+                    from,
+                    to,
+                    released,
+                } => tracing::info!(
+                    target: "fleet::posture",
+                    host = %self.pump.layout().host,
+                    epoch, %from, %to, released = released.len(),
+                    "re-derived budget in force from this epoch boundary; pins released for re-keying"
+                ),
                 Effect::LoudFailure(f) => loud = Some(f),
             }
         }
@@ -442,6 +470,18 @@ impl<P: Send + 'static> HostHandle<P> {
     /// Sends a posture-edge hint (a no-op if the shell is gone).
     pub fn posture_edge(&self, seq: u64) {
         let _ = self.tx.send(ShellMsg::PostureEdge { seq });
+    }
+
+    /// Hands the shell re-derived bounds; they take effect at the next
+    /// epoch boundary (a no-op if the shell is gone).
+    pub fn rebudget(&self, bounds: crate::pump::PumpBounds) {
+        let _ = self.tx.send(ShellMsg::Rebudget { bounds });
+    }
+
+    /// Tells the shell an epoch (cycle) boundary is reached (a no-op if the
+    /// shell is gone).
+    pub fn epoch_boundary(&self, epoch: u64) {
+        let _ = self.tx.send(ShellMsg::EpochBoundary { epoch });
     }
 
     /// Asks the shell to close (a no-op if it is gone).

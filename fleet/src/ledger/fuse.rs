@@ -60,6 +60,19 @@ pub enum FuseTrip {
         /// The cycle id opened twice.
         cycle: CycleId,
     },
+    /// The cycle's merge was dropped mid-drain (its host died with it):
+    /// the lanes' sends land in a pipe nobody drains and the cycle can
+    /// never close (`DESIGN.md` §3 "Outcome ledger": the merge pipe is
+    /// never stranded).
+    #[error("cycle {cycle}: its merge was dropped mid-drain with {received} of {submitted} outcomes recorded; the result pipe is stranded (the host running the merge died)")]
+    Stranded {
+        /// The cycle.
+        cycle: CycleId,
+        /// Outcomes recorded before the merge was dropped.
+        received: u32,
+        /// Paths the cycle submitted.
+        submitted: u32,
+    },
     /// A path submitted twice in one cycle.
     #[error("cycle {cycle} submits path {path} twice")]
     DuplicateSubmission {

@@ -219,6 +219,20 @@ impl OutcomeLedger {
         })
     }
 
+    /// Abandons the open `cycle` whose merge was dropped mid-drain: trips
+    /// the fuse with [`FuseTrip::Stranded`] (the loud stop) and forgets the
+    /// cycle (a later outcome for it is a duplicate). A cycle that is not
+    /// open is left alone (`None`).
+    pub fn strand(&mut self, cycle: CycleId) -> Option<FuseTrip> {
+        let book = self.open.remove(&cycle)?;
+        self.closed.insert(cycle);
+        Some(self.trip(FuseTrip::Stranded {
+            cycle,
+            received: book.tally.received(),
+            submitted: book.tally.submitted,
+        }))
+    }
+
     /// Cycles currently open.
     pub fn open_cycles(&self) -> usize {
         self.open.len()

@@ -11,7 +11,10 @@
 //! A cycle's merge ends when every [`OutcomeSender`] of the cycle is dropped
 //! (each bin's [`super::BinWitness`] owns one); it then runs the exactness
 //! check, so a duplicate that arrives after the last expected outcome is still
-//! caught.
+//! caught. A merge dropped mid-drain (after it started, before the cycle
+//! closed: the host running it died) trips the fuse with
+//! [`FuseTrip::Stranded`]: a stranded result pipe is a loud stop, never a
+//! silent one (seed 000 §10.3).
 
 use super::{CycleId, CycleRecord, ExactnessFuse, FuseTrip, OutcomeLedger, PathId};
 use crate::outcome::PathOutcome;
@@ -60,6 +63,7 @@ impl SharedLedger {
                 cycle,
                 rx,
                 ledger: self.clone(),
+                state: MergeState::Unstarted,
             },
         ))
     }
@@ -122,6 +126,26 @@ pub struct CycleMerge {
     cycle: CycleId,
     rx: mpsc::UnboundedReceiver<Delivery>,
     ledger: SharedLedger,
+    state: MergeState,
+}
+
+/// How far a merge got (its drop checks it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MergeState {
+    /// Never polled.
+    Unstarted,
+    /// Draining the pipe.
+    Draining,
+    /// Closed the cycle, or stopped at a fuse trip (already loud).
+    Ended,
+}
+
+impl Drop for CycleMerge {
+    fn drop(&mut self) {
+        if self.state == MergeState::Draining {
+            self.ledger.with(|l| l.strand(self.cycle));
+        }
+    }
 }
 
 impl CycleMerge {
@@ -135,11 +159,22 @@ impl CycleMerge {
     ///
     /// Errors: the first [`FuseTrip`] (after the fuse ran); the merge stops
     /// there and later sends get [`PipeClosed`].
+    ///
+    /// Dropping the future mid-drain (the host running it died) trips the
+    /// fuse with [`FuseTrip::Stranded`]; dropping it unpolled does not
+    /// (nothing was drained: the caller still holds the refusal).
     pub async fn run(mut self) -> Result<CycleRecord, FuseTrip> {
+        self.state = MergeState::Draining;
         while let Some(d) = self.rx.next().await {
-            self.ledger
-                .with(|l| l.record(self.cycle, d.path, d.outcome))?;
+            let recorded = self
+                .ledger
+                .with(|l| l.record(self.cycle, d.path, d.outcome));
+            if let Err(trip) = recorded {
+                self.state = MergeState::Ended;
+                return Err(trip);
+            }
         }
+        self.state = MergeState::Ended;
         self.ledger.with(|l| l.close(self.cycle))
     }
 

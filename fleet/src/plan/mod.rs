@@ -236,4 +236,23 @@ impl Plan {
             (_, Err(e)) => Err(e.into()),
         }
     }
+
+    /// Re-derives this running plan for a changed quota (`DESIGN.md` §3
+    /// "Quota detection": a change re-derives the budget). The binding is
+    /// kept (threads and seats are fixed at boot): a pinned plan re-resolves
+    /// as forced `pinned` (marked oversubscribed when the new quota is too
+    /// small for the pinned roles), a serial one as `serial`; the profile
+    /// asked for and the overrides are kept.
+    ///
+    /// Errors: as [`Plan::resolve`] — [`PlanError::BelowHostFloor`] when the
+    /// new quota is below 2 cores (keep the bounds in force and log it).
+    pub fn replan(&self, quota_cpus: f64) -> Result<Plan, PlanError> {
+        let profile = match self.binding {
+            Binding::Pinned => Profile::Pinned,
+            Binding::Serial => Profile::Serial,
+        };
+        let mut plan = Plan::resolve(quota_cpus, profile, &self.budget.overrides)?;
+        plan.profile = self.profile;
+        Ok(plan)
+    }
 }

@@ -1,7 +1,8 @@
 //! The host pump: a pure state machine over the complete input alphabet.
 //!
 //! Each host runs one [`HostPump`]. Inputs (`Enqueue`, `SeatDone`,
-//! `BackstopTick`, `PostureEdge`, `Close`) come in with a fresh
+//! `BackstopTick`, `PostureEdge`, `SeatLost`, `Rebudget`, `EpochBoundary`,
+//! `Close`) come in with a fresh
 //! [`GuardSnapshot`]; [`Effect`]s come out. No clock, thread or I/O inside:
 //! the shell ([`crate::shell`]) turns effects into deliveries and timers.
 //! `DESIGN.md` §3 "Lanes, hosts and the pump" and "Priority"; seed 003
@@ -22,6 +23,9 @@
 //!   unblocked by one input come out in precedence order.
 //! - **Faulted** comes only from the sticky lane-death latch: held units get
 //!   `Terminal(LaneDeath)`, queued and in-flight units still run.
+//! - **Re-budget at epoch boundaries only.** A `Rebudget` (a changed quota's
+//!   re-derived bounds) waits for the next `EpochBoundary`; there the bounds
+//!   change and pins are released (T9) so the next units lease afresh (T1).
 //! - **Stall.** K consecutive ticks on which admitted work waits beside idle
 //!   capacity (a free seat that could run it, its role under its running
 //!   limit) and nothing moved (no backlog move, grant or completion) emit
@@ -33,8 +37,8 @@ mod types;
 
 pub use crate::admission::AdmissionError;
 pub use types::{
-    Effect, FailureKind, HostLayout, Placement, Progress, PumpConfig, PumpCounts, PumpFailure,
-    PumpInput, SeatId,
+    Effect, FailureKind, HostLayout, Placement, Progress, PumpBounds, PumpConfig, PumpCounts,
+    PumpFailure, PumpInput, SeatId,
 };
 
 use crate::admission::admission;
@@ -77,6 +81,13 @@ pub struct HostPump<P> {
     floored_upto: Option<crate::unit::UnitId>,
     /// Seats lost per role (indexed like `seats`): never granted again.
     lost: [Vec<bool>; ROLES],
+    /// A re-budget waiting for the next epoch boundary.
+    pending_bounds: Option<PumpBounds>,
+    /// Keyed seats whose pin a re-budget released while they ran: released
+    /// at the first boundary that finds them pinned.
+    stale_pins: [Vec<bool>; ROLES],
+    /// The last epoch boundary seen.
+    epoch: u64,
 }
 
 impl<P> HostPump<P> {
@@ -104,7 +115,10 @@ impl<P> HostPump<P> {
             last_edge_seq: 0,
             suppressed: 0,
             floored_upto: None,
+            stale_pins: lost.clone(),
             lost,
+            pending_bounds: None,
+            epoch: 0,
         }
     }
 
@@ -123,6 +137,8 @@ impl<P> HostPump<P> {
             PumpInput::SeatLost { seat } => self.seat_lost(seat, &mut fx),
             PumpInput::BackstopTick => tick = true,
             PumpInput::PostureEdge { seq } => self.last_edge_seq = self.last_edge_seq.max(seq),
+            PumpInput::Rebudget { bounds } => self.pending_bounds = Some(bounds),
+            PumpInput::EpochBoundary { epoch } => self.epoch_boundary(epoch, &guard, &mut fx),
             PumpInput::Close => self.close(&mut fx),
         }
         self.settle(&guard, &mut fx);
@@ -193,6 +209,24 @@ impl<P> HostPump<P> {
     /// checker keys its states on it.
     pub fn moved_since_tick(&self) -> bool {
         self.moved_since_tick
+    }
+
+    /// The bounds in force (walk admission, sim slot cap).
+    pub fn bounds(&self) -> PumpBounds {
+        PumpBounds {
+            walk_admission: self.layout.walk_admission,
+            sim_slot_cap: self.layout.sim_slot_cap,
+        }
+    }
+
+    /// A re-budget waiting for the next epoch boundary.
+    pub fn pending_bounds(&self) -> Option<PumpBounds> {
+        self.pending_bounds
+    }
+
+    /// The last epoch boundary seen (0 before any).
+    pub fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// The highest `PostureEdge` sequence number seen.
@@ -456,6 +490,55 @@ impl<P> HostPump<P> {
             }
         }
         debug_assert!(self.counts().conserved(), "{}", self.counts());
+    }
+
+    /// Applies a pending re-budget at the boundary: the new bounds, and T9
+    /// for every pinned keyed seat (running ones are marked and released at
+    /// a later boundary that finds them pinned).
+    fn epoch_boundary(&mut self, epoch: u64, guard: &GuardSnapshot, fx: &mut Vec<Effect<P>>) {
+        self.epoch = self.epoch.max(epoch);
+        let pending = self.pending_bounds.take();
+        if pending.is_some() {
+            for role in ALL_ROLES {
+                if role.hosting() == Hosting::Keyed {
+                    self.stale_pins[role.index()].fill(true);
+                }
+            }
+        }
+        let mut released = Vec::new();
+        for role in ALL_ROLES {
+            let ri = role.index();
+            for i in 0..self.seats[ri].len() {
+                if !self.stale_pins[ri][i] {
+                    continue;
+                }
+                match self.seats[ri][i] {
+                    SlotState::Pinned { .. } => {
+                        self.seats[ri][i] = self.seats[ri][i]
+                            .apply(SlotInput::ReleasePin, guard)
+                            .expect("T9 from Pinned");
+                        self.stale_pins[ri][i] = false;
+                        released.push(SeatId {
+                            role,
+                            index: i as u32,
+                        });
+                    }
+                    SlotState::Idle => self.stale_pins[ri][i] = false,
+                    _ => {}
+                }
+            }
+        }
+        if let Some(to) = pending {
+            let from = self.bounds();
+            self.layout.walk_admission = to.walk_admission;
+            self.layout.sim_slot_cap = to.sim_slot_cap;
+            fx.push(Effect::Rebudgeted {
+                epoch,
+                from,
+                to,
+                released,
+            });
+        }
     }
 
     fn close(&mut self, fx: &mut Vec<Effect<P>>) {

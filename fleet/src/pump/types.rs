@@ -43,6 +43,39 @@ impl HostLayout {
     }
 }
 
+/// The bounds a re-derived budget changes on a running host: the walk
+/// admission S and the sim slot cap (`DESIGN.md` §3 "Quota detection": a
+/// changed quota re-derives the budget). The seats themselves are fixed at
+/// boot; a cap above a role's seat count is bounded by the seats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PumpBounds {
+    /// S: the most Solver units running at once.
+    pub walk_admission: u32,
+    /// The most SimDriver units running at once.
+    pub sim_slot_cap: u32,
+}
+
+impl PumpBounds {
+    /// The bounds a plan's seat layout gives.
+    pub fn for_plan(plan: &crate::plan::Plan) -> Self {
+        let layout = plan.seat_layout();
+        PumpBounds {
+            walk_admission: layout.walk_admission,
+            sim_slot_cap: layout.sim_slot_cap,
+        }
+    }
+}
+
+impl std::fmt::Display for PumpBounds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "walk admission {}, sim slot cap {}",
+            self.walk_admission, self.sim_slot_cap
+        )
+    }
+}
+
 /// Pump timing and failure policy (seed 003 decisions 3 and 7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -108,6 +141,26 @@ pub enum PumpInput<P> {
     SeatLost {
         /// The lost seat.
         seat: SeatId,
+    },
+    /// The quota changed and the budget was re-derived: `bounds` take
+    /// effect at the next [`PumpInput::EpochBoundary`], never mid-cycle;
+    /// until then the bounds in force hold. A later re-budget before the
+    /// boundary replaces this one.
+    Rebudget {
+        /// The re-derived bounds.
+        bounds: PumpBounds,
+    },
+    /// An epoch (cycle) boundary: the driver is between cycles. A pending
+    /// re-budget takes effect here and every pinned seat is released (T9)
+    /// so its next unit leases afresh (T1): pins are re-keyed only here, a
+    /// pin is released before its seat is leased again, and a seat never
+    /// changes role, so no per-seat state crosses a role switch. A keyed
+    /// seat still running is released at the first boundary that finds it
+    /// pinned. Without a pending re-budget the boundary changes nothing
+    /// (pins survive across cycles).
+    EpochBoundary {
+        /// The epoch (cycle) that begins.
+        epoch: u64,
     },
     /// Close the host: held and queued units resolve terminally, in-flight
     /// units finish.
@@ -253,6 +306,18 @@ pub enum Effect<P> {
         seat: SeatId,
         /// The unit it was running, if any (counted resolved).
         unit: Option<UnitId>,
+    },
+    /// A re-budget took effect at an epoch boundary: log it (a posture
+    /// event).
+    Rebudgeted {
+        /// The boundary's epoch.
+        epoch: u64,
+        /// The bounds before.
+        from: PumpBounds,
+        /// The bounds now in force.
+        to: PumpBounds,
+        /// Pinned seats released (T9) for re-keying.
+        released: Vec<SeatId>,
     },
     /// Stop loudly.
     LoudFailure(PumpFailure),

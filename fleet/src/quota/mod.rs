@@ -16,6 +16,7 @@
 mod limits;
 mod procfs;
 mod stat;
+mod watch;
 
 pub use limits::{parse_cpu_max, read_limit, tightest, CgroupVersion};
 pub use procfs::{
@@ -23,6 +24,7 @@ pub use procfs::{
     under_mount_root, under_root, CgroupLine, CgroupMount, CpuListError,
 };
 pub use stat::{read_local_throttled_us, CpuStat, CpuStatError, ThrottleReading, ThrottleSampler};
+pub use watch::{QuotaChange, QuotaWatcher, DEFAULT_WATCH_PERIOD};
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
