@@ -55,7 +55,8 @@ pub struct RouterConfig {
     pub device_rate: (f64, f64),
     /// Fleet-level cap on the share of live devices treated as limited, default 0.3.
     pub limited_cap_share: f64,
-    /// Most queued targets per archetype, default 4,096.
+    /// Most queued targets per archetype, default 1,024 (also bounds the
+    /// decisions a refill makes: this many per live archetype per tick).
     pub queue_limit: usize,
     /// Queue entries offered to the policy per lease, default 32.
     pub candidates_per_lease: usize,
@@ -73,6 +74,10 @@ pub struct RouterConfig {
     pub verify: routing::verify::VerifyConfig,
     /// Whether deposits move trust (the fixed-quorum baseline turns it off).
     pub trust_enabled: bool,
+    /// Least seconds between two snapshots, default 5 (deposits after the
+    /// last snapshot are folded again from the log at restart, so this bounds
+    /// replay work, not durability).
+    pub snapshot_period_s: f64,
 }
 
 impl Default for RouterConfig {
@@ -93,7 +98,7 @@ impl Default for RouterConfig {
             price_window_s: 60.0,
             device_rate: (20.0, 10.0),
             limited_cap_share: 0.3,
-            queue_limit: 4096,
+            queue_limit: 1024,
             candidates_per_lease: 32,
             reobserve_s: (3600.0, 604_800.0),
             filler_per_archetype: 64,
@@ -102,6 +107,7 @@ impl Default for RouterConfig {
             facts_body_limit: 8 << 20,
             verify: routing::verify::VerifyConfig::default(),
             trust_enabled: true,
+            snapshot_period_s: 5.0,
         }
     }
 }

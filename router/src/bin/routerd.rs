@@ -15,6 +15,11 @@ use router::http::{app, wall_clock, Shell, OPERATOR_HEADER};
 use router::store::{PgStore, SqliteStore, Store};
 use router::Router;
 
+/// mimalloc: the router allocates many small, short-lived objects per
+/// decision (receipts); measured with `examples/core_bench.rs`.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "routerd",

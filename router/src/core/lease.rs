@@ -213,25 +213,17 @@ impl Router {
         // Only the front of the queue is offered: O(candidates), not O(queue).
         let head: Vec<super::Queued> = queue.drain(..take).collect();
         let no_live: [&str; 0] = [];
-        let mut hosts = Vec::with_capacity(take);
-        let mut addrs = Vec::with_capacity(take);
-        for q in &head {
-            let t = &self.d.targets[&q.target];
-            let s = &self.d.sources[&t.source];
-            hosts.push(s.host.clone());
-            addrs.push((q.receipt.address.clone(), s.requires.clone()));
-        }
+        let value_scale = self.cfg.reobserve_s.0;
         let cands: Vec<Candidate<'_>> = head
             .iter()
-            .enumerate()
-            .map(|(i, q)| Candidate {
+            .map(|q| Candidate {
                 target: &q.target,
-                host: &hosts[i],
-                address: &addrs[i].0,
+                host: &q.host,
+                address: &q.receipt.address,
                 tier: q.tier,
                 priority: q.priority,
-                value: q.priority / self.cfg.reobserve_s.0,
-                requires: &addrs[i].1,
+                value: q.priority / value_scale,
+                requires: &q.requires,
                 verification: self.d.targets.get(&q.target).map(|t| &t.verification),
                 live: &no_live,
                 receipt: Some(&q.receipt),

@@ -87,6 +87,8 @@ pub(crate) struct Queued {
     pub tier: Tier,
     pub priority: f64,
     pub receipt: Receipt,
+    pub host: String,
+    pub requires: std::sync::Arc<[String]>,
 }
 
 /// Counters exported on `/metrics`.
@@ -159,6 +161,7 @@ pub struct Router {
     counters: Counters,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
+    last_snapshot_s: f64,
 }
 
 /// Seconds an expired lease id is remembered (to answer `lease_expired`).
@@ -284,6 +287,7 @@ impl Router {
             counters: Counters::default(),
             dirty: false,
             chooser: None,
+            last_snapshot_s: f64::MIN,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {
@@ -423,9 +427,10 @@ impl Router {
     /// (under whatever lock guards the router); writing is
     /// [`Router::write_snapshot`], which needs only the store.
     pub fn take_snapshot(&mut self, now_s: f64) -> Option<Snapshot> {
-        if !self.dirty {
+        if !self.dirty || now_s < self.last_snapshot_s + self.cfg.snapshot_period_s {
             return None;
         }
+        self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
         let payload = serde_json::to_string(&self.d).ok()?;
         let meta = vec![Row {

@@ -76,6 +76,24 @@ impl Router {
             };
             due.push((name.clone(), tier));
         }
+        // Decide at most `queue_limit` targets per live archetype per tick,
+        // the longest overdue first (the rest stay due for the next tick):
+        // a tick's cost is bounded whatever the number of targets.
+        let budget = self.cfg.queue_limit.saturating_mul(live.len());
+        if due.len() > budget {
+            let overdue = |n: &str| {
+                self.d
+                    .targets
+                    .get(n)
+                    .map(|t| now_s - t.due_s)
+                    .unwrap_or(0.0)
+            };
+            let mut ranked: Vec<(f64, String, Tier)> =
+                due.into_iter().map(|(n, t)| (overdue(&n), n, t)).collect();
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            ranked.truncate(budget);
+            due = ranked.into_iter().map(|(_, n, t)| (n, t)).collect();
+        }
         for (name, tier) in due {
             let name = name.as_str();
             if let Some(q) = self.route(name, tier, now_s, &layers, &allowed) {
@@ -207,6 +225,8 @@ impl Router {
             tier,
             priority,
             receipt,
+            host: s.host.clone(),
+            requires: s.requires.clone().into(),
         })
     }
 }
