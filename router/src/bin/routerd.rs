@@ -208,7 +208,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .context("serving")?;
         // A clean stop writes a final snapshot.
-        let _ = tokio::task::spawn_blocking(move || last.tick()).await;
+        let _ = tokio::task::spawn_blocking(move || last.final_tick()).await;
         Ok::<(), anyhow::Error>(())
     })
 }

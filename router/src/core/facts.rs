@@ -159,14 +159,24 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
 }
 
 impl Router {
-    /// Applies the operator's facts at `now_s`, all or nothing.
-    /// Errors: `BadValue` naming the first offending entry (nothing changed).
+    /// Applies the operator's facts at `now_s`, all or nothing, and writes
+    /// the snapshot before answering (acknowledged facts are durable).
+    /// Errors: `BadValue` naming the first offending entry, `Store` when the
+    /// snapshot could not be written (nothing changed either way).
     pub fn put_facts(&mut self, facts: &Facts, now_s: f64) -> Result<FactsReport, ApiError> {
         let mut next = self.d.clone();
         let r = apply(&mut next, facts, now_s);
         let r = self.check(r)?;
-        self.d = next;
-        self.dirty = true;
+        // Acknowledged facts are durable: the snapshot is written before answering.
+        let old = std::mem::replace(&mut self.d, next);
+        let was_dirty = std::mem::replace(&mut self.dirty, true);
+        if let Err(e) = self.persist(now_s) {
+            self.d = old;
+            self.dirty = was_dirty;
+            let e = ApiError::Store(e.to_string());
+            self.refused(&e);
+            return Err(e);
+        }
         if facts
             .device_states
             .values()

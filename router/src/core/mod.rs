@@ -427,7 +427,16 @@ impl Router {
     /// (under whatever lock guards the router); writing is
     /// [`Router::write_snapshot`], which needs only the store.
     pub fn take_snapshot(&mut self, now_s: f64) -> Option<Snapshot> {
-        if !self.dirty || now_s < self.last_snapshot_s + self.cfg.snapshot_period_s {
+        if now_s < self.last_snapshot_s + self.cfg.snapshot_period_s {
+            return None;
+        }
+        self.take_snapshot_now(now_s)
+    }
+
+    /// As [`Router::take_snapshot`] but ignoring the snapshot period (a
+    /// clean stop writes everything, leases' open verifications included).
+    pub fn take_snapshot_now(&mut self, now_s: f64) -> Option<Snapshot> {
+        if !self.dirty {
             return None;
         }
         self.last_snapshot_s = now_s;
@@ -471,10 +480,10 @@ impl Router {
         self.dirty = true;
     }
 
-    /// Takes and writes the snapshot now (in process). On a store error the
+    /// Takes (ignoring the period) and writes the snapshot now. On a store error the
     /// state stays dirty so the next call retries.
     pub fn persist(&mut self, now_s: f64) -> Result<(), StoreError> {
-        if let Some(snap) = self.take_snapshot(now_s) {
+        if let Some(snap) = self.take_snapshot_now(now_s) {
             if let Err(e) = Router::write_snapshot(&self.store, &snap) {
                 self.dirty = true;
                 return Err(e);

@@ -34,7 +34,12 @@ impl Router {
     /// and written next time).
     pub fn tick(&mut self, now_s: f64) -> Result<TickReport, StoreError> {
         let rep = self.tick_state(now_s);
-        self.persist(now_s)?;
+        if let Some(snap) = self.take_snapshot(now_s) {
+            if let Err(e) = Router::write_snapshot(&self.store, &snap) {
+                self.dirty = true;
+                return Err(e);
+            }
+        }
         Ok(rep)
     }
 

@@ -133,11 +133,25 @@ impl Shell {
     /// Runs one tick now, writes its snapshot outside the router's lock,
     /// and writes its events. Errors are logged (the next tick retries).
     pub fn tick(&self) {
+        self.tick_with(false)
+    }
+
+    /// The last tick of a clean stop: the snapshot is written whatever the period.
+    pub fn final_tick(&self) {
+        self.tick_with(true)
+    }
+
+    fn tick_with(&self, force: bool) {
         let now = (self.clock)();
         let (snap, events) = {
             let mut r = self.router.lock();
             r.tick_state(now);
-            (r.take_snapshot(now), r.drain_events())
+            let snap = if force {
+                r.take_snapshot_now(now)
+            } else {
+                r.take_snapshot(now)
+            };
+            (snap, r.drain_events())
         };
         if let Some(snap) = snap {
             if let Err(e) = Router::write_snapshot(&self.store, &snap) {
