@@ -28,6 +28,7 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "background",
             "overruns",
             "quota_detection",
+            "plan_changes",
             "label",
             "profile",
             "binding",
@@ -120,7 +121,13 @@ fn timeline_kinds_are_snake_case_and_exhaustive() {
         .collect();
     assert_eq!(
         names,
-        ["posture_enter", "posture_exit", "throttle", "retune"]
+        [
+            "posture_enter",
+            "posture_exit",
+            "throttle",
+            "retune",
+            "quota_change"
+        ]
     );
     for k in TimelineKind::ALL {
         assert_eq!(serde_json::to_value(k).unwrap(), k.as_str());

@@ -47,6 +47,11 @@ pub struct ReplayArgs {
     /// report (default: ten cycle budgets, at least 5 s).
     #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
     pub unit_deadline_ms: Option<u64>,
+    /// Re-detect the CPU quota every MS while the run lasts (default 1000);
+    /// a change re-plans the fleet from the next cycle boundary and is
+    /// listed in the report's plan_changes and timeline.
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
+    pub quota_watch_ms: Option<u64>,
     /// Show no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -118,6 +123,9 @@ impl ReplayArgs {
         spec.cgroup_quota = self.cgroup_quota;
         spec.pin_cores = self.pin;
         spec.unit_deadline = self.unit_deadline_ms.map(std::time::Duration::from_millis);
+        if let Some(ms) = self.quota_watch_ms {
+            spec.quota_watch = Some(std::time::Duration::from_millis(ms));
+        }
         spec.posture = cfg.posture;
         spec.pump = cfg.pump.into();
         spec.progress = !self.quiet;

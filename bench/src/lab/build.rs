@@ -18,7 +18,7 @@ use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
     CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts,
-    PostureCounts, QuotaDetection, RunReport, ThreadCounts, Throttle, ThrottleSource,
+    PlanChange, PostureCounts, QuotaDetection, RunReport, ThreadCounts, Throttle, ThrottleSource,
     TimelineEvent,
 };
 
@@ -49,6 +49,9 @@ pub(crate) struct Measured<'a> {
     pub census: Option<Vec<CensusRow>>,
     /// Operator retunes applied during the run, as timeline events.
     pub retunes: Vec<TimelineEvent>,
+    /// Quota changes re-detection saw, and their timeline events.
+    pub plan_changes: Vec<PlanChange>,
+    pub quota_events: Vec<TimelineEvent>,
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal; a plain
@@ -223,7 +226,10 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         perf_counters: Some(m.perf),
         histograms_out_of_range: out_of_range,
         per_cycle,
-        timeline: merge_timeline(m.feeder.timeline, m.retunes),
+        timeline: merge_timeline(
+            m.feeder.timeline,
+            m.retunes.into_iter().chain(m.quota_events).collect(),
+        ),
         machine: Machine {
             cpus: m.detected.affinity_cpus as u64,
             quota: Some(m.quota),
@@ -245,6 +251,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         background,
         overruns,
         quota_detection,
+        plan_changes: m.plan_changes,
     };
     let start = SystemTime::now() - m.wall;
     let logs = [&makespan, &ratio, &bins, &sims]

@@ -8,6 +8,7 @@
 mod build;
 pub mod feeder;
 pub mod inject;
+pub mod requota;
 mod session;
 
 pub use inject::Injection;

@@ -16,6 +16,7 @@ use fleet_workloads::Corpus;
 use crate::baseline::{PileOfPools, PlainTokio, RayonTokio};
 use crate::lab::build::{build_report, Measured};
 use crate::lab::feeder::{Feeder, FeederLog};
+use crate::lab::requota::QuotaWatch;
 use crate::probe::cgroup::{CgroupError, ChildCgroup};
 use crate::probe::perf::{RunCounters, ThreadCounters};
 use crate::probe::threads::ThreadMonitor;
@@ -98,6 +99,9 @@ pub struct RunSpec {
     /// The bound on every receipt wait of the replay; `None`: derived from
     /// the cycle budget (`fleet_workloads::replay::unit_deadline`).
     pub unit_deadline: Option<Duration>,
+    /// Re-detect the quota this often while a fleet runs (`None`: never);
+    /// a change re-plans the fleet from the next cycle boundary.
+    pub quota_watch: Option<Duration>,
     /// Show progress on stderr.
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
@@ -128,6 +132,7 @@ impl RunSpec {
             sample_period_ms: 100,
             crawl_units_per_cycle: 4,
             unit_deadline: None,
+            quota_watch: Some(fleet::quota::DEFAULT_WATCH_PERIOD),
             progress: false,
             flamegraph: None,
             metrics_addr: None,
@@ -146,6 +151,16 @@ pub enum LabError {
     /// The plan refused the quota.
     #[error(transparent)]
     Plan(#[from] fleet::plan::PlanError),
+    /// The plan refused the quota detected inside the run's cgroup (the
+    /// cgroup has been left and removed).
+    #[error("inside the run's cgroup the quota is {cores} cores and the plan refused it: {source}; or pass --quota to plan for more than the kernel grants")]
+    CgroupPlan {
+        /// The quota detected inside the cgroup, cores.
+        cores: f64,
+        /// The plan's refusal.
+        #[source]
+        source: fleet::plan::PlanError,
+    },
     /// The fleet could not boot.
     #[error(transparent)]
     Boot(#[from] fleet_bindings::BootError),
@@ -206,27 +221,43 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     if !(spec.scale.is_finite() && spec.scale > 0.0) {
         return Err(LabError::BadScale(spec.scale));
     }
-    let detected = fleet::quota::detect_live();
+    let boot_detected = fleet::quota::detect_live();
     let load_average = load_average();
     // Other processes' load is measured over this run only, with the run's
     // own CPU taken out: the load average would count the lab's earlier
     // runs (compare, parity) as other work.
     let host_load = crate::probe::hostload::HostLoad::start().ok();
     let label = spec.label.clone().unwrap_or_else(|| spec.contender.label());
-    let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
-    // Plan first: a refused quota exits before anything is created.
-    let plan = match spec.contender {
-        Contender::Fleet(profile) => Some(Plan::resolve(quota, profile, &Default::default())?),
-        _ => None,
-    };
     // A shrink needs a real cgroup: without --cgroup-quota, one with the
     // host's CPUs as its quota, restored to that after the shrink.
-    let cgroup_quota = spec
-        .cgroup_quota
-        .or(spec.quota_shrink.map(|_| detected.affinity_cpus as f64));
+    let cgroup_quota = spec.cgroup_quota.or(spec
+        .quota_shrink
+        .map(|_| boot_detected.affinity_cpus as f64));
     let mut cgroup = match cgroup_quota {
         Some(cores) => Some(ChildCgroup::enter(cores)?),
         None => None,
+    };
+    // Inside the run's cgroup the quota is what it grants: detect again, so
+    // the plan is for the quota the process now has. (On a refused plan the
+    // cgroup guard moves the process back and removes the cgroup.)
+    let detected = match cgroup {
+        Some(_) => fleet::quota::detect_live(),
+        None => boot_detected,
+    };
+    let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
+    let plan = match spec.contender {
+        Contender::Fleet(profile) => Some(
+            Plan::resolve(quota, profile, &Default::default()).map_err(|source| {
+                match (&cgroup, spec.quota) {
+                    (Some(_), None) => LabError::CgroupPlan {
+                        cores: quota,
+                        source,
+                    },
+                    _ => LabError::Plan(source),
+                }
+            })?,
+        ),
+        _ => None,
     };
     // Throttling is counted where the limit is: the child cgroup made for
     // the run, else the limiting ancestor detection found (a leaf with no
@@ -361,21 +392,44 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         cgroup_quota,
     )));
     let shrink_cb = shrink_state.clone();
-    if spec.quota_shrink.is_some() {
-        opts.on_cycle_start = Some(Box::new(move |cycle| {
-            let mut st = shrink_cb.lock();
-            let (cg, shrink, base) = &mut *st;
-            if let (Some(cg), Some(s)) = (cg.as_mut(), shrink.as_ref()) {
-                if cycle == s.at_cycle {
-                    let _ = cg.set_quota(s.cores);
-                } else if let (true, Some(restore)) = (cycle == s.at_cycle + s.cycles, *base) {
-                    let _ = cg.set_quota(restore);
-                }
+    // Re-detection while the run lasts: a changed quota re-plans the fleet
+    // from the next cycle boundary.
+    let watch = match (&fleet, plan.as_ref(), spec.quota_watch) {
+        (Some(f), Some(p), Some(period)) => Some(Arc::new(QuotaWatch::start(
+            &detected,
+            p.clone(),
+            f.handle(),
+            period,
+            t0,
+            fleet::quota::detect_live,
+        ))),
+        _ => None,
+    };
+    let boundary = watch.clone();
+    let fleet_handle = fleet.as_ref().map(|f| f.handle());
+    opts.on_cycle_start = Some(Box::new(move |cycle| {
+        let mut st = shrink_cb.lock();
+        let (cg, shrink, base) = &mut *st;
+        if let (Some(cg), Some(s)) = (cg.as_mut(), shrink.as_ref()) {
+            if cycle == s.at_cycle {
+                let _ = cg.set_quota(s.cores);
+            } else if let (true, Some(restore)) = (cycle == s.at_cycle + s.cycles, *base) {
+                let _ = cg.set_quota(restore);
             }
-        }));
-    }
+        }
+        // Every cycle start is an epoch boundary (pins are re-keyed only here).
+        match (&boundary, &fleet_handle) {
+            (Some(w), _) => w.boundary(u64::from(cycle)),
+            (None, Some(h)) => h.epoch_boundary(u64::from(cycle)),
+            _ => {}
+        }
+    }));
 
     let replayed = replay(&*host, corpus, opts);
+    let (plan_changes, quota_events) = match watch.map(Arc::try_unwrap) {
+        Some(Ok(w)) => w.finish(),
+        _ => Default::default(),
+    };
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
@@ -448,6 +502,8 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         other_cpus,
         census,
         retunes,
+        plan_changes,
+        quota_events,
     };
     let mut artifacts = build_report(measured, replayed);
     artifacts.extras.push(ExtraFile {

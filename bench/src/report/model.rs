@@ -108,6 +108,36 @@ pub struct RunReport {
     /// How the CPU quota was detected: `null` in older reports.
     #[serde(default)]
     pub quota_detection: Option<QuotaDetection>,
+    /// Quota changes re-detection saw while the run lasted, in time order,
+    /// each with the re-derived plan's bounds or why the re-plan was refused
+    /// (`DESIGN.md` §3 "Quota detection"); empty when the quota held still.
+    #[serde(default)]
+    pub plan_changes: Vec<PlanChange>,
+}
+
+/// One quota change seen at run time and what the fleet made of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanChange {
+    /// When re-detection saw it, milliseconds since the run started.
+    pub t_ms: f64,
+    /// The effective quota before, cores.
+    pub from_cpus: f64,
+    /// The effective quota now, cores.
+    pub to_cpus: f64,
+    /// The re-derived plan's binding (the running one is kept); `null` when
+    /// the re-plan was refused.
+    pub binding: Option<String>,
+    /// The re-derived plan is oversubscribed (shares above ⌊Q⌋).
+    pub oversubscribed: bool,
+    /// Walk admission S before and after; equal when refused.
+    pub walk_admission: [u32; 2],
+    /// The solver share S of the re-derived budget table, cores; `null` when refused.
+    pub solver_cpus: Option<u32>,
+    /// The cycle at whose start the new bounds took effect (the next epoch
+    /// boundary); `null` when refused or the run ended first.
+    pub applied_at_cycle: Option<u64>,
+    /// Why the re-plan was refused (e.g. below the host floor), else `null`.
+    pub refused: Option<String>,
 }
 
 /// How the CPU quota was detected at the run's start (`DESIGN.md` §3 "Quota
@@ -295,15 +325,19 @@ pub enum TimelineKind {
     Throttle,
     /// The posture policy was changed at runtime by an operator.
     Retune,
+    /// Re-detection saw the CPU quota change: the plan was re-derived (or
+    /// the re-plan refused), see [`RunReport::plan_changes`].
+    QuotaChange,
 }
 
 impl TimelineKind {
     /// Every kind, in the order the timeline legend lists them.
-    pub const ALL: [TimelineKind; 4] = [
+    pub const ALL: [TimelineKind; 5] = [
         TimelineKind::PostureEnter,
         TimelineKind::PostureExit,
         TimelineKind::Throttle,
         TimelineKind::Retune,
+        TimelineKind::QuotaChange,
     ];
 
     /// The snake_case name used in JSON and on the page.
@@ -313,6 +347,7 @@ impl TimelineKind {
             TimelineKind::PostureExit => "posture_exit",
             TimelineKind::Throttle => "throttle",
             TimelineKind::Retune => "retune",
+            TimelineKind::QuotaChange => "quota_change",
         }
     }
 }

@@ -272,6 +272,7 @@ pub fn sample_run_with_logs(
         background: BTreeMap::new(),
         overruns: BTreeMap::new(),
         quota_detection: None,
+        plan_changes: Vec::new(),
     };
     (report, logs)
 }
