@@ -353,6 +353,20 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         ),
         Err(e) => (None, Some(e.to_string())),
     };
+    // Re-detection while the run lasts: a changed quota re-plans the fleet
+    // from the next cycle boundary. Started before the thread monitor: the
+    // lab's own threads are not the contender's.
+    let watch = match (&fleet, plan.as_ref(), spec.quota_watch) {
+        (Some(f), Some(p), Some(period)) => Some(Arc::new(QuotaWatch::start(
+            &detected,
+            p.clone(),
+            f.handle(),
+            period,
+            t0,
+            fleet::quota::detect_live,
+        ))),
+        _ => None,
+    };
     let seat_counters = fleet
         .as_ref()
         .map(|_| ThreadCounters::attach("work-fleet-"));
@@ -392,19 +406,6 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         cgroup_quota,
     )));
     let shrink_cb = shrink_state.clone();
-    // Re-detection while the run lasts: a changed quota re-plans the fleet
-    // from the next cycle boundary.
-    let watch = match (&fleet, plan.as_ref(), spec.quota_watch) {
-        (Some(f), Some(p), Some(period)) => Some(Arc::new(QuotaWatch::start(
-            &detected,
-            p.clone(),
-            f.handle(),
-            period,
-            t0,
-            fleet::quota::detect_live,
-        ))),
-        _ => None,
-    };
     let boundary = watch.clone();
     let fleet_handle = fleet.as_ref().map(|f| f.handle());
     opts.on_cycle_start = Some(Box::new(move |cycle| {
