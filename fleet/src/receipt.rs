@@ -142,6 +142,27 @@ pub struct ReceiptSender {
 }
 
 /// The waiting half: a future, or a blocking wait from a plain thread.
+///
+/// ```
+/// use std::time::Duration;
+/// use fleet::receipt::{receipt_pair, TerminalReason};
+///
+/// // A unit's sender answers once; the submitter waits with a deadline.
+/// let (sender, receipt) = receipt_pair();
+/// std::thread::spawn(move || sender.complete(Box::new(42_u64)));
+/// let value = receipt.wait_deadline(Duration::from_secs(5), None).expect("answered in time");
+/// assert_eq!(*value.downcast::<u64>().unwrap(), 42);
+///
+/// // A sender dropped without answering resolves the receipt: it never hangs.
+/// let (sender, receipt) = receipt_pair();
+/// drop(sender);
+/// assert_eq!(receipt.wait().err(), Some(TerminalReason::SenderDropped));
+///
+/// // Past the deadline the wait gives up with a typed overrun (counted).
+/// let (_sender, receipt) = receipt_pair();
+/// let late = receipt.wait_deadline(Duration::from_millis(10), None);
+/// assert!(matches!(late, Err(TerminalReason::Overrun { .. })));
+/// ```
 pub struct Receipt {
     shared: Arc<Shared>,
 }

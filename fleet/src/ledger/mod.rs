@@ -82,6 +82,22 @@ struct CycleBook {
 ///
 /// Every check that fails trips the fuse and returns the [`FuseTrip`]; with
 /// the default (aborting) fuse the process never sees the `Err`.
+///
+/// ```
+/// use fleet::ledger::{ExactnessFuse, FuseTrip, OutcomeLedger};
+/// use fleet::{FailReason, PathOutcome};
+///
+/// // A fuse that records instead of aborting (tests, dry runs).
+/// let mut ledger = OutcomeLedger::new(ExactnessFuse::with_hook(|trip| eprintln!("fuse: {trip}")));
+/// ledger.open(7, &[0, 1, 2]).unwrap();
+/// ledger.record(7, 0, PathOutcome::Suppressed).unwrap();
+/// ledger.record(7, 1, PathOutcome::Solved { amount_in: 10, profit: 3 }).unwrap();
+/// ledger.record(7, 2, PathOutcome::Failed { reason: FailReason::Overrun }).unwrap();
+/// // A second outcome for the same path trips the fuse.
+/// assert!(matches!(ledger.record(7, 2, PathOutcome::Suppressed), Err(FuseTrip::Duplicate { .. })));
+/// let closed = ledger.close(7).unwrap();
+/// assert_eq!((closed.tally.solved, closed.tally.suppressed, closed.tally.failed), (1, 1, 1));
+/// ```
 #[derive(Debug)]
 pub struct OutcomeLedger {
     open: HashMap<CycleId, CycleBook>,

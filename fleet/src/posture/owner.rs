@@ -184,6 +184,20 @@ impl PostureOwner {
     /// Apply a partial retune atomically, keeping the posture and the sample
     /// window. Returns the effective policy. Errors: [`PostureRetuneError`]
     /// (nothing changes).
+    ///
+    /// ```
+    /// use fleet::posture::{PostureOwner, PosturePolicy, PosturePolicyPatch};
+    ///
+    /// let owner = PostureOwner::new(PosturePolicy::default(), 4);
+    /// // Enter the cordon after 5 throttle events instead of the default.
+    /// let patch = PosturePolicyPatch { cordon_enter_events: Some(5), ..Default::default() };
+    /// let effective = owner.retune(patch).expect("in range");
+    /// assert_eq!(effective.cordon_enter_events, 5);
+    /// // An out-of-range value is refused and changes nothing.
+    /// let bad = PosturePolicyPatch { cordon_duty_percent: Some(250.0), ..Default::default() };
+    /// assert!(owner.retune(bad).is_err());
+    /// assert_eq!(owner.policy().cordon_enter_events, 5);
+    /// ```
     pub fn retune(&self, patch: PosturePolicyPatch) -> Result<PosturePolicy, PostureRetuneError> {
         let mut inner = self.inner.lock();
         let old = *inner.machine.policy();
