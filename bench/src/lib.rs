@@ -6,3 +6,4 @@ pub mod lab;
 pub mod ops;
 pub mod probe;
 pub mod report;
+pub mod route;

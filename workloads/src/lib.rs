@@ -9,9 +9,11 @@
 //! - [`solve`]: a path's outcome on a pool snapshot.
 //! - [`cpu`]: the CPU burn of a unit (thread CPU time, real arithmetic).
 //! - [`corpus`]: the corpus data model, its text format, generator, verifier.
+//! - [`crawl`]: the routing lab's simulated crawling fleet (`ROUTING.md` §5).
 
 pub mod corpus;
 pub mod cpu;
+pub mod crawl;
 pub mod lpt;
 pub mod math;
 pub mod paths;

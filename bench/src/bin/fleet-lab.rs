@@ -36,6 +36,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Read or retune the posture policy of a live run (its operator channel).
     Posture(cmd::posture::PostureArgs),
+    /// The routing lab: simulate the crawling fleet, compare the router with its baselines, load routerd.
+    Route(cmd::route::RouteArgs),
 }
 
 /// Installs the process's subscriber: a `fmt` layer on stderr filtered by
@@ -149,6 +151,7 @@ fn main() -> ExitCode {
         Command::Corpus(args) => cmd::corpus::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Posture(args) => cmd::posture::run(args),
+        Command::Route(args) => cmd::route::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

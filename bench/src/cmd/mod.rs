@@ -10,6 +10,7 @@ pub mod parity;
 pub mod plan;
 pub mod posture;
 pub mod report;
+pub mod route;
 pub mod run;
 
 /// The one-line text of a verb's error: the message and each cause not

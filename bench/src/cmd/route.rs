@@ -1,0 +1,463 @@
+//! `fleet-lab route …`: the routing lab (`ROUTING.md` §5).
+//!
+//! - `route sim`: one scenario, every contender on the same world and seed;
+//!   writes `report.json` and `report.html` and prints the table.
+//! - `route compare`: every scenario, one table; one page per scenario.
+//! - `route load`: starts `routerd` on loopback and drives it over HTTP
+//!   with `router::load`; prints leases/s and latency percentiles.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use fleet_workloads::crawl::{simulate, Contender, Scenario, SimReport, SimSpec};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use crate::cmd::bounds::BoundError;
+use crate::report::{check_out_dir, write_dir_atomically, REPORT_HTML};
+use crate::route::{render_compare, render_html, render_table, write_report};
+
+/// Arguments of `fleet-lab route`.
+#[derive(Debug, Clone, Args)]
+pub struct RouteArgs {
+    #[command(subcommand)]
+    pub verb: RouteVerb,
+}
+
+/// The routing lab's verbs.
+#[derive(Debug, Clone, Subcommand)]
+pub enum RouteVerb {
+    /// Simulate one scenario with every contender; write report.json and report.html.
+    Sim(SimArgs),
+    /// Simulate every scenario and print one table (one page per scenario).
+    Compare(CompareArgs),
+    /// Start routerd on loopback and drive it over HTTP; print leases/s and latency.
+    Load(LoadArgs),
+}
+
+/// The world's size and luck, shared by `sim` and `compare`.
+#[derive(Debug, Clone, Args)]
+pub struct WorldArgs {
+    /// Devices in the simulated population (1..=100000).
+    #[arg(long, value_name = "N", default_value_t = 150, allow_hyphen_values = true, value_parser = parse_devices)]
+    pub devices: usize,
+    /// Simulated hours (> 0, at most 168).
+    #[arg(long, value_name = "H", default_value_t = 6.0, allow_hyphen_values = true, value_parser = parse_hours)]
+    pub hours: f64,
+    /// Seed of the world and of every draw.
+    #[arg(long, value_name = "K", default_value_t = 42)]
+    pub seed: u64,
+    /// Router tick period, simulated seconds (1..=600).
+    #[arg(long, value_name = "S", default_value_t = 30.0, allow_hyphen_values = true, value_parser = parse_tick)]
+    pub tick_s: f64,
+    /// Contenders, comma-separated (default all: router, round-robin, greedy, flat-thompson, fixed-quorum).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_contender)]
+    pub contenders: Vec<Contender>,
+    /// Show no progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl WorldArgs {
+    fn spec(&self, scenario: Scenario) -> SimSpec {
+        let mut s = SimSpec::new(scenario, self.devices, self.hours, self.seed);
+        s.tick_s = self.tick_s;
+        s.sample_s = s.sample_s.max(self.tick_s);
+        s
+    }
+
+    fn contenders(&self) -> Vec<Contender> {
+        if self.contenders.is_empty() {
+            Contender::ALL.to_vec()
+        } else {
+            let mut c = self.contenders.clone();
+            c.dedup();
+            c
+        }
+    }
+}
+
+/// Arguments of `fleet-lab route sim`.
+#[derive(Debug, Clone, Args)]
+pub struct SimArgs {
+    /// The scenario: steady, drought, regime-change, liars, adapter-bug, budget-saturation, cold-start.
+    #[arg(long, value_name = "S", value_parser = parse_scenario)]
+    pub scenario: Scenario,
+    #[command(flatten)]
+    pub world: WorldArgs,
+    /// The report directory (replaced atomically). An existing path that is
+    /// not a report directory is refused without --force.
+    #[arg(long, value_name = "DIR", default_value = "fleet-lab-out/route-sim")]
+    pub out: PathBuf,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `fleet-lab route compare`.
+#[derive(Debug, Clone, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub world: WorldArgs,
+    /// The compare directory: compare.json, report.html (the table) and one page per scenario.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "fleet-lab-out/route-compare"
+    )]
+    pub out: PathBuf,
+    /// Replace --out even when it is a file or a directory holding no report.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `fleet-lab route load`.
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Devices to register (1..=100000).
+    #[arg(long, value_name = "N", default_value_t = 1000, allow_hyphen_values = true, value_parser = parse_devices)]
+    pub devices: usize,
+    /// Client threads (1..=256).
+    #[arg(long, value_name = "T", default_value_t = 16, allow_hyphen_values = true, value_parser = parse_threads)]
+    pub threads: usize,
+    /// Seconds to drive (0.1..=3600).
+    #[arg(long, value_name = "S", default_value_t = 10.0, allow_hyphen_values = true, value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// Targets to seed (1..=1000000).
+    #[arg(long, value_name = "N", default_value_t = 20_000, allow_hyphen_values = true, value_parser = parse_targets)]
+    pub targets: usize,
+    /// routerd's store: absent = SQLite in a fresh temporary directory; `postgres://…` = PostgreSQL.
+    #[arg(long, value_name = "URL")]
+    pub store: Option<String>,
+    /// PostgreSQL schema (with --store postgres://…).
+    #[arg(long, value_name = "NAME", default_value = "public")]
+    pub store_schema: String,
+    /// The routerd binary (default: next to fleet-lab, as `cargo build --release -p router` puts it).
+    #[arg(long, value_name = "PATH")]
+    pub routerd: Option<PathBuf>,
+}
+
+fn count(flag: &'static str, s: &str, max: u64, unit: &'static str) -> Result<u64, BoundError> {
+    let text = s.trim().to_string();
+    let expected = "a whole number of at least 1";
+    if text.starts_with('-') {
+        return Err(BoundError::TooSmall {
+            flag,
+            text,
+            expected,
+        });
+    }
+    let n: u64 = text.parse().map_err(|_| BoundError::NotANumber {
+        flag,
+        text: text.clone(),
+    })?;
+    if n == 0 {
+        return Err(BoundError::TooSmall {
+            flag,
+            text,
+            expected,
+        });
+    }
+    if n > max {
+        return Err(BoundError::TooLarge {
+            flag,
+            text,
+            max: max.to_string(),
+            unit,
+        });
+    }
+    Ok(n)
+}
+
+fn positive(
+    flag: &'static str,
+    s: &str,
+    min: f64,
+    max: f64,
+    expected: &'static str,
+    unit: &'static str,
+) -> Result<f64, BoundError> {
+    let text = s.trim().to_string();
+    let v: f64 = text.parse().map_err(|_| BoundError::NotANumber {
+        flag,
+        text: text.clone(),
+    })?;
+    if !v.is_finite() {
+        return Err(BoundError::NotFinite {
+            flag,
+            text,
+            expected,
+        });
+    }
+    if v <= 0.0 || v < min {
+        return Err(BoundError::TooSmall {
+            flag,
+            text,
+            expected,
+        });
+    }
+    if v > max {
+        return Err(BoundError::TooLarge {
+            flag,
+            text,
+            max: max.to_string(),
+            unit,
+        });
+    }
+    Ok(v)
+}
+
+/// `--devices`: 1..=100,000.
+pub fn parse_devices(s: &str) -> Result<usize, BoundError> {
+    count("--devices", s, 100_000, "devices").map(|n| n as usize)
+}
+
+/// `--threads`: 1..=256.
+pub fn parse_threads(s: &str) -> Result<usize, BoundError> {
+    count("--threads", s, 256, "threads").map(|n| n as usize)
+}
+
+/// `--targets`: 1..=1,000,000.
+pub fn parse_targets(s: &str) -> Result<usize, BoundError> {
+    count("--targets", s, 1_000_000, "targets").map(|n| n as usize)
+}
+
+/// `--hours`: positive, finite, at most 168 (a week).
+pub fn parse_hours(s: &str) -> Result<f64, BoundError> {
+    positive(
+        "--hours",
+        s,
+        0.0,
+        168.0,
+        "a positive number of simulated hours, e.g. 6 or 0.5",
+        "hours (one week)",
+    )
+}
+
+/// `--tick-s`: 1..=600 simulated seconds.
+pub fn parse_tick(s: &str) -> Result<f64, BoundError> {
+    positive(
+        "--tick-s",
+        s,
+        1.0,
+        600.0,
+        "a tick of at least 1 simulated second",
+        "seconds",
+    )
+}
+
+/// `--seconds`: 0.1..=3,600.
+pub fn parse_seconds(s: &str) -> Result<f64, BoundError> {
+    positive(
+        "--seconds",
+        s,
+        0.1,
+        3600.0,
+        "at least 0.1 seconds",
+        "seconds",
+    )
+}
+
+fn parse_scenario(s: &str) -> Result<Scenario, String> {
+    Scenario::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_contender(s: &str) -> Result<Contender, String> {
+    Contender::parse(s)
+}
+
+/// `fleet-lab route`.
+pub fn run(args: RouteArgs) -> Result<()> {
+    match args.verb {
+        RouteVerb::Sim(a) => sim(a),
+        RouteVerb::Compare(a) => compare(a),
+        RouteVerb::Load(a) => load(a),
+    }
+}
+
+fn bar(quiet: bool, total_s: f64, label: &str) -> ProgressBar {
+    let target = if quiet {
+        ProgressDrawTarget::hidden()
+    } else {
+        ProgressDrawTarget::stderr()
+    };
+    let pb = ProgressBar::with_draw_target(Some(total_s.max(1.0) as u64), target);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{prefix:>18} [{bar:30}] {percent:>3}% simulated {elapsed_precise} {msg}",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb.set_prefix(label.to_string());
+    pb
+}
+
+fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimReport> {
+    let pb = bar(
+        quiet,
+        spec.end_s() * contenders.len() as f64,
+        spec.scenario.name(),
+    );
+    let step = spec.sample_s as u64;
+    let report = simulate(spec, contenders, &|_, _| pb.inc(step))
+        .with_context(|| format!("scenario {}", spec.scenario))?;
+    pb.finish_and_clear();
+    Ok(report)
+}
+
+fn sim(a: SimArgs) -> Result<()> {
+    check_out_dir(&a.out, a.force)?;
+    let spec = a.world.spec(a.scenario);
+    let report = run_one(&spec, &a.world.contenders(), a.world.quiet)?;
+    print!("{}", render_table(&report));
+    write_report(&a.out, &report)
+        .with_context(|| format!("cannot write the report to {}", a.out.display()))?;
+    println!("report: {}", a.out.join(REPORT_HTML).display());
+    Ok(())
+}
+
+fn compare(a: CompareArgs) -> Result<()> {
+    check_out_dir(&a.out, a.force)?;
+    let contenders = a.world.contenders();
+    let mut reports = Vec::new();
+    for scenario in Scenario::ALL {
+        let spec = a.world.spec(scenario);
+        reports.push(run_one(&spec, &contenders, a.world.quiet)?);
+    }
+    let table = render_compare(&reports);
+    print!("{table}");
+    let json = serde_json::to_vec_pretty(&reports)?;
+    let mut pages = Vec::new();
+    for r in &reports {
+        pages.push((format!("{}.html", r.scenario), render_html(r)?));
+    }
+    let links: String = reports
+        .iter()
+        .map(|r| format!("<li><a href=\"{0}.html\">{0}</a></li>", r.scenario))
+        .collect();
+    let index = format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: compare</title><style>body{{font-family:sans-serif;margin:24px}}pre{{background:#f6f6f6;padding:12px;font-size:13px}}</style></head><body><h1>Routing lab: every scenario</h1><pre>{}</pre><ul>{links}</ul></body></html>\n",
+        table.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    );
+    let mut files: Vec<(&str, &[u8])> =
+        vec![("compare.json", &json), (REPORT_HTML, index.as_bytes())];
+    for (name, html) in &pages {
+        files.push((name.as_str(), html.as_bytes()));
+    }
+    write_dir_atomically(&a.out, &files)
+        .with_context(|| format!("cannot write the compare report to {}", a.out.display()))?;
+    println!("report: {}", a.out.join(REPORT_HTML).display());
+    Ok(())
+}
+
+/// Kills the child routerd and removes its data directory when dropped.
+struct Child {
+    child: std::process::Child,
+    data: Option<PathBuf>,
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(d) = &self.data {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
+fn routerd_path(given: Option<PathBuf>) -> Result<PathBuf> {
+    if let Some(p) = given {
+        if p.is_file() {
+            return Ok(p);
+        }
+        bail!("--routerd {} is not a file", p.display());
+    }
+    let exe = std::env::current_exe().context("locating fleet-lab")?;
+    let sibling = exe.parent().map(|p| p.join("routerd"));
+    match sibling {
+        Some(p) if p.is_file() => Ok(p),
+        _ => bail!(
+            "routerd not found next to {}: build it with `cargo build --release -p router` or pass --routerd PATH",
+            exe.display()
+        ),
+    }
+}
+
+fn load(a: LoadArgs) -> Result<()> {
+    if let Some(url) = &a.store {
+        if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+            bail!("--store must be a postgres:// URL (or absent for SQLite), got {url:?}");
+        }
+    }
+    let routerd = routerd_path(a.routerd.clone())?;
+    let data = std::env::temp_dir().join(format!("route-load-{}", std::process::id()));
+    let mut cmd = Command::new(&routerd);
+    cmd.args([
+        "--listen",
+        "127.0.0.1:0",
+        "--operator-key",
+        "route-load-key",
+        "--registration-token",
+        "route-load-token",
+        "--tick-ms",
+        "1000",
+    ])
+    .arg("--data")
+    .arg(&data)
+    .env("RUST_LOG", "warn")
+    .stdout(Stdio::piped());
+    if let Some(url) = &a.store {
+        cmd.args(["--store", url, "--store-schema", &a.store_schema]);
+    }
+    let mut child = Child {
+        child: cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", routerd.display()))?,
+        data: Some(data),
+    };
+    let stdout = child
+        .child
+        .stdout
+        .take()
+        .context("routerd's standard output")?;
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .context("reading routerd's first line")?;
+    let Some(base) = line.trim().strip_prefix("routerd listening on ") else {
+        bail!(
+            "routerd did not start: its first line was {:?}",
+            line.trim()
+        );
+    };
+    let spec = router::load::LoadSpec {
+        base: base.to_string(),
+        operator_key: "route-load-key".into(),
+        registration_token: "route-load-token".into(),
+        devices: a.devices,
+        threads: a.threads,
+        seconds: a.seconds,
+        targets: a.targets,
+    };
+    let r = router::load::run(&spec).map_err(|e| anyhow::anyhow!("load: {e}"))?;
+    drop(child);
+    println!(
+        "{} devices, {} threads, {} s ({} store): {:.0} leases/s, {} items, {} deposits, {} errors; lease latency p50 {} µs, p90 {} µs, p99 {} µs, max {} µs",
+        r.devices,
+        r.threads,
+        r.seconds,
+        if a.store.is_some() { "PostgreSQL" } else { "SQLite" },
+        r.leases_per_s,
+        r.items,
+        r.deposits,
+        r.errors,
+        r.lease_us[0],
+        r.lease_us[1],
+        r.lease_us[2],
+        r.lease_us[3]
+    );
+    println!("{}", serde_json::to_string(&r)?);
+    Ok(())
+}

@@ -1,0 +1,352 @@
+//! The routing lab's reports (`ROUTING.md` §5): the summary table of one
+//! simulated run, the table of every scenario, and the HTML page with its
+//! plots. The simulation itself is `fleet_workloads::crawl`.
+
+pub mod plot;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use fleet_workloads::crawl::{ContenderReport, SimReport};
+
+use crate::report::{write_dir_atomically, ReportError, REPORT_HTML, REPORT_JSON};
+use plot::Series;
+
+/// What can go wrong writing a routing report.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// A plot could not be drawn.
+    #[error("plot {plot}: {reason}")]
+    Plot {
+        /// Which plot.
+        plot: &'static str,
+        /// The plotting library's error.
+        reason: String,
+    },
+    /// The report could not be serialized.
+    #[error("cannot serialize the report: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// The directory could not be written.
+    #[error(transparent)]
+    Write(#[from] ReportError),
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The per-contender table of one run, as plain text.
+pub fn render_table(r: &SimReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "scenario {} · seed {} · {} devices · {} h · tick {} s\n{}",
+        r.scenario, r.seed, r.devices, r.hours, r.tick_s, r.description
+    );
+    let _ = writeln!(
+        out,
+        "{:<14} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>6} {:>6} {:>6} {:>6} {:>9}",
+        "contender",
+        "attempts",
+        "regret_f",
+        "regret_c",
+        "regret/k",
+        "correct",
+        "fresh",
+        "auc",
+        "drift",
+        "polit",
+        "occup",
+        "dec/s"
+    );
+    for c in &r.contenders {
+        let _ = writeln!(
+            out,
+            "{:<14} {:>8} {:>9.1} {:>9.1} {:>9.2} {:>8.4} {:>8.4} {:>6} {:>6} {:>6} {:>6.3} {:>9.0}",
+            c.name,
+            c.attempts,
+            c.regret_failures,
+            c.regret_cost,
+            1000.0 * c.regret_total / c.attempts.max(1) as f64,
+            c.correct_fraction,
+            c.fresh_fraction,
+            opt(c.trust_auc, 3),
+            c.drift.len(),
+            c.politeness_violations,
+            c.occupancy,
+            c.timing.decisions_per_s
+        );
+    }
+    let _ = writeln!(out, "{}", event_lines(r));
+    out
+}
+
+/// The scenario's event figures per contender, one line each (empty when none).
+pub fn event_lines(r: &SimReport) -> String {
+    let mut out = String::new();
+    for c in &r.contenders {
+        let e = &c.event;
+        let mut parts = Vec::new();
+        if let Some(n) = e.blocked_attempts_after {
+            parts.push(format!(
+                "blocked-archetype attempts after the change {n} (hour before: {}), drift delay {} s",
+                e.blocked_attempts_hour_before.unwrap_or(0),
+                opt(e.drift_delay_s, 0)
+            ));
+        }
+        if let Some(g) = e.browsers_gone_s {
+            parts.push(format!(
+                "browsers gone at {g:.0} s, re-route {} s after, browser grants while gone {}",
+                opt(e.reroute_delay_s, 1),
+                e.browser_grants_while_gone.unwrap_or(0)
+            ));
+        }
+        if let Some(n) = e.devices_lower_than_before {
+            let (b, a) = e.mean_trust_before_after.unwrap_or((0.0, 0.0));
+            parts.push(format!(
+                "adapter events {}, devices lower than before the bug {n}/{}, mean trust {b:.3} → {a:.3}, largest drop {}",
+                e.adapter_events.len(),
+                e.devices_before.unwrap_or(0),
+                opt(e.largest_drop, 4)
+            ));
+        }
+        for (pool, cap) in &c.budget.caps {
+            parts.push(format!(
+                "{pool}: cap {cap}, windows over cap {}, max usage/cap {:.2}, late mean usage/cap {:.2}",
+                c.budget.over_cap.get(pool).copied().unwrap_or(0),
+                c.budget.max_ratio.get(pool).copied().unwrap_or(0.0),
+                c.budget.late_mean_ratio.get(pool).copied().unwrap_or(0.0)
+            ));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "  {}: {}", c.name, parts.join("; "));
+        }
+    }
+    out
+}
+
+/// One row of `route compare`: a scenario's headline figures per contender.
+pub fn render_compare(reports: &[SimReport]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<18} {:<14} {:>8} {:>9} {:>9} {:>8} {:>6} {:>7} {:>6} {:>6}",
+        "scenario",
+        "contender",
+        "attempts",
+        "regret",
+        "regret/k",
+        "correct",
+        "auc",
+        "drift/f",
+        "polit",
+        "occup"
+    );
+    for r in reports {
+        for c in &r.contenders {
+            let _ = writeln!(
+                out,
+                "{:<18} {:<14} {:>8} {:>9.1} {:>9.2} {:>8.4} {:>6} {:>7} {:>6} {:>6.3}",
+                r.scenario,
+                c.name,
+                c.attempts,
+                c.regret_total,
+                1000.0 * c.regret_total / c.attempts.max(1) as f64,
+                c.correct_fraction,
+                opt(c.trust_auc, 3),
+                format!("{}/{}", c.drift.len(), c.drift_false_alarms),
+                c.politeness_violations,
+                c.occupancy
+            );
+        }
+    }
+    for r in reports {
+        let ev = event_lines(r);
+        if !ev.is_empty() {
+            let _ = write!(out, "{}:\n{ev}", r.scenario);
+        }
+    }
+    out
+}
+
+fn per_contender(r: &SimReport, f: impl Fn(&ContenderReport) -> Vec<(f64, f64)>) -> Vec<Series> {
+    r.contenders
+        .iter()
+        .map(|c| Series {
+            name: c.name.clone(),
+            points: f(c),
+        })
+        .collect()
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The self-contained HTML page of one run.
+///
+/// Errors: [`RouteError::Plot`].
+pub fn render_html(r: &SimReport) -> Result<String, RouteError> {
+    let h = |t: f64| t / 3600.0;
+    let band = r.world.event_s.map(|(a, b)| (h(a), h(b)));
+    let band_s = r.world.event_s;
+    let regret = plot::lines(
+        "regret",
+        "Cumulative regret vs the oracle (expected failures + cloud cost)",
+        "simulated time, h",
+        "regret, failure-equivalents",
+        &per_contender(r, |c| {
+            c.series
+                .iter()
+                .map(|s| (h(s.t_s), s.regret_failures + s.regret_cost))
+                .collect()
+        }),
+        band,
+        Some(0.0),
+    )?;
+    let correct = plot::lines(
+        "correct",
+        "Correct-row fraction (settled rows whose hash is genuine)",
+        "simulated time, h",
+        "fraction of settled rows",
+        &per_contender(r, |c| {
+            c.series
+                .iter()
+                .map(|s| (h(s.t_s), s.correct_fraction))
+                .collect()
+        }),
+        band,
+        None,
+    )?;
+    let router = r.contenders.first();
+    let trust = plot::lines(
+        "trust",
+        &format!(
+            "Trust distribution of devices with ≥ 5 deposits ({}): honest vs lying",
+            router.map(|c| c.name.as_str()).unwrap_or("-")
+        ),
+        "trust τ (bin centre)",
+        "devices",
+        &router
+            .map(|c| {
+                let bins = |v: &[u64]| -> Vec<(f64, f64)> {
+                    v.iter()
+                        .enumerate()
+                        .map(|(i, n)| ((i as f64 + 0.5) / 20.0, *n as f64))
+                        .collect()
+                };
+                vec![
+                    Series {
+                        name: "honest".into(),
+                        points: bins(&c.trust.honest),
+                    },
+                    Series {
+                        name: "lying".into(),
+                        points: bins(&c.trust.liars),
+                    },
+                ]
+            })
+            .unwrap_or_default(),
+        None,
+        Some(0.0),
+    )?;
+    let prices = plot::lines(
+        "prices",
+        &format!(
+            "Price λ per pool over time ({})",
+            router.map(|c| c.name.as_str()).unwrap_or("-")
+        ),
+        "simulated time, h",
+        "λ (cost units per unit of usage)",
+        &router
+            .map(|c| {
+                let pools: Vec<String> = c
+                    .series
+                    .first()
+                    .map(|s| s.prices.keys().cloned().collect())
+                    .unwrap_or_default();
+                pools
+                    .into_iter()
+                    .map(|p| Series {
+                        points: c
+                            .series
+                            .iter()
+                            .map(|s| (h(s.t_s), s.prices.get(&p).copied().unwrap_or(0.0)))
+                            .collect(),
+                        name: p,
+                    })
+                    .collect::<Vec<Series>>()
+            })
+            .unwrap_or_default(),
+        band,
+        Some(0.0),
+    )?;
+    let drift = plot::timeline(
+        "drift",
+        "Drift detections on the timeline",
+        &r.contenders
+            .iter()
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>(),
+        &r.contenders
+            .iter()
+            .map(|c| c.drift.iter().map(|m| (m.t_s, m.false_alarm)).collect())
+            .collect::<Vec<_>>(),
+        r.hours * 3600.0,
+        band_s,
+    )?;
+    let occupancy = plot::lines(
+        "occupancy",
+        "Busy share of online device time, per sampling window",
+        "simulated time, h",
+        "busy share",
+        &per_contender(r, |c| {
+            c.series.iter().map(|s| (h(s.t_s), s.busy_share)).collect()
+        }),
+        band,
+        Some(0.0),
+    )?;
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: {sc}</title>\n<style>body{{font-family:sans-serif;margin:24px;max-width:1060px}}pre{{background:#f6f6f6;padding:12px;overflow-x:auto;font-size:13px}}h2{{margin-top:32px}}svg{{max-width:100%;height:auto}}</style></head><body>\n<h1>Routing lab: {sc}</h1>\n<p>{desc}. Seed {seed}, {dev} devices, {hours} simulated hours, router tick {tick} s. World: {src} sources, {tg} targets, {liars} liars, politeness capacity {pr:.1} grants/s. The shaded span is the scenario's event.</p>\n<h2>Summary</h2><pre>{table}</pre>\n",
+        sc = esc(&r.scenario),
+        desc = esc(&r.description),
+        seed = r.seed,
+        dev = r.devices,
+        hours = r.hours,
+        tick = r.tick_s,
+        src = r.world.sources,
+        tg = r.world.targets,
+        liars = r.world.liars,
+        pr = r.world.polite_rate,
+        table = esc(&render_table(r)),
+    );
+    for (title, svg) in [
+        ("Regret over time", regret),
+        ("Correct-row fraction over time", correct),
+        ("Trust: honest vs lying devices", trust),
+        ("λ per pool over time", prices),
+        ("Drift detections", drift),
+        ("Occupancy", occupancy),
+    ] {
+        let _ = write!(html, "<h2>{title}</h2>\n{svg}\n");
+    }
+    html.push_str("<p>Columns: regret_f / regret_c = cumulative regret in expected failures / cloud cost against the oracle over routed items; regret/k = total regret per 1,000 attempts; correct = settled rows with a genuine hash; fresh = settled rows with today's content; auc = trust AUC honest vs liars; drift = detections; polit = grants a host's true limit would refuse; occup = busy share of online time counted over the time when admissible work existed; dec/s = decisions per wall second inside the router. See docs/routing-lab.md.</p>\n</body></html>\n");
+    Ok(html)
+}
+
+/// Writes `report.json` and `report.html` of `r` into `dir` (atomically).
+///
+/// Errors: [`RouteError`].
+pub fn write_report(dir: &Path, r: &SimReport) -> Result<Vec<PathBuf>, RouteError> {
+    let json = serde_json::to_vec_pretty(r)?;
+    let html = render_html(r)?;
+    Ok(write_dir_atomically(
+        dir,
+        &[(REPORT_JSON, &json), (REPORT_HTML, html.as_bytes())],
+    )?)
+}

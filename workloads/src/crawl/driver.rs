@@ -1,0 +1,930 @@
+//! The driver: the real [`Router`] in process on a simulated clock, fed by
+//! the world's devices. Discrete events in time order (ties by insertion):
+//! devices come online (register), lease, execute each item (the world
+//! decides the outcome, the device's [`Participant`] may protest first),
+//! deposit, and lease again; the router ticks every `tick_s`; the figures
+//! are sampled every `sample_s`. Source: `ROUTING.md` §5.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::time::Instant;
+
+use router::api::{
+    ApiError, DepositRequest, LeaseItem, LeaseRequest, Outcome, ProtestRequest, RegisterRequest,
+};
+use router::config::{CellFact, Facts, SourceFact, TargetFact};
+use router::events::Event;
+use router::Router;
+use routing::field::Receipt;
+use routing::participant::{Participant, Verdict};
+
+use super::baseline::Contender;
+use super::report::{
+    auc, Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, TrustHistogram,
+    WorkPerDecision,
+};
+use super::rng::coin;
+use super::store::LabStore;
+use super::world::{
+    Attempt, World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CAPABILITIES,
+    CLOUD_COST,
+};
+use super::CrawlError;
+
+/// Curiosity window of a device's local negative facts, seconds.
+pub const CURIOSITY_S: f64 = 1800.0;
+/// Deposits a device needs before its trust counts in the AUC and histogram.
+pub const MIN_DEPOSITS_FOR_TRUST: u64 = 5;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Tick,
+    Sample,
+    Snapshot,
+    Wave(u64),
+    Online(usize),
+    Offline(usize),
+    Upgrade(usize),
+    Wake(usize, u64),
+    Done(usize, u64),
+}
+
+/// The item a device is executing.
+#[derive(Debug, Clone)]
+struct Running {
+    target: usize,
+    attempt: Attempt,
+}
+
+/// A lease in a device's hands.
+#[derive(Debug, Clone)]
+struct Held {
+    id: String,
+    items: Vec<LeaseItem>,
+    receipts: Vec<Receipt>,
+    next: usize,
+    running: Option<Running>,
+}
+
+#[derive(Debug, Clone)]
+struct DevState {
+    online: bool,
+    epoch: u64,
+    secret: Option<String>,
+    version: &'static str,
+    participant: Participant,
+    held: Option<Held>,
+    attempts: u64,
+    deposits: u64,
+    idle_since: Option<f64>,
+    busy_until: f64,
+}
+
+/// A host's true politeness limit, kept independently of the router's buckets.
+#[derive(Debug, Clone)]
+struct Shadow {
+    capacity: f64,
+    rate: f64,
+    tokens: f64,
+    last: f64,
+}
+
+impl Shadow {
+    fn admit(&mut self, t: f64) -> bool {
+        self.tokens = (self.tokens + self.rate * (t - self.last).max(0.0)).min(self.capacity);
+        self.last = self.last.max(t);
+        if self.tokens >= 1.0 - 1e-9 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Running sums of the figures.
+#[derive(Debug, Default)]
+struct Acc {
+    attempts: u64,
+    successes: u64,
+    items: u64,
+    protests: u64,
+    refused: BTreeMap<String, u64>,
+    regret_failures: f64,
+    regret_cost: f64,
+    violations: u64,
+    drift: Vec<DriftMark>,
+    budget: Budget,
+    busy_s: f64,
+    wasted_s: f64,
+    tick_busy: u64,
+    tick_online: u64,
+    window_busy: u64,
+    window_online: u64,
+    work: WorkPerDecision,
+    event: EventFigures,
+    series: Vec<Sample>,
+    trust_at_bug: BTreeMap<String, f64>,
+    blocked_attempts_after: u64,
+    blocked_attempts_before: u64,
+    last_grant: Vec<Option<usize>>,
+    timing: Timing,
+    lease_us: Vec<u32>,
+}
+
+/// One contender's run over one world.
+pub struct Driver<'w> {
+    world: &'w World,
+    contender: Contender,
+    router: Router,
+    heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    seq: u64,
+    devs: Vec<DevState>,
+    shadow: BTreeMap<String, Shadow>,
+    targets: HashMap<String, usize>,
+    online: [usize; 4],
+    arrived: Vec<bool>,
+    acc: Acc,
+    retry_s: f64,
+}
+
+fn ms(t: f64) -> u64 {
+    (t * 1000.0).round().max(0.0) as u64
+}
+
+fn wire_err(e: &ApiError) -> String {
+    e.kind().to_string()
+}
+
+impl<'w> Driver<'w> {
+    /// A driver for `contender` on `world` (the router opened at t = 0 with
+    /// the operator's facts for the sources present at the start).
+    /// Errors: [`CrawlError::Router`] when the router refuses to open or the facts.
+    pub fn new(world: &'w World, contender: Contender) -> Result<Driver<'w>, CrawlError> {
+        let mut router = Router::open(contender.config(), Box::new(LabStore::new()), 0.0)
+            .map_err(|e| CrawlError::Router(e.to_string()))?;
+        router.set_chooser(contender.chooser(world.spec.seed));
+        let devs = world
+            .devices
+            .iter()
+            .map(|_| DevState {
+                online: false,
+                epoch: 0,
+                secret: None,
+                version: ADAPTER_OK,
+                participant: Participant::new(CURIOSITY_S).expect("a positive window"),
+                held: None,
+                attempts: 0,
+                deposits: 0,
+                idle_since: None,
+                busy_until: 0.0,
+            })
+            .collect();
+        let mut d = Driver {
+            world,
+            contender,
+            router,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            devs,
+            shadow: BTreeMap::new(),
+            targets: world
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.name.clone(), i))
+                .collect(),
+            online: [0; 4],
+            arrived: vec![false; world.sources.len()],
+            acc: Acc {
+                last_grant: vec![None; world.targets.len()],
+                ..Acc::default()
+            },
+            retry_s: (world.spec.devices as f64 / 100.0).clamp(world.spec.tick_s, 45.0),
+        };
+        d.acc.budget.caps = world.caps.clone();
+        d.declare(0.0, true)?;
+        d.schedule_world();
+        Ok(d)
+    }
+
+    fn at(&mut self, t: f64, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((ms(t), self.seq, ev)));
+    }
+
+    /// The operator's facts: sources arriving by `t` not yet declared, their
+    /// targets, the cost table, the latency weight (0: this lab scores
+    /// successes and cloud cost), and the caps (first call only).
+    fn declare(&mut self, t: f64, first: bool) -> Result<(), CrawlError> {
+        let w = self.world;
+        let mut facts = Facts::default();
+        for (i, s) in w.sources.iter().enumerate() {
+            if self.arrived[i] || s.arrives_s > t {
+                continue;
+            }
+            self.arrived[i] = true;
+            facts.sources.push(SourceFact {
+                source: s.name.clone(),
+                host: s.host.clone(),
+                binding: s.binding.clone(),
+                requires: vec![],
+                change_timescale_s: Some(s.change_timescale_s),
+                bucket: Some(s.bucket),
+            });
+            self.shadow.entry(s.host.clone()).or_insert(Shadow {
+                capacity: s.bucket.0,
+                rate: s.bucket.1,
+                tokens: s.bucket.0,
+                last: t,
+            });
+            for k in s.targets.clone() {
+                facts.targets.push(TargetFact {
+                    target: w.targets[k].name.clone(),
+                    source: s.name.clone(),
+                    listing: false,
+                });
+            }
+        }
+        if first {
+            for (a, name) in ARCHETYPES.iter().enumerate() {
+                facts.priors.push(CellFact {
+                    address: String::new(),
+                    option: name.to_string(),
+                    dimension: "financial".into(),
+                    value: CLOUD_COST[a],
+                });
+                facts.weights.push(CellFact {
+                    address: String::new(),
+                    option: name.to_string(),
+                    dimension: "latency".into(),
+                    value: 0.0,
+                });
+            }
+            facts.caps = w.caps.clone();
+        }
+        if facts.sources.is_empty() && !first {
+            return Ok(());
+        }
+        self.router
+            .put_facts(&facts, t)
+            .map_err(|e| CrawlError::Router(e.to_string()))?;
+        Ok(())
+    }
+
+    fn schedule_world(&mut self) {
+        let w = self.world;
+        let spec = &w.spec;
+        let end = spec.end_s();
+        let mut t = spec.tick_s;
+        while t <= end {
+            self.at(t, Ev::Tick);
+            t += spec.tick_s;
+        }
+        let mut t = spec.sample_s;
+        while t <= end + 1e-9 {
+            self.at(t.min(end), Ev::Sample);
+            t += spec.sample_s;
+        }
+        let mut waves: Vec<u64> = w
+            .sources
+            .iter()
+            .map(|s| ms(s.arrives_s))
+            .filter(|&m| m > 0)
+            .collect();
+        waves.dedup();
+        for m in waves {
+            self.at(m as f64 / 1000.0, Ev::Wave(m));
+        }
+        for (i, d) in w.devices.iter().enumerate() {
+            for &(a, b) in &d.sessions {
+                self.at(a, Ev::Online(i));
+                if b < end {
+                    self.at(b, Ev::Offline(i));
+                }
+            }
+            if let Some(u) = d.upgrade_at {
+                self.at(u, Ev::Upgrade(i));
+            }
+        }
+        if let Some((_, from)) = w.bug {
+            self.at((from - 0.001).max(0.0), Ev::Snapshot);
+        }
+    }
+
+    /// Runs to the end of the world's time; `progress(t_s)` is called at every sample.
+    /// Errors: [`CrawlError::Router`] when the router fails a tick.
+    pub fn run(mut self, mut progress: impl FnMut(f64)) -> Result<ContenderReport, CrawlError> {
+        let wall = Instant::now();
+        let end_ms = ms(self.world.spec.end_s());
+        while let Some(Reverse((t_ms, _, ev))) = self.heap.pop() {
+            if t_ms > end_ms {
+                break;
+            }
+            let t = t_ms as f64 / 1000.0;
+            match ev {
+                Ev::Tick => self.tick(t)?,
+                Ev::Sample => {
+                    self.sample(t);
+                    progress(t);
+                }
+                Ev::Snapshot => self.snapshot_trust(),
+                Ev::Wave(_) => self.declare(t, false)?,
+                Ev::Online(d) => self.come_online(d, t),
+                Ev::Offline(d) => self.go_offline(d, t),
+                Ev::Upgrade(d) => {
+                    self.devs[d].version = ADAPTER_BUGGY;
+                    if self.devs[d].online {
+                        self.register(d, t);
+                    }
+                }
+                Ev::Wake(d, e) if e == self.devs[d].epoch => self.wake(d, t),
+                Ev::Done(d, e) if e == self.devs[d].epoch => self.done(d, t),
+                Ev::Wake(..) | Ev::Done(..) => {}
+            }
+        }
+        self.acc.timing.wall_s = wall.elapsed().as_secs_f64();
+        Ok(self.finish())
+    }
+
+    fn register(&mut self, d: usize, t: f64) {
+        let spec = &self.world.devices[d];
+        let req = RegisterRequest {
+            device_id: spec.id.clone(),
+            archetype: ARCHETYPES[spec.archetype].to_string(),
+            capabilities: CAPABILITIES[spec.archetype]
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
+            adapter_version: self.devs[d].version.to_string(),
+            registration_token: self.router.config().registration_token.clone(),
+        };
+        let t0 = Instant::now();
+        let r = self.router.register(&req, t);
+        self.acc.timing.router_s += t0.elapsed().as_secs_f64();
+        match r {
+            Ok(resp) => self.devs[d].secret = Some(resp.device_secret),
+            Err(e) => *self.acc.refused.entry(wire_err(&e)).or_default() += 1,
+        }
+    }
+
+    fn come_online(&mut self, d: usize, t: f64) {
+        let a = self.world.devices[d].archetype;
+        if !self.devs[d].online {
+            self.online[a] += 1;
+        }
+        let st = &mut self.devs[d];
+        st.online = true;
+        st.epoch += 1;
+        st.held = None;
+        st.idle_since = None;
+        self.register(d, t);
+        let e = self.devs[d].epoch;
+        let jitter = 5.0 * coin(&[self.world.spec.seed, d as u64, ms(t), 11]);
+        self.at(t + jitter, Ev::Wake(d, e));
+    }
+
+    fn go_offline(&mut self, d: usize, t: f64) {
+        let a = self.world.devices[d].archetype;
+        if self.devs[d].online {
+            self.online[a] -= 1;
+        }
+        let st = &mut self.devs[d];
+        st.online = false;
+        st.epoch += 1;
+        st.held = None;
+        st.idle_since = None;
+        st.busy_until = st.busy_until.min(t);
+    }
+
+    fn wake(&mut self, d: usize, t: f64) {
+        if !self.devs[d].online || self.devs[d].held.is_some() {
+            return;
+        }
+        let Some(secret) = self.devs[d].secret.clone() else {
+            self.register(d, t);
+            let e = self.devs[d].epoch;
+            self.at(t + self.retry_s, Ev::Wake(d, e));
+            return;
+        };
+        let spec = &self.world.devices[d];
+        let req = LeaseRequest {
+            device_id: spec.id.clone(),
+            device_secret: secret,
+            max_items: if spec.archetype == BROWSER { 4 } else { 2 },
+        };
+        let t0 = Instant::now();
+        let r = self.router.lease(&req, t);
+        let el = t0.elapsed();
+        self.acc.timing.router_s += el.as_secs_f64();
+        self.acc.timing.lease_s += el.as_secs_f64();
+        self.acc.timing.lease_calls += 1;
+        if self.acc.timing.lease_calls % 8 == 1 {
+            self.acc
+                .lease_us
+                .push(el.as_micros().min(u32::MAX as u128) as u32);
+        }
+        let e = self.devs[d].epoch;
+        match r {
+            Ok(resp) if resp.items.is_empty() => {
+                let st = &mut self.devs[d];
+                st.idle_since.get_or_insert(t);
+                let jitter = 0.75 + 0.5 * coin(&[self.world.spec.seed, d as u64, ms(t), 12]);
+                self.at(t + self.retry_s * jitter, Ev::Wake(d, e));
+            }
+            Ok(resp) => {
+                if let Some(since) = self.devs[d].idle_since.take() {
+                    self.acc.wasted_s += t - since;
+                }
+                self.granted(d, &resp.items, &resp.routing_trace, t);
+                self.devs[d].held = Some(Held {
+                    id: resp.lease_id,
+                    items: resp.items,
+                    receipts: resp.routing_trace,
+                    next: 0,
+                    running: None,
+                });
+                self.next_item(d, t);
+            }
+            Err(err) => {
+                *self.acc.refused.entry(wire_err(&err)).or_default() += 1;
+                let wait = match err {
+                    ApiError::UnknownDevice(_) => {
+                        self.register(d, t);
+                        1.0
+                    }
+                    ApiError::RateLimited(w) => w + 0.1,
+                    _ => self.retry_s,
+                };
+                self.at(t + wait, Ev::Wake(d, e));
+            }
+        }
+    }
+
+    /// Politeness (against the true limits), work counters and the drought's re-routing.
+    fn granted(&mut self, d: usize, items: &[LeaseItem], receipts: &[Receipt], t: f64) {
+        let a = self.world.devices[d].archetype;
+        for (item, receipt) in items.iter().zip(receipts) {
+            self.acc.items += 1;
+            let Some(&k) = self.targets.get(&item.target) else {
+                continue;
+            };
+            let host = &self.world.sources[self.world.targets[k].source].host;
+            if let Some(b) = self.shadow.get_mut(host) {
+                if !b.admit(t) {
+                    self.acc.violations += 1;
+                }
+            }
+            let w = &mut self.acc.work;
+            let n = w.decisions as f64;
+            w.cells_visited = (w.cells_visited * n + receipt.work.cells_visited as f64) / (n + 1.0);
+            w.messages_recomputed =
+                (w.messages_recomputed * n + receipt.work.messages_recomputed as f64) / (n + 1.0);
+            w.decisions += 1;
+            if let (Some(gone), Some((_, to))) =
+                (self.acc.event.browsers_gone_s, self.world.drought)
+            {
+                if t < to {
+                    if a == BROWSER {
+                        *self.acc.event.browser_grants_while_gone.get_or_insert(0) += 1;
+                    } else if self.acc.last_grant[k] == Some(BROWSER)
+                        && self.acc.event.reroute_delay_s.is_none()
+                    {
+                        self.acc.event.reroute_delay_s = Some(t - gone);
+                    }
+                }
+            }
+            self.acc.last_grant[k] = Some(a);
+        }
+    }
+
+    /// Starts the next item of the held lease, or asks for a new lease.
+    fn next_item(&mut self, d: usize, t: f64) {
+        let e = self.devs[d].epoch;
+        loop {
+            let Some(held) = self.devs[d].held.as_mut() else {
+                return;
+            };
+            if held.next >= held.items.len() {
+                self.devs[d].held = None;
+                self.at(t, Ev::Wake(d, e));
+                return;
+            }
+            let i = held.next;
+            held.next += 1;
+            let item = held.items[i].clone();
+            let receipt = held.receipts.get(i).cloned();
+            let lease_id = held.id.clone();
+            let Some(&k) = self.targets.get(&item.target) else {
+                continue;
+            };
+            let verdict = match &receipt {
+                Some(r) => self.devs[d].participant.fold(&item.source, r, t),
+                None => Ok(Verdict::Execute),
+            };
+            if let Ok(Verdict::Protest { .. }) = verdict {
+                self.protest(d, &lease_id, &item, t);
+                continue;
+            }
+            let n = self.devs[d].attempts;
+            self.devs[d].attempts += 1;
+            let attempt = self.world.attempt(d, k, t, n);
+            let done = t + attempt.latency_s;
+            self.acc.busy_s += attempt.latency_s;
+            if item.kind != "verification" {
+                self.regret(d, k, t);
+            }
+            let st = &mut self.devs[d];
+            st.busy_until = done;
+            if let Some(h) = st.held.as_mut() {
+                h.running = Some(Running { target: k, attempt });
+            }
+            self.at(done, Ev::Done(d, e));
+            return;
+        }
+    }
+
+    fn protest(&mut self, d: usize, lease_id: &str, item: &LeaseItem, t: f64) {
+        let req = ProtestRequest {
+            device_id: self.world.devices[d].id.clone(),
+            device_secret: self.devs[d].secret.clone().unwrap_or_default(),
+            lease_id: lease_id.to_string(),
+            target: item.target.clone(),
+            deposit_token: item.deposit_token.clone(),
+            reason: "unreachable from here".into(),
+        };
+        let t0 = Instant::now();
+        let r = self.router.protest(&req, t);
+        self.acc.timing.router_s += t0.elapsed().as_secs_f64();
+        match r {
+            Ok(_) => self.acc.protests += 1,
+            Err(e) => *self.acc.refused.entry(wire_err(&e)).or_default() += 1,
+        }
+    }
+
+    /// Regret of the routed choice against the oracle among the archetypes online now.
+    fn regret(&mut self, d: usize, k: usize, t: f64) {
+        let w = self.world;
+        let s = w.targets[k].source;
+        let a = w.devices[d].archetype;
+        let (fa, ca) = w.objective(s, a, t);
+        let mut best = (fa + ca, fa, ca);
+        for o in 0..4 {
+            if self.online[o] == 0 {
+                continue;
+            }
+            let (f, c) = w.objective(s, o, t);
+            if f + c < best.0 {
+                best = (f + c, f, c);
+            }
+        }
+        self.acc.regret_failures += fa - best.1;
+        self.acc.regret_cost += ca - best.2;
+        if let Some((rs, ra, from)) = w.regime {
+            if rs == s && ra == a {
+                if t >= from {
+                    self.acc.blocked_attempts_after += 1;
+                } else if t >= from - 3600.0 {
+                    self.acc.blocked_attempts_before += 1;
+                }
+            }
+        }
+    }
+
+    fn done(&mut self, d: usize, t: f64) {
+        let Some(held) = self.devs[d].held.as_mut() else {
+            return;
+        };
+        let Some(run) = held.running.take() else {
+            return;
+        };
+        let item = held.items[held.next - 1].clone();
+        let lease_id = held.id.clone();
+        let revision = held
+            .receipts
+            .get(held.next - 1)
+            .map(|r| r.revision)
+            .unwrap_or(0);
+        let w = self.world;
+        let source = w.targets[run.target].source;
+        let version = self.devs[d].version;
+        let outcome = Outcome {
+            ok: run.attempt.ok,
+            content_hash: run
+                .attempt
+                .ok
+                .then(|| w.observed(d, run.target, t, version)),
+            latency_ms: Some(run.attempt.latency_s * 1000.0),
+            error_class: run.attempt.error_class.map(String::from),
+            retry_after_s: None,
+            crawl_delay_s: None,
+        };
+        let req = DepositRequest {
+            device_id: w.devices[d].id.clone(),
+            device_secret: self.devs[d].secret.clone().unwrap_or_default(),
+            lease_id,
+            target: item.target.clone(),
+            deposit_token: item.deposit_token.clone(),
+            receipt_revision: revision,
+            adapter_id: ADAPTER_ID.into(),
+            adapter_version: version.into(),
+            outcome,
+            discovered: vec![],
+        };
+        let t0 = Instant::now();
+        let r = self.router.deposit(&req, t);
+        self.acc.timing.router_s += t0.elapsed().as_secs_f64();
+        match r {
+            Ok(_) => {
+                self.acc.attempts += 1;
+                self.acc.successes += u64::from(run.attempt.ok);
+                self.devs[d].deposits += 1;
+            }
+            Err(e) => *self.acc.refused.entry(wire_err(&e)).or_default() += 1,
+        }
+        let p = &mut self.devs[d].participant;
+        let name = &w.sources[source].name;
+        if run.attempt.ok {
+            p.reached(name);
+        } else if run.attempt.error_class == Some("network") {
+            let _ = p.unreachable(name, t);
+        }
+        self.next_item(d, t);
+    }
+
+    fn tick(&mut self, t: f64) -> Result<(), CrawlError> {
+        let t0 = Instant::now();
+        let rep = self
+            .router
+            .tick(t)
+            .map_err(|e| CrawlError::Router(e.to_string()))?;
+        let el = t0.elapsed().as_secs_f64();
+        self.acc.timing.router_s += el;
+        self.acc.timing.tick_s += el;
+        self.acc.timing.decisions += rep.queued.values().sum::<usize>() as u64;
+        for ev in self.router.drain_events() {
+            self.event(ev);
+        }
+        for (i, st) in self.devs.iter().enumerate() {
+            if st.online {
+                self.acc.tick_online += 1;
+                self.acc.window_online += 1;
+                if st.busy_until > t {
+                    self.acc.tick_busy += 1;
+                    self.acc.window_busy += 1;
+                }
+            }
+            let _ = i;
+        }
+        if let Some((from, to)) = self.world.drought {
+            if t >= from && t < to && self.acc.event.browsers_gone_s.is_none() {
+                let live = self
+                    .router
+                    .field_view()
+                    .population
+                    .iter()
+                    .find(|p| p.archetype == ARCHETYPES[BROWSER])
+                    .map(|p| p.live)
+                    .unwrap_or(0);
+                if live == 0 {
+                    self.acc.event.browsers_gone_s = Some(t);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn event(&mut self, ev: Event) {
+        match ev {
+            Event::DriftConfirmed {
+                t_s,
+                cell,
+                option,
+                dimension,
+                ..
+            } => {
+                let w = self.world;
+                let truth_changed = w.regime.is_some_and(|(s, a, from)| {
+                    t_s >= from
+                        && cell == format!("{}/{}", w.sources[s].name, w.sources[s].binding)
+                        && option == ARCHETYPES[a]
+                });
+                if truth_changed && self.acc.event.drift_delay_s.is_none() {
+                    self.acc.event.drift_delay_s = w.regime.map(|(_, _, from)| t_s - from);
+                }
+                self.acc.drift.push(DriftMark {
+                    t_s,
+                    cell,
+                    option,
+                    dimension,
+                    false_alarm: !truth_changed,
+                });
+            }
+            Event::AdapterDisagreement {
+                t_s,
+                source,
+                version,
+                restored,
+                ..
+            } => self
+                .acc
+                .event
+                .adapter_events
+                .push((t_s, source, version, restored)),
+            Event::PriceChanged {
+                t_s, pool, usage, ..
+            } => {
+                self.acc.budget.windows.push((t_s, pool, usage));
+            }
+            _ => {}
+        }
+    }
+
+    fn snapshot_trust(&mut self) {
+        for dev in &self.world.devices {
+            if let Some(tau) = self.router.trust(&dev.id) {
+                self.acc.trust_at_bug.insert(dev.id.clone(), tau);
+            }
+        }
+    }
+
+    fn sample(&mut self, t: f64) {
+        let w = self.world;
+        let (mut settled, mut correct, mut fresh) = (0usize, 0usize, 0usize);
+        for (k, target) in w.targets.iter().enumerate() {
+            if !self.arrived[target.source] {
+                continue;
+            }
+            if let Some(h) = self.router.settled(&target.name) {
+                settled += 1;
+                if w.genuine(k, h, t) {
+                    correct += 1;
+                }
+                if w.content(k, t) == h {
+                    fresh += 1;
+                }
+            }
+        }
+        let frac = |n: usize| {
+            if settled == 0 {
+                1.0
+            } else {
+                n as f64 / settled as f64
+            }
+        };
+        let busy_share = if self.acc.window_online == 0 {
+            0.0
+        } else {
+            self.acc.window_busy as f64 / self.acc.window_online as f64
+        };
+        self.acc.window_busy = 0;
+        self.acc.window_online = 0;
+        self.acc.series.push(Sample {
+            t_s: t,
+            regret_failures: self.acc.regret_failures,
+            regret_cost: self.acc.regret_cost,
+            attempts: self.acc.attempts,
+            correct_fraction: frac(correct),
+            fresh_fraction: frac(fresh),
+            settled,
+            prices: self.router.prices(),
+            online: ARCHETYPES
+                .iter()
+                .enumerate()
+                .map(|(a, n)| (n.to_string(), self.online[a]))
+                .collect(),
+            busy_share,
+        });
+    }
+
+    fn finish(mut self) -> ContenderReport {
+        let w = self.world;
+        let (mut honest, mut liars) = (Vec::new(), Vec::new());
+        let mut hist = TrustHistogram {
+            honest: vec![0; 20],
+            liars: vec![0; 20],
+        };
+        for (i, dev) in w.devices.iter().enumerate() {
+            if self.devs[i].deposits < MIN_DEPOSITS_FOR_TRUST {
+                continue;
+            }
+            let Some(tau) = self.router.trust(&dev.id) else {
+                continue;
+            };
+            let bin = ((tau * 20.0).floor() as usize).min(19);
+            if dev.liar {
+                liars.push(tau);
+                hist.liars[bin] += 1;
+            } else {
+                honest.push(tau);
+                hist.honest[bin] += 1;
+            }
+        }
+        let mut ev = std::mem::take(&mut self.acc.event);
+        if w.bug.is_some() {
+            let before = &self.acc.trust_at_bug;
+            let mut lower = 0;
+            let mut drop: f64 = 0.0;
+            let (mut sb, mut sa) = (0.0, 0.0);
+            for (id, b) in before {
+                let a = self.router.trust(id).unwrap_or(*b);
+                if a < b - 1e-9 {
+                    lower += 1;
+                }
+                drop = drop.max(b - a);
+                sb += b;
+                sa += a;
+            }
+            let n = before.len().max(1) as f64;
+            ev.devices_lower_than_before = Some(lower);
+            ev.devices_before = Some(before.len());
+            ev.mean_trust_before_after = Some((sb / n, sa / n));
+            ev.largest_drop = Some(drop);
+        }
+        if w.regime.is_some() {
+            ev.blocked_attempts_after = Some(self.acc.blocked_attempts_after);
+            ev.blocked_attempts_hour_before = Some(self.acc.blocked_attempts_before);
+        }
+        let mut budget = std::mem::take(&mut self.acc.budget);
+        for (pool, cap) in budget.caps.clone() {
+            let ws: Vec<f64> = budget
+                .windows
+                .iter()
+                .filter(|(_, p, _)| *p == pool)
+                .map(|(_, _, u)| *u)
+                .collect();
+            let over = ws.iter().filter(|u| **u > cap).count() as u64;
+            let max = ws.iter().fold(0.0f64, |m, u| m.max(u / cap.max(1e-9)));
+            let late = &ws[ws.len() / 2..];
+            let mean = if late.is_empty() {
+                0.0
+            } else {
+                late.iter().sum::<f64>() / late.len() as f64 / cap.max(1e-9)
+            };
+            budget.over_cap.insert(pool.clone(), over);
+            budget.max_ratio.insert(pool.clone(), max);
+            budget.late_mean_ratio.insert(pool, mean);
+        }
+        let last = self.acc.series.last().cloned();
+        let mut timing = std::mem::take(&mut self.acc.timing);
+        timing.decisions += timing.lease_calls;
+        let busy_time = timing.lease_s + timing.tick_s;
+        timing.decisions_per_s = if busy_time > 0.0 {
+            timing.decisions as f64 / busy_time
+        } else {
+            0.0
+        };
+        timing.leases_per_s = if timing.lease_s > 0.0 {
+            timing.lease_calls as f64 / timing.lease_s
+        } else {
+            0.0
+        };
+        let mut us = std::mem::take(&mut self.acc.lease_us);
+        us.sort_unstable();
+        let pct = |p: f64| {
+            if us.is_empty() {
+                0.0
+            } else {
+                us[((us.len() - 1) as f64 * p).round() as usize] as f64
+            }
+        };
+        timing.lease_us = (pct(0.5), pct(0.99));
+        let false_alarms = self.acc.drift.iter().filter(|m| m.false_alarm).count() as u64;
+        let occupancy = if self.acc.busy_s + self.acc.wasted_s > 0.0 {
+            self.acc.busy_s / (self.acc.busy_s + self.acc.wasted_s)
+        } else {
+            0.0
+        };
+        ContenderReport {
+            name: self.contender.name().into(),
+            attempts: self.acc.attempts,
+            successes: self.acc.successes,
+            items: self.acc.items,
+            protests: self.acc.protests,
+            refused: std::mem::take(&mut self.acc.refused),
+            regret_failures: self.acc.regret_failures,
+            regret_cost: self.acc.regret_cost,
+            regret_total: self.acc.regret_failures + self.acc.regret_cost,
+            politeness_violations: self.acc.violations,
+            correct_fraction: last.as_ref().map(|s| s.correct_fraction).unwrap_or(1.0),
+            fresh_fraction: last.as_ref().map(|s| s.fresh_fraction).unwrap_or(1.0),
+            settled: last.as_ref().map(|s| s.settled).unwrap_or(0),
+            trust_auc: auc(&honest, &liars),
+            trust: hist,
+            drift: std::mem::take(&mut self.acc.drift),
+            drift_false_alarms: false_alarms,
+            budget,
+            occupancy,
+            busy_share: if self.acc.tick_online == 0 {
+                0.0
+            } else {
+                self.acc.tick_busy as f64 / self.acc.tick_online as f64
+            },
+            work: std::mem::take(&mut self.acc.work),
+            event: ev,
+            series: std::mem::take(&mut self.acc.series),
+            events: self.router.counters().events.clone(),
+            timing,
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! The routing lab's simulated crawling fleet (`ROUTING.md` §5): a
+//! deterministic world from a seed, the scenarios, the contenders (the
+//! router and the baselines that each replace one part of it) and the
+//! driver that runs the real router in process on a simulated clock.
+//!
+//! - [`world`]: hidden truths of sources, targets and devices;
+//! - [`scenario`]: the scenarios and the run specification;
+//! - [`baseline`]: the contenders and the baselines' choosers;
+//! - [`driver`]: one contender's run;
+//! - [`report`]: the figures;
+//! - [`store`]: the lab's lean store;
+//! - [`rng`]: seeded randomness.
+//!
+//! [`simulate`] runs every asked contender on the same world and seed.
+
+pub mod baseline;
+pub mod driver;
+pub mod report;
+pub mod rng;
+pub mod scenario;
+pub mod store;
+pub mod world;
+
+pub use baseline::Contender;
+pub use report::{ContenderReport, SimReport};
+pub use scenario::{Scenario, SimSpec};
+pub use world::World;
+
+use world::ARCHETYPES;
+
+/// What can go wrong setting up or running a simulation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CrawlError {
+    /// A scenario name that does not exist.
+    #[error("unknown scenario {0:?}: use steady, drought, regime-change, liars, adapter-bug, budget-saturation or cold-start")]
+    UnknownScenario(String),
+    /// A run specification out of range.
+    #[error("bad simulation spec: {0}")]
+    BadSpec(String),
+    /// The router refused to open, a fact, or a tick failed.
+    #[error("router: {0}")]
+    Router(String),
+}
+
+/// Runs `contenders` on the world of `spec`, each on its own thread (at
+/// most the host's parallelism at once); the reports keep the given order.
+/// `progress(i, t_s)` is called at every sample of contender `i`.
+/// Errors: [`CrawlError`] (the first contender's that failed).
+pub fn simulate(
+    spec: &SimSpec,
+    contenders: &[Contender],
+    progress: &(dyn Fn(usize, f64) + Sync),
+) -> Result<SimReport, CrawlError> {
+    let world = World::build(spec)?;
+    let width = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(1);
+    let mut slots: Vec<Option<Result<ContenderReport, CrawlError>>> = vec![None; contenders.len()];
+    let indexed: Vec<(usize, Contender)> = contenders.iter().copied().enumerate().collect();
+    for chunk in indexed.chunks(width) {
+        let done: Vec<(usize, Result<ContenderReport, CrawlError>)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunk
+                .iter()
+                .map(|&(i, c)| {
+                    let world = &world;
+                    scope.spawn(move || {
+                        let r =
+                            driver::Driver::new(world, c).and_then(|d| d.run(|t| progress(i, t)));
+                        (i, r)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        (
+                            usize::MAX,
+                            Err(CrawlError::Router("a contender's thread panicked".into())),
+                        )
+                    })
+                })
+                .collect()
+        });
+        for (i, r) in done {
+            if i == usize::MAX {
+                return Err(CrawlError::Router("a contender's thread panicked".into()));
+            }
+            slots[i] = Some(r);
+        }
+    }
+    let mut reports = Vec::with_capacity(contenders.len());
+    for s in slots {
+        reports
+            .push(s.unwrap_or_else(|| Err(CrawlError::Router("a contender did not run".into())))?);
+    }
+    Ok(SimReport {
+        scenario: spec.scenario.name().into(),
+        description: spec.scenario.describe().into(),
+        seed: spec.seed,
+        devices: spec.devices,
+        hours: spec.hours,
+        tick_s: spec.tick_s,
+        sample_s: spec.sample_s,
+        world: report::WorldSummary {
+            sources: world.sources.len(),
+            targets: world.targets.len(),
+            devices: ARCHETYPES
+                .iter()
+                .enumerate()
+                .map(|(a, n)| {
+                    (
+                        n.to_string(),
+                        world.devices.iter().filter(|d| d.archetype == a).count(),
+                    )
+                })
+                .collect(),
+            liars: world.devices.iter().filter(|d| d.liar).count(),
+            buggy: world
+                .devices
+                .iter()
+                .filter(|d| d.upgrade_at.is_some())
+                .count(),
+            polite_rate: world.polite_rate(),
+            caps: world.caps.clone(),
+            event_s: world
+                .drought
+                .or(world.regime.map(|(_, _, f)| (f, spec.end_s())))
+                .or(world.bug.map(|(_, f)| (f, spec.end_s()))),
+        },
+        contenders: reports,
+    })
+}

@@ -1,0 +1,554 @@
+//! The simulated world, built deterministically from a [`SimSpec`]:
+//! sources with hidden truths, targets whose contents change, devices with
+//! sessions, honesty and adapter versions. Source: `ROUTING.md` §5.
+//!
+//! Hidden truth of source s for archetype a: success probability
+//! σ(μ_a + d_s + e_sa) — a shared archetype effect μ_a, a per-source
+//! deviation d_s ~ N(0, 0.8²) and an interaction e_sa ~ N(0, 0.6²) — and
+//! latency exp(m_a + l_s + 0.5·z) seconds. Gates are walls: a source that
+//! needs JavaScript refuses `container_plain` (`js_required`), a closed CORS
+//! policy refuses `browser` (`cors`), an antibot family refuses both
+//! containers (`antibot`); a residential-only source lets a container
+//! through only 15 % as often (plain failures, no gate class).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::rng::{coin, coin_normal, mix64, Stream};
+use super::scenario::{Scenario, SimSpec};
+use super::CrawlError;
+
+/// The archetypes, in the router's declared order.
+pub const ARCHETYPES: [&str; 4] = ["browser", "desktop", "container_render", "container_plain"];
+/// Index of `browser` in [`ARCHETYPES`].
+pub const BROWSER: usize = 0;
+/// Index of `desktop`.
+pub const DESKTOP: usize = 1;
+/// Index of `container_render`.
+pub const RENDER: usize = 2;
+/// Index of `container_plain`.
+pub const PLAIN: usize = 3;
+
+/// The shared archetype effect μ_a on the logit of success.
+pub const ARCH_LOGIT: [f64; 4] = [2.6, 2.4, 2.4, 3.0];
+/// Mean ln-latency m_a (ln seconds): browser 4 s, desktop 3 s, render 5 s, plain 1.5 s.
+pub const ARCH_LN_LATENCY: [f64; 4] = [1.386, 1.099, 1.609, 0.405];
+/// Cloud cost of one attempt per archetype, in failure-equivalents (client devices cost 0).
+pub const CLOUD_COST: [f64; 4] = [0.0, 0.0, 0.12, 0.04];
+/// Population share per archetype.
+pub const ARCH_SHARE: [f64; 4] = [0.55, 0.20, 0.10, 0.15];
+/// Capabilities each archetype declares.
+pub const CAPABILITIES: [&[&str]; 4] = [
+    &["needs_js", "residential"],
+    &["needs_js", "residential"],
+    &["needs_js"],
+    &[],
+];
+/// The adapter version every device runs unless upgraded.
+pub const ADAPTER_OK: &str = "3.2";
+/// The buggy adapter version of `adapter-bug`.
+pub const ADAPTER_BUGGY: &str = "3.3";
+/// The adapter id (one binding per source: `html-v1`).
+pub const ADAPTER_ID: &str = "html";
+
+/// Hidden truth of one source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceTruth {
+    /// Source id (`src-N`).
+    pub name: String,
+    /// Host (one politeness bucket; two pairs of sources share one).
+    pub host: String,
+    /// Binding label.
+    pub binding: String,
+    /// Logit of success per archetype (before gates).
+    pub logit: [f64; 4],
+    /// Mean ln-latency per archetype, ln seconds.
+    pub ln_latency: [f64; 4],
+    /// Needs JavaScript (refuses `container_plain`).
+    pub needs_js: bool,
+    /// CORS closed (refuses `browser`).
+    pub cors_closed: bool,
+    /// An antibot family (refuses both containers).
+    pub antibot: bool,
+    /// Residential addresses preferred (containers succeed 15 % as often).
+    pub residential: bool,
+    /// How often its listings change, seconds (what the operator declares).
+    pub change_timescale_s: f64,
+    /// True politeness limit of its host: capacity (requests) and refill per second.
+    pub bucket: (f64, f64),
+    /// When the operator declares it, seconds.
+    pub arrives_s: f64,
+    /// Its targets: indexes into [`World::targets`].
+    pub targets: std::ops::Range<usize>,
+}
+
+/// One target with its true content process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TargetTruth {
+    /// Target id.
+    pub name: String,
+    /// Index of its source.
+    pub source: usize,
+    /// Seconds between content changes.
+    pub period_s: f64,
+    /// Phase of the change clock ∈ [0, 1).
+    pub phase: f64,
+}
+
+impl TargetTruth {
+    /// The content version at `t_s`.
+    pub fn version(&self, t_s: f64) -> u64 {
+        (t_s / self.period_s + self.phase).floor().max(0.0) as u64
+    }
+}
+
+/// One simulated device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSpec {
+    /// Device id.
+    pub id: String,
+    /// Index into [`ARCHETYPES`].
+    pub archetype: usize,
+    /// Writes the forged hash on every success.
+    pub liar: bool,
+    /// Online sessions `(from, to)`, seconds, sorted, disjoint.
+    pub sessions: Vec<(f64, f64)>,
+    /// When it upgrades to [`ADAPTER_BUGGY`], if ever.
+    pub upgrade_at: Option<f64>,
+    /// Sources unreachable from this device's network (it fails with `network`).
+    pub blocked: Vec<usize>,
+}
+
+/// The whole world of one run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct World {
+    /// What was asked for.
+    pub spec: SimSpec,
+    /// Sources.
+    pub sources: Vec<SourceTruth>,
+    /// Targets.
+    pub targets: Vec<TargetTruth>,
+    /// Devices.
+    pub devices: Vec<DeviceSpec>,
+    /// `regime-change`: (source, archetype, from seconds).
+    pub regime: Option<(usize, usize, f64)>,
+    /// `adapter-bug`: (source, from seconds).
+    pub bug: Option<(usize, f64)>,
+    /// `drought`: browsers offline in `[from, to)` seconds.
+    pub drought: Option<(f64, f64)>,
+    /// Pool caps per price window the operator sets (absent: uncapped).
+    pub caps: BTreeMap<String, f64>,
+}
+
+/// What one executed attempt produced.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attempt {
+    /// Success.
+    pub ok: bool,
+    /// Wall time, seconds.
+    pub latency_s: f64,
+    /// Failure class (`cors`, `js_required`, `antibot` write gates; `network`,
+    /// `http_403`, `http_5xx` are plain failures).
+    pub error_class: Option<&'static str>,
+}
+
+fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
+}
+
+/// Mean of an exponential session process; browsers come and go, desktops stay longer.
+const SESSION_ON_MEAN_S: [f64; 4] = [3.0 * 3600.0, 8.0 * 3600.0, f64::INFINITY, f64::INFINITY];
+const SESSION_OFF_MEAN_S: [f64; 4] = [3600.0, 3600.0, 0.0, 0.0];
+
+impl World {
+    /// Builds the world of `spec`. Errors: [`CrawlError::BadSpec`].
+    pub fn build(spec: &SimSpec) -> Result<World, CrawlError> {
+        spec.check()?;
+        let mut rng = Stream::new(spec.seed);
+        let end = spec.end_s();
+        let cold = spec.scenario == Scenario::ColdStart;
+        let (n_src, per_src) = if cold { (96, 4) } else { (24, 40) };
+        let mut sources = Vec::with_capacity(n_src);
+        let mut targets = Vec::new();
+        for s in 0..n_src {
+            let d = 0.8 * rng.normal();
+            let l = 0.3 * rng.normal();
+            let mut logit = [0.0; 4];
+            let mut ln_latency = [0.0; 4];
+            for a in 0..4 {
+                logit[a] = ARCH_LOGIT[a] + d + 0.6 * rng.normal();
+                ln_latency[a] = ARCH_LN_LATENCY[a] + l + 0.2 * rng.normal();
+            }
+            let (mut needs_js, mut cors_closed, antibot, residential) = (
+                rng.chance(0.35),
+                rng.chance(0.2),
+                rng.chance(0.2),
+                rng.chance(0.15),
+            );
+            if s <= 1 {
+                // src-0 and src-1 are where browsers shine (the regime change and
+                // the adapter bug act there): open to browsers, browsers best.
+                cors_closed = false;
+                needs_js = true;
+                logit[BROWSER] = logit[BROWSER].max(4.0);
+            }
+            let change_timescale_s = 3600.0 * (6.0f64.ln() + rng.uniform() * 8.0f64.ln()).exp();
+            let bucket = (
+                (3 + rng.below(6)) as f64,
+                (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
+            );
+            let arrives_s = if cold {
+                (s / 12) as f64 * end / 8.0
+            } else {
+                0.0
+            };
+            let first = targets.len();
+            for k in 0..per_src {
+                targets.push(TargetTruth {
+                    name: format!("src-{s}-t{k}"),
+                    source: s,
+                    period_s: change_timescale_s * rng.between(0.7, 1.3),
+                    phase: rng.uniform(),
+                });
+            }
+            sources.push(SourceTruth {
+                name: format!("src-{s}"),
+                host: format!(
+                    "host-{}.example",
+                    if s == 3 {
+                        2
+                    } else if s == 5 {
+                        4
+                    } else {
+                        s
+                    }
+                ),
+                binding: "html-v1".into(),
+                logit,
+                ln_latency,
+                needs_js,
+                cors_closed,
+                antibot,
+                residential,
+                change_timescale_s,
+                bucket,
+                arrives_s,
+                targets: first..targets.len(),
+            });
+        }
+        // One host, one limit: sources sharing a host declare the same bucket.
+        for (dst, src) in [(3usize, 2usize), (5, 4)] {
+            if dst < sources.len() {
+                sources[dst].bucket = sources[src].bucket;
+            }
+        }
+        let drought = (spec.scenario == Scenario::Drought).then_some((end / 3.0, end * 7.0 / 12.0));
+        let devices = build_devices(spec, &mut rng, n_src, drought);
+        let regime = (spec.scenario == Scenario::RegimeChange).then_some((0, BROWSER, end / 3.0));
+        let bug = (spec.scenario == Scenario::AdapterBug).then_some((1, end / 3.0));
+        let mut caps = BTreeMap::new();
+        if spec.scenario == Scenario::BudgetSaturation {
+            let hosts: BTreeMap<&str, f64> = sources
+                .iter()
+                .map(|s| (s.host.as_str(), s.bucket.1))
+                .collect();
+            let polite: f64 = hosts.values().sum();
+            let fleet = spec.devices as f64 / 5.0;
+            let grants_per_window = polite.min(fleet) * 60.0;
+            caps.insert("database".into(), (0.5 * 1.5 * grants_per_window).round());
+            caps.insert(
+                "object_store".into(),
+                (0.5 * 2.5 * grants_per_window).round(),
+            );
+        }
+        Ok(World {
+            spec: spec.clone(),
+            sources,
+            targets,
+            devices,
+            regime,
+            bug,
+            drought,
+            caps,
+        })
+    }
+
+    /// True success probability of archetype `a` on source `s` at `t_s`
+    /// (0 behind a gate or a regime change). What the oracle knows.
+    pub fn p_success(&self, s: usize, a: usize, t_s: f64) -> f64 {
+        let src = &self.sources[s];
+        if self.gate_class(s, a).is_some() {
+            return 0.0;
+        }
+        if let Some((rs, ra, from)) = self.regime {
+            if rs == s && ra == a && t_s >= from {
+                return 0.0;
+            }
+        }
+        let p = sigmoid(src.logit[a]);
+        if src.residential && a >= RENDER {
+            p * 0.15
+        } else {
+            p
+        }
+    }
+
+    /// The gate class that refuses archetype `a` on source `s`, if any.
+    pub fn gate_class(&self, s: usize, a: usize) -> Option<&'static str> {
+        let src = &self.sources[s];
+        if src.needs_js && a == PLAIN {
+            Some("js_required")
+        } else if src.cors_closed && a == BROWSER {
+            Some("cors")
+        } else if src.antibot && a >= RENDER {
+            Some("antibot")
+        } else {
+            None
+        }
+    }
+
+    /// The oracle's objective of archetype `a` on source `s` at `t_s`:
+    /// expected failures plus cloud cost (failure-equivalents).
+    pub fn objective(&self, s: usize, a: usize, t_s: f64) -> (f64, f64) {
+        (1.0 - self.p_success(s, a, t_s), CLOUD_COST[a])
+    }
+
+    /// Executes one attempt of device `d` on target `target` at `t_s`; `n`
+    /// is the device's attempt counter (the luck is keyed by seed, device,
+    /// target and `n`, so every contender meets the same luck).
+    pub fn attempt(&self, d: usize, target: usize, t_s: f64, n: u64) -> Attempt {
+        let dev = &self.devices[d];
+        let s = self.targets[target].source;
+        let a = dev.archetype;
+        let key = [self.spec.seed, d as u64, target as u64, n];
+        let src = &self.sources[s];
+        let jitter = (0.5 * coin_normal(&key)).exp();
+        if dev.blocked.contains(&s) {
+            return fail(10.0 * jitter, "network");
+        }
+        if let Some(class) = self.gate_class(s, a) {
+            return fail(0.5 * jitter, class);
+        }
+        if let Some((rs, ra, from)) = self.regime {
+            if rs == s && ra == a && t_s >= from {
+                return fail(1.0 * jitter, "http_403");
+            }
+        }
+        let p = self.p_success(s, a, t_s);
+        let latency_s = (src.ln_latency[a]).exp() * jitter;
+        if coin(&[key[0], key[1], key[2], key[3], 77]) < p {
+            Attempt {
+                ok: true,
+                latency_s,
+                error_class: None,
+            }
+        } else {
+            fail(latency_s * 2.0, "http_5xx")
+        }
+    }
+
+    /// The honest content hash of `target` at `t_s`.
+    pub fn content(&self, target: usize, t_s: f64) -> String {
+        content_hash(target, self.targets[target].version(t_s), 0)
+    }
+
+    /// The hash device `d` writes for `target` at `t_s` with adapter
+    /// `version`: honest, forged (a liar: one hash shared by every liar) or
+    /// wrong (the buggy adapter on the bug's source).
+    pub fn observed(&self, d: usize, target: usize, t_s: f64, version: &str) -> String {
+        let v = self.targets[target].version(t_s);
+        if self.devices[d].liar {
+            return content_hash(target, v, 1);
+        }
+        if let Some((bs, _)) = self.bug {
+            if version == ADAPTER_BUGGY && self.targets[target].source == bs {
+                return content_hash(target, v, 2);
+            }
+        }
+        content_hash(target, v, 0)
+    }
+
+    /// Whether `hash` is a genuine content of `target` at or before `t_s`.
+    pub fn genuine(&self, target: usize, hash: &str, t_s: f64) -> bool {
+        let now = self.targets[target].version(t_s);
+        (0..=now).rev().any(|v| content_hash(target, v, 0) == hash)
+    }
+
+    /// The politeness capacity of the hosts, grants per second.
+    pub fn polite_rate(&self) -> f64 {
+        let hosts: BTreeMap<&str, f64> = self
+            .sources
+            .iter()
+            .map(|s| (s.host.as_str(), s.bucket.1))
+            .collect();
+        hosts.values().sum()
+    }
+
+    /// Whether device `d` is online at `t_s`.
+    pub fn online(&self, d: usize, t_s: f64) -> bool {
+        self.devices[d]
+            .sessions
+            .iter()
+            .any(|(a, b)| *a <= t_s && t_s < *b)
+    }
+}
+
+fn fail(latency_s: f64, class: &'static str) -> Attempt {
+    Attempt {
+        ok: false,
+        latency_s,
+        error_class: Some(class),
+    }
+}
+
+/// A content hash: 16 hex digits of the mixed (target, version, kind).
+fn content_hash(target: usize, version: u64, kind: u64) -> String {
+    format!(
+        "{:016x}",
+        mix64(mix64(target as u64 ^ 0xC0_17E7) ^ version.wrapping_mul(31) ^ (kind << 56))
+    )
+}
+
+fn build_devices(
+    spec: &SimSpec,
+    rng: &mut Stream,
+    n_src: usize,
+    drought: Option<(f64, f64)>,
+) -> Vec<DeviceSpec> {
+    let n = spec.devices;
+    let end = spec.end_s();
+    let mut counts = [0usize; 4];
+    for a in 1..4 {
+        counts[a] = ((n as f64 * ARCH_SHARE[a]).round() as usize).max(usize::from(n >= 4));
+    }
+    counts[0] = n.saturating_sub(counts[1] + counts[2] + counts[3]);
+    let mut devices = Vec::with_capacity(n);
+    for (a, &count) in counts.iter().enumerate() {
+        for _ in 0..count {
+            let i = devices.len();
+            let mut sessions = Vec::new();
+            if SESSION_ON_MEAN_S[a].is_finite() {
+                let mut t = 0.0;
+                let mut on = rng.chance(0.75);
+                while t < end {
+                    let mean = if on {
+                        SESSION_ON_MEAN_S[a]
+                    } else {
+                        SESSION_OFF_MEAN_S[a]
+                    };
+                    let next = (t + rng.exponential(mean)).min(end);
+                    if on {
+                        sessions.push((t, next));
+                    }
+                    on = !on;
+                    t = next;
+                }
+            } else {
+                sessions.push((0.0, end));
+            }
+            if let (Some((from, to)), BROWSER) = (drought, a) {
+                sessions = cut(&sessions, from, to);
+            }
+            let blocked = (0..n_src).filter(|_| rng.chance(0.02)).collect();
+            devices.push(DeviceSpec {
+                id: format!("{}-{i}", ARCHETYPES[a]),
+                archetype: a,
+                liar: false,
+                sessions,
+                upgrade_at: None,
+                blocked,
+            });
+        }
+    }
+    if spec.scenario == Scenario::Liars {
+        let mut browsers: Vec<usize> = (0..devices.len())
+            .filter(|&i| devices[i].archetype == BROWSER)
+            .collect();
+        rng.shuffle(&mut browsers);
+        let k = (browsers.len() as f64 * 0.2).round() as usize;
+        for &i in &browsers[..k] {
+            devices[i].liar = true;
+        }
+    }
+    if spec.scenario == Scenario::AdapterBug {
+        let mut all: Vec<usize> = (0..devices.len()).collect();
+        rng.shuffle(&mut all);
+        let k = (all.len() as f64 * 0.3).round() as usize;
+        for &i in &all[..k] {
+            devices[i].upgrade_at = Some(end / 3.0);
+        }
+    }
+    devices
+}
+
+/// `sessions` with `[from, to)` removed.
+fn cut(sessions: &[(f64, f64)], from: f64, to: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    for &(a, b) in sessions {
+        if b <= from || a >= to {
+            out.push((a, b));
+            continue;
+        }
+        if a < from {
+            out.push((a, from));
+        }
+        if b > to {
+            out.push((to, b));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_world_and_a_drought_empties_the_night() {
+        let spec = SimSpec::new(Scenario::Drought, 200, 12.0, 7);
+        let a = World::build(&spec).unwrap();
+        assert_eq!(a, World::build(&spec).unwrap());
+        let (from, to) = a.drought.unwrap();
+        let mid = (from + to) / 2.0;
+        for (i, d) in a.devices.iter().enumerate() {
+            if d.archetype == BROWSER {
+                assert!(!a.online(i, mid));
+            }
+        }
+        assert!((0..a.devices.len()).any(|i| a.online(i, mid)));
+    }
+
+    #[test]
+    fn gates_zero_the_truth_and_fail_with_their_class() {
+        let w = World::build(&SimSpec::new(Scenario::Steady, 50, 1.0, 1)).unwrap();
+        for s in 0..w.sources.len() {
+            for a in 0..4 {
+                if let Some(c) = w.gate_class(s, a) {
+                    assert_eq!(w.p_success(s, a, 0.0), 0.0);
+                    let d = w.devices.iter().position(|d| d.archetype == a).unwrap();
+                    let t = w.sources[s].targets.start;
+                    let at = w.attempt(d, t, 0.0, 0);
+                    assert!(!at.ok);
+                    assert!(at.error_class == Some(c) || at.error_class == Some("network"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn liars_and_bugs_write_hashes_that_are_not_genuine() {
+        let w = World::build(&SimSpec::new(Scenario::Liars, 100, 1.0, 3)).unwrap();
+        let liar = w.devices.iter().position(|d| d.liar).unwrap();
+        let honest = w.devices.iter().position(|d| !d.liar).unwrap();
+        let h = w.observed(honest, 5, 100.0, ADAPTER_OK);
+        assert!(w.genuine(5, &h, 100.0));
+        let f = w.observed(liar, 5, 100.0, ADAPTER_OK);
+        assert!(!w.genuine(5, &f, 100.0));
+        assert_eq!(
+            w.devices.iter().filter(|d| d.liar).count(),
+            (w.devices.iter().filter(|d| d.archetype == BROWSER).count() as f64 * 0.2).round()
+                as usize
+        );
+    }
+}
