@@ -29,6 +29,8 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "overruns",
             "quota_detection",
             "plan_changes",
+            "rss",
+            "streamed_to",
             "label",
             "profile",
             "binding",

@@ -151,6 +151,11 @@ pub struct RunArgs {
     /// Shrink the real cgroup's quota mid-run: CYCLE:CORES[:CYCLES] (default 30 cycles), then restore it.
     #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
     pub quota_shrink_at: Option<QuotaShrink>,
+    /// Stream each cycle's row and outcomes to DIR/cycles.jsonl and
+    /// DIR/outcomes.jsonl as the run goes instead of keeping them in memory
+    /// (for long soaks); the report's per_cycle is then empty.
+    #[arg(long, value_name = "DIR")]
+    pub stream: Option<PathBuf>,
     /// Sample the run with pprof and write a flamegraph SVG.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
@@ -212,6 +217,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut spec = args.replay.spec(Contender::Fleet(args.profile), path)?;
     spec.quota_shrink = args.quota_shrink_at;
     spec.flamegraph = args.flamegraph.clone();
+    spec.stream_to = args.stream.clone();
     spec.label = args.label.clone();
     spec.metrics_addr = args.metrics_addr;
     spec.operator_addr = args.operator_addr;

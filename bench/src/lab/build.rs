@@ -1,6 +1,7 @@
 //! From what a run measured to its report and the files beside it.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -8,7 +9,7 @@ use fleet::census::CensusRow;
 use fleet::plan::Plan;
 use fleet::posture::PostureCounters;
 use fleet::quota::QuotaReport;
-use fleet_workloads::replay::ReplayResult;
+use fleet_workloads::replay::{CycleRecord, OutcomeRow, ReplayResult};
 use fleet_workloads::Corpus;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
@@ -52,6 +53,8 @@ pub(crate) struct Measured<'a> {
     /// Quota changes re-detection saw, and their timeline events.
     pub plan_changes: Vec<PlanChange>,
     pub quota_events: Vec<TimelineEvent>,
+    /// Where cycle rows and outcomes were streamed (`run --stream`).
+    pub streamed_to: Option<std::path::PathBuf>,
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal; a plain
@@ -81,51 +84,165 @@ fn merge_timeline(
 }
 
 /// Builds the report and its files.
-pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifacts {
-    let mut makespan = LatencyRecorder::new(Metric::Makespan);
-    let mut ratio = LatencyRecorder::new(Metric::MakespanOverLowerBound);
-    let mut bins = LatencyRecorder::new(Metric::BinWalk);
-    let mut sims = LatencyRecorder::new(Metric::SimLatency);
-    let mut per_cycle = Vec::with_capacity(replay.cycles.len());
-    let mut last_interval = Duration::ZERO;
-    for c in &replay.cycles {
+/// The figures built cycle by cycle: the latency recorders, the per-cycle
+/// rows and the outcome counts. A retained replay is folded in at the end;
+/// a streamed one cycle by cycle as it runs, writing each row and outcome
+/// to its sink instead of keeping it.
+pub(crate) struct CycleStats {
+    makespan: LatencyRecorder,
+    ratio: LatencyRecorder,
+    bins: LatencyRecorder,
+    sims: LatencyRecorder,
+    last_interval: Duration,
+    outcomes: OutcomeCounts,
+    /// The kept rows and outcome lines (`None` when streamed).
+    kept: Option<(Vec<CycleRow>, Vec<u8>)>,
+    /// Where streamed rows and outcomes go: (cycles.jsonl, outcomes.jsonl).
+    sink: Option<(
+        Box<dyn std::io::Write + Send>,
+        Box<dyn std::io::Write + Send>,
+    )>,
+    /// The first error writing to the sink (the run goes on; the report says so).
+    sink_error: Option<String>,
+}
+
+impl CycleStats {
+    /// Figures that keep every row (the report's `per_cycle`).
+    pub(crate) fn kept() -> Self {
+        Self::with(Some((Vec::new(), Vec::new())), None)
+    }
+
+    /// Figures that write each row and outcome as a JSON line to `cycles`
+    /// and `outcomes` and keep only the histograms and counts.
+    pub(crate) fn streamed(
+        cycles: Box<dyn std::io::Write + Send>,
+        outcomes: Box<dyn std::io::Write + Send>,
+    ) -> Self {
+        Self::with(None, Some((cycles, outcomes)))
+    }
+
+    fn with(
+        kept: Option<(Vec<CycleRow>, Vec<u8>)>,
+        sink: Option<(
+            Box<dyn std::io::Write + Send>,
+            Box<dyn std::io::Write + Send>,
+        )>,
+    ) -> Self {
+        CycleStats {
+            makespan: LatencyRecorder::new(Metric::Makespan),
+            ratio: LatencyRecorder::new(Metric::MakespanOverLowerBound),
+            bins: LatencyRecorder::new(Metric::BinWalk),
+            sims: LatencyRecorder::new(Metric::SimLatency),
+            last_interval: Duration::ZERO,
+            outcomes: OutcomeCounts::default(),
+            kept,
+            sink,
+            sink_error: None,
+        }
+    }
+
+    /// Folds one cycle in.
+    pub(crate) fn cycle(&mut self, c: &CycleRecord) {
         // Latency is end − intended start, recorded as measured: no
         // coordinated-omission correction on top.
-        makespan.record_ticks(c.makespan_us());
-        ratio.record_ratio(c.makespan_us() as f64 / c.lower_bound_us.max(1) as f64);
+        self.makespan.record_ticks(c.makespan_us());
+        self.ratio
+            .record_ratio(c.makespan_us() as f64 / c.lower_bound_us.max(1) as f64);
         for b in &c.bins {
-            bins.record_ticks(b.walk_us);
+            self.bins.record_ticks(b.walk_us);
             for s in &b.sim_latency_us {
-                sims.record_ticks(*s);
+                self.sims.record_ticks(*s);
             }
         }
         // One interval per second of run time in the logs.
         let now = Duration::from_micros(c.end_us);
-        if now - last_interval >= Duration::from_secs(1) {
-            for r in [&mut makespan, &mut ratio, &mut bins, &mut sims] {
+        if now.saturating_sub(self.last_interval) >= Duration::from_secs(1) {
+            for r in self.recorders() {
                 r.close_interval(now);
             }
-            last_interval = now;
+            self.last_interval = now;
         }
-        per_cycle.push(CycleRow {
+        let row = CycleRow {
             cycle: c.cycle as u64,
             intended_start_ms: c.intended_start_us as f64 / 1e3,
             makespan_ms: c.makespan_us() as f64 / 1e3,
             lower_bound_ms: c.lower_bound_us as f64 / 1e3,
             bins_walk_ms: c.bins.iter().map(|b| b.walk_us as f64 / 1e3).collect(),
-        });
+        };
+        if let Some((rows, _)) = self.kept.as_mut() {
+            rows.push(row);
+        } else if let Some((cycles, _)) = self.sink.as_mut() {
+            let written = serde_json::to_writer(&mut *cycles, &row)
+                .map_err(|e| e.to_string())
+                .and_then(|()| cycles.write_all(b"\n").map_err(|e| e.to_string()))
+                .and_then(|()| cycles.flush().map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                self.sink_error.get_or_insert(e);
+            }
+        }
     }
+
+    /// Folds one cycle's outcomes in.
+    pub(crate) fn outcomes(&mut self, rows: &[OutcomeRow]) {
+        let mut line = Vec::new();
+        for row in rows {
+            self.outcomes.add(&row.outcome);
+            serde_json::to_writer(&mut line, row).expect("outcome rows serialize");
+            line.push(b'\n');
+        }
+        if let Some((_, jsonl)) = self.kept.as_mut() {
+            jsonl.extend(line);
+        } else if let Some((_, out)) = self.sink.as_mut() {
+            if let Err(e) = out.write_all(&line).and_then(|()| out.flush()) {
+                self.sink_error.get_or_insert(e.to_string());
+            }
+        }
+    }
+
+    fn recorders(&mut self) -> [&mut LatencyRecorder; 4] {
+        [
+            &mut self.makespan,
+            &mut self.ratio,
+            &mut self.bins,
+            &mut self.sims,
+        ]
+    }
+}
+
+/// Builds the report and its files. `stats`: the figures a streamed run
+/// folded in as it went (`None`: fold the retained replay here).
+pub(crate) fn build_report(
+    m: Measured<'_>,
+    replay: ReplayResult,
+    stats: Option<CycleStats>,
+) -> RunArtifacts {
+    let mut stats = stats.unwrap_or_else(|| {
+        let mut s = CycleStats::kept();
+        for c in &replay.cycles {
+            s.cycle(c);
+        }
+        for chunk in replay.outcomes.chunk_by(|a, b| a.cycle == b.cycle) {
+            s.outcomes(chunk);
+        }
+        s
+    });
     let end = Duration::from_micros(replay.wall_us);
-    for r in [&mut makespan, &mut ratio, &mut bins, &mut sims] {
+    for r in stats.recorders() {
         r.close_interval(end);
     }
-    let mut outcomes = OutcomeCounts::default();
-    let mut jsonl = Vec::new();
-    for row in &replay.outcomes {
-        outcomes.add(&row.outcome);
-        serde_json::to_writer(&mut jsonl, row).expect("outcome rows serialize");
-        jsonl.push(b'\n');
+    if let Some(e) = &stats.sink_error {
+        eprintln!("fleet-lab: warning: streaming the cycle rows stopped early: {e}");
     }
+    let CycleStats {
+        makespan,
+        ratio,
+        bins,
+        sims,
+        outcomes,
+        kept,
+        ..
+    } = stats;
+    let (per_cycle, jsonl) = kept.unwrap_or_default();
     let first_mismatch = replay.first_mismatch.as_ref().map(|mm| Mismatch {
         cycle: mm.cycle as u64,
         path: mm.path as u64,
@@ -199,7 +316,7 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         binding,
         oversubscribed,
         scale: m.scale,
-        cycles: replay.cycles.len() as u64,
+        cycles: replay.cycles_replayed,
         paths: replay.paths,
         outcomes,
         parity: replay.parity,
@@ -252,6 +369,8 @@ pub(crate) fn build_report(m: Measured<'_>, replay: ReplayResult) -> RunArtifact
         overruns,
         quota_detection,
         plan_changes: m.plan_changes,
+        rss: crate::report::RssFigures::from_kib_samples(&m.threads.rss_kib),
+        streamed_to: m.streamed_to.map(|p| p.display().to_string()),
     };
     let start = SystemTime::now() - m.wall;
     let logs = [&makespan, &ratio, &bins, &sims]

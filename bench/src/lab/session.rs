@@ -102,6 +102,10 @@ pub struct RunSpec {
     /// Re-detect the quota this often while a fleet runs (`None`: never);
     /// a change re-plans the fleet from the next cycle boundary.
     pub quota_watch: Option<Duration>,
+    /// Stream each cycle's row and outcomes to `DIR/cycles.jsonl` and
+    /// `DIR/outcomes.jsonl` as the run goes instead of keeping them (a long
+    /// soak's memory stays flat); the report's `per_cycle` is then empty.
+    pub stream_to: Option<PathBuf>,
     /// Show progress on stderr.
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
@@ -133,6 +137,7 @@ impl RunSpec {
             crawl_units_per_cycle: 4,
             unit_deadline: None,
             quota_watch: Some(fleet::quota::DEFAULT_WATCH_PERIOD),
+            stream_to: None,
             progress: false,
             flamegraph: None,
             metrics_addr: None,
@@ -185,6 +190,15 @@ pub enum LabError {
     /// The metrics endpoint or operator channel could not start.
     #[error("{0}")]
     Ops(String),
+    /// The stream directory or its files could not be created.
+    #[error("--stream {path}: {source}; give a writable directory")]
+    Stream {
+        /// The directory or file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The flamegraph could not be written.
     #[error("flamegraph {path}: {reason}")]
     Flamegraph {
@@ -387,7 +401,20 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         .progress
         .then(|| crate::lab::build::progress_bar(total as u64, &spec.contender.label()));
     let pb = progress.clone();
+    let streamed = match &spec.stream_to {
+        Some(dir) => Some(Arc::new(parking_lot::Mutex::new(open_stream(dir)?))),
+        None => None,
+    };
+    if let Some(stats) = &streamed {
+        opts.retain = false;
+        let stats = stats.clone();
+        opts.on_outcomes = Some(Box::new(move |rows| stats.lock().outcomes(rows)));
+    }
+    let stream_rows = streamed.clone();
     opts.on_cycle_end = Some(Box::new(move |rec| {
+        if let Some(stats) = &stream_rows {
+            stats.lock().cycle(rec);
+        }
         if let Some(pb) = &pb {
             pb.inc(1);
             pb.set_message(format!(
@@ -427,6 +454,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     }));
 
     let replayed = replay(&*host, corpus, opts);
+    // The replay dropped its hooks: this is the last handle on the figures.
+    let streamed = streamed.map(|s| match Arc::try_unwrap(s) {
+        Ok(m) => m.into_inner(),
+        Err(_) => unreachable!("the replay's hooks are dropped when it returns"),
+    });
     let (plan_changes, quota_events) = match watch.map(Arc::try_unwrap) {
         Some(Ok(w)) => w.finish(),
         _ => Default::default(),
@@ -505,8 +537,9 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         retunes,
         plan_changes,
         quota_events,
+        streamed_to: spec.stream_to.clone(),
     };
-    let mut artifacts = build_report(measured, replayed);
+    let mut artifacts = build_report(measured, replayed, streamed);
     artifacts.extras.push(ExtraFile {
         name: "metrics.prom".into(),
         bytes: metrics.render().into_bytes(),
@@ -526,6 +559,22 @@ fn throttle_sampler(
         Some(dir) => ThrottleSampler::new(dir),
         None => ThrottleSampler::for_report(detected),
     }
+}
+
+/// Creates `dir` (if missing) and its `cycles.jsonl` and `outcomes.jsonl`
+/// (replacing files of those names) for a streamed run.
+fn open_stream(dir: &std::path::Path) -> Result<crate::lab::build::CycleStats, LabError> {
+    let err = |path: PathBuf| move |source| LabError::Stream { path, source };
+    std::fs::create_dir_all(dir).map_err(err(dir.to_path_buf()))?;
+    let file = |name: &str| -> Result<Box<dyn std::io::Write + Send>, LabError> {
+        let path = dir.join(name);
+        let f = std::fs::File::create(&path).map_err(err(path))?;
+        Ok(Box::new(std::io::BufWriter::new(f)))
+    };
+    Ok(crate::lab::build::CycleStats::streamed(
+        file("cycles.jsonl")?,
+        file("outcomes.jsonl")?,
+    ))
 }
 
 /// The operator channel's applied retunes as timeline events, ms since

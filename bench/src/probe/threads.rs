@@ -5,13 +5,31 @@
 //! Threads that are born and die between two samples are invisible to
 //! sampling; runners that spawn threads themselves also report their own
 //! spawn counts, and the report takes the larger figure.
+//!
+//! The same sampler reads the process's resident set size about once a
+//! second ([`RSS_EVERY`]), so a long run shows whether memory creeps.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How often the monitor reads the resident set size.
+pub const RSS_EVERY: Duration = Duration::from_secs(1);
+
+/// This process's resident set size, KiB, from `/proc/self/statm`; `None`
+/// where it cannot be read.
+pub fn rss_kib() -> Option<u64> {
+    let statm = fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(page)
+        .ok()
+        .map(|p| pages.saturating_mul(p) / 1024)
+}
 
 /// One read of `/proc/self/task`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,7 +97,7 @@ fn thread_cpu_seconds() -> f64 {
 }
 
 /// Figures from a sampled run.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ThreadFigures {
     /// Threads when sampling began.
     pub at_start: u32,
@@ -94,6 +112,9 @@ pub struct ThreadFigures {
     /// CPU time the sampler itself used, seconds (subtract it from the
     /// process's CPU to get the workload's).
     pub own_cpu_seconds: f64,
+    /// Resident set size samples: (seconds since sampling began, KiB), the
+    /// first at the start, then every [`RSS_EVERY`], the last at the end.
+    pub rss_kib: Vec<(f64, u64)>,
 }
 
 /// A background sampler of `/proc/self/task` (its own thread is excluded
@@ -118,7 +139,19 @@ impl ThreadMonitor {
                     at_start: start.tids.len() as u32,
                     ..Default::default()
                 };
+                let began = Instant::now();
+                let mut next_rss = began;
                 loop {
+                    let now = Instant::now();
+                    let stopping = flag.load(Ordering::Relaxed);
+                    if now >= next_rss || stopping {
+                        if let Some(kib) = rss_kib() {
+                            figures
+                                .rss_kib
+                                .push((now.duration_since(began).as_secs_f64(), kib));
+                        }
+                        next_rss = now + RSS_EVERY;
+                    }
                     let snap = snapshot();
                     let others = snap.tids.iter().filter(|t| **t != me).count() as u32;
                     figures.peak = figures.peak.max(others);
@@ -131,7 +164,7 @@ impl ThreadMonitor {
                         }
                     }
                     figures.samples += 1;
-                    if flag.load(Ordering::Relaxed) {
+                    if stopping {
                         break;
                     }
                     std::thread::sleep(period);
@@ -188,5 +221,8 @@ mod tests {
         assert!(f.created_during_run >= 3, "{f:?}");
         assert!(f.peak >= f.at_start + 3, "{f:?}");
         assert!(f.samples > 0);
+        // At least the first and the last read of the resident set.
+        assert!(f.rss_kib.len() >= 2, "{:?}", f.rss_kib);
+        assert!(f.rss_kib.iter().all(|(_, kib)| *kib > 0));
     }
 }

@@ -28,8 +28,8 @@ pub use hdr::{
 pub use html::{render_html, render_html_with};
 pub use model::{
     CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts,
-    Percentiles, PlanChange, PostureCounts, QuotaDetection, RunReport, ThreadCounts, Throttle,
-    ThrottleSource, TimelineEvent, TimelineKind,
+    Percentiles, PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport, ThreadCounts,
+    Throttle, ThrottleSource, TimelineEvent, TimelineKind,
 };
 pub use summary::{render_compare_table, render_run_summary};
 pub use verdict::{render_verdict, verdict, Figures};

@@ -113,6 +113,64 @@ pub struct RunReport {
     /// (`DESIGN.md` §3 "Quota detection"); empty when the quota held still.
     #[serde(default)]
     pub plan_changes: Vec<PlanChange>,
+    /// The process's resident set size over the run; `null` where it could
+    /// not be read (and in older reports).
+    #[serde(default)]
+    pub rss: Option<RssFigures>,
+    /// Where the cycle rows and outcomes were streamed instead of being kept
+    /// (`run --stream DIR`): `per_cycle` is then empty and the rows are in
+    /// `DIR/cycles.jsonl`, the outcomes in `DIR/outcomes.jsonl`; `null` when
+    /// everything is in this report.
+    #[serde(default)]
+    pub streamed_to: Option<String>,
+}
+
+/// The resident set size over a run (sampled about once a second).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RssFigures {
+    /// At the run's start, MB (10^6 bytes).
+    pub start_mb: f64,
+    /// At the run's end, MB.
+    pub end_mb: f64,
+    /// The largest sample, MB.
+    pub peak_mb: f64,
+    /// Least-squares slope of the samples, KB (10^3 bytes) per minute: the
+    /// steady growth a long run would show; `null` with fewer than two
+    /// samples.
+    pub growth_kb_per_min: Option<f64>,
+    /// The samples: `[seconds since the run started, MB]`.
+    pub samples: Vec<[f64; 2]>,
+}
+
+impl RssFigures {
+    /// The figures of `(seconds, KiB)` samples; `None` when there are none.
+    pub fn from_kib_samples(samples: &[(f64, u64)]) -> Option<Self> {
+        let mb = |kib: u64| kib as f64 * 1024.0 / 1e6;
+        let (first, last) = (samples.first()?, samples.last()?);
+        let n = samples.len() as f64;
+        let growth_kb_per_min = (samples.len() >= 2).then(|| {
+            let mean_t = samples.iter().map(|(t, _)| t).sum::<f64>() / n;
+            let mean_m = samples.iter().map(|(_, k)| mb(*k)).sum::<f64>() / n;
+            let (mut num, mut den) = (0.0, 0.0);
+            for (t, k) in samples {
+                num += (t - mean_t) * (mb(*k) - mean_m);
+                den += (t - mean_t) * (t - mean_t);
+            }
+            // MB per second → KB per minute.
+            if den > 0.0 {
+                num / den * 1e3 * 60.0
+            } else {
+                0.0
+            }
+        });
+        Some(RssFigures {
+            start_mb: mb(first.1),
+            end_mb: mb(last.1),
+            peak_mb: samples.iter().map(|(_, k)| mb(*k)).fold(0.0, f64::max),
+            growth_kb_per_min,
+            samples: samples.iter().map(|(t, k)| [*t, mb(*k)]).collect(),
+        })
+    }
 }
 
 /// One quota change seen at run time and what the fleet made of it.

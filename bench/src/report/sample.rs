@@ -273,6 +273,8 @@ pub fn sample_run_with_logs(
         overruns: BTreeMap::new(),
         quota_detection: None,
         plan_changes: Vec::new(),
+        rss: None,
+        streamed_to: None,
     };
     (report, logs)
 }

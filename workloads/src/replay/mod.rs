@@ -89,6 +89,10 @@ pub type CycleStartHook = Box<dyn FnMut(u32) + Send>;
 /// Called after each cycle ends, with its record.
 pub type CycleEndHook = Box<dyn FnMut(&CycleRecord) + Send>;
 
+/// Called after each cycle ends, with the outcomes it produced (ordered by
+/// path; empty when its merge gave none).
+pub type OutcomesHook = Box<dyn FnMut(&[OutcomeRow]) + Send>;
+
 /// How to replay.
 pub struct ReplayOptions {
     /// Time scale: CPU and I/O durations and the arrival interval are multiplied by it.
@@ -109,6 +113,13 @@ pub struct ReplayOptions {
     pub on_cycle_start: Option<CycleStartHook>,
     /// Called after each cycle with its record (progress, live metrics).
     pub on_cycle_end: Option<CycleEndHook>,
+    /// Called after each cycle with its outcomes (to stream them to disk).
+    pub on_outcomes: Option<OutcomesHook>,
+    /// Keep every cycle's record and outcome in the result (`true`, the
+    /// default). `false` for a long soak: the hooks see each cycle once, the
+    /// result's `cycles` and `outcomes` stay empty, and memory stays flat;
+    /// parity is still checked cycle by cycle.
+    pub retain: bool,
     /// The exactness fuse of the merge's ledger (`None`: abort the process on
     /// a trip, the production discipline; tests pass a hook).
     pub fuse: Option<ExactnessFuse>,
@@ -126,6 +137,8 @@ impl ReplayOptions {
             unit_deadline: None,
             on_cycle_start: None,
             on_cycle_end: None,
+            on_outcomes: None,
+            retain: true,
             fuse: None,
         }
     }
@@ -187,10 +200,16 @@ pub fn replay(
     let now_us = || t0.elapsed().as_micros() as u64;
     let ledger = SharedLedger::new(opts.fuse.take().unwrap_or_else(ExactnessFuse::aborting));
     let mut pools = Arc::new(corpus.pools.clone());
-    let mut records = Vec::with_capacity(n);
-    let mut outcomes = Vec::new();
+    let mut produced = Produced {
+        retain: opts.retain,
+        records: Vec::with_capacity(if opts.retain { n } else { 0 }),
+        outcomes: Vec::new(),
+        cycles: 0,
+        overrun_paths: 0,
+        first_mismatch: None,
+    };
     let mut background = BackgroundRecord::default();
-    let mut poolupd: Vec<Receipt> = Vec::new();
+    let mut poolupd: VecDeque<Receipt> = VecDeque::new();
     let mut crawl: VecDeque<Receipt> = VecDeque::new();
 
     for (i, case) in corpus.cycles.iter().take(n).enumerate() {
@@ -200,6 +219,16 @@ pub fn replay(
         // of its window, then submit while the window has room. It never
         // blocks the cycles and never drops a unit: with the window full it
         // simply stops submitting until the host resolves the oldest.
+        // Resolved pool updates are counted as they come, so a long run
+        // keeps only the ones still pending.
+        while let Some(front) = poolupd.front_mut() {
+            match front.now_or_never() {
+                Some(Ok(_)) => background.poolupd_completed += 1,
+                Some(Err(_)) => background.terminal += 1,
+                None => break,
+            }
+            poolupd.pop_front();
+        }
         if let Some(probe) = &probe {
             while let Some(front) = crawl.front_mut() {
                 match front.now_or_never() {
@@ -264,7 +293,7 @@ pub fn replay(
             ) {
                 Ok(r) => {
                     background.poolupd_submitted += 1;
-                    poolupd.push(r);
+                    poolupd.push_back(r);
                 }
                 Err(reason) => note_refusal(
                     &mut background.poolupd_refused,
@@ -275,57 +304,47 @@ pub fn replay(
         }
 
         let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
-        pools =
-            match host.resolve_within(pools.clone(), case.clone(), scale, deadline) {
-                Ok(p) => p,
-                Err(UnitFailure::Overrun { .. }) => {
-                    // Without its pool states the cycle cannot be solved: every
-                    // path is Failed(Overrun), the book closes exact, and the
-                    // next cycle solves on the states before this one.
-                    overruns.resolve += 1;
-                    let record = ledger
-                        .with(|l| {
-                            l.open(cycle as u64, &ids)?;
-                            for &id in &ids {
-                                l.record(cycle as u64, id, overrun_outcome())?;
-                            }
-                            l.close(cycle as u64)
-                        })
-                        .map_err(|trip| ReplayError::Unit {
-                            cycle,
-                            role: WorkerRole::Merge,
-                            reason: trip.to_string(),
-                        })?;
-                    outcomes.extend(record.outcomes.into_iter().map(|(path, outcome)| {
-                        OutcomeRow {
-                            cycle,
-                            path,
-                            outcome,
+        pools = match host.resolve_within(pools.clone(), case.clone(), scale, deadline) {
+            Ok(p) => p,
+            Err(UnitFailure::Overrun { .. }) => {
+                // Without its pool states the cycle cannot be solved: every
+                // path is Failed(Overrun), the book closes exact, and the
+                // next cycle solves on the states before this one.
+                overruns.resolve += 1;
+                let record = ledger
+                    .with(|l| {
+                        l.open(cycle as u64, &ids)?;
+                        for &id in &ids {
+                            l.record(cycle as u64, id, overrun_outcome())?;
                         }
-                    }));
-                    let end_us = now_us();
-                    let record = CycleRecord {
-                        cycle,
-                        intended_start_us: intended,
-                        start_us,
-                        end_us,
-                        lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
-                        bins: Vec::new(),
-                    };
-                    if let Some(f) = opts.on_cycle_end.as_mut() {
-                        f(&record);
-                    }
-                    records.push(record);
-                    continue;
-                }
-                Err(UnitFailure::Failed(reason)) => {
-                    return Err(ReplayError::Unit {
-                        cycle,
-                        role: WorkerRole::Resolve,
-                        reason,
+                        l.close(cycle as u64)
                     })
-                }
-            };
+                    .map_err(|trip| ReplayError::Unit {
+                        cycle,
+                        role: WorkerRole::Merge,
+                        reason: trip.to_string(),
+                    })?;
+                let rows = rows_of(cycle, Some(record));
+                let end_us = now_us();
+                let record = CycleRecord {
+                    cycle,
+                    intended_start_us: intended,
+                    start_us,
+                    end_us,
+                    lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
+                    bins: Vec::new(),
+                };
+                produced.cycle_done(&case, record, rows, &mut opts);
+                continue;
+            }
+            Err(UnitFailure::Failed(reason)) => {
+                return Err(ReplayError::Unit {
+                    cycle,
+                    role: WorkerRole::Resolve,
+                    reason,
+                })
+            }
+        };
 
         let shared = Arc::new(CycleShared {
             case: case.clone(),
@@ -381,18 +400,7 @@ pub fn replay(
                 })
             })
             .collect();
-        if let Some(record) = merged {
-            outcomes.extend(
-                record
-                    .outcomes
-                    .into_iter()
-                    .map(|(path, outcome)| OutcomeRow {
-                        cycle,
-                        path,
-                        outcome,
-                    }),
-            );
-        }
+        let rows = rows_of(cycle, merged);
 
         let record = CycleRecord {
             cycle,
@@ -404,10 +412,7 @@ pub fn replay(
         };
         cycle_span.record("makespan_ms", record.makespan_us() as f64 / 1e3);
         tracing::debug!(tracy.frame_mark = true);
-        if let Some(f) = opts.on_cycle_end.as_mut() {
-            f(&record);
-        }
-        records.push(record);
+        produced.cycle_done(&case, record, rows, &mut opts);
     }
     // One deadline for the whole settle: a hung background unit costs it
     // once, not once per receipt.
@@ -425,11 +430,8 @@ pub fn replay(
             background.crawl_completed += 1;
         }
     }
-    overruns.paths = outcomes
-        .iter()
-        .filter(|o| o.outcome == overrun_outcome())
-        .count() as u64;
-    let (parity, first_mismatch) = compare(corpus, n, &outcomes);
+    overruns.paths = produced.overrun_paths;
+    let first_mismatch = produced.first_mismatch;
     let paths = corpus
         .cycles
         .iter()
@@ -437,10 +439,11 @@ pub fn replay(
         .map(|c| c.paths.len() as u64)
         .sum();
     Ok(ReplayResult {
-        cycles: records,
-        outcomes,
+        cycles: produced.records,
+        outcomes: produced.outcomes,
+        cycles_replayed: produced.cycles,
         paths,
-        parity,
+        parity: first_mismatch.is_none(),
         first_mismatch,
         background,
         overruns,
@@ -479,69 +482,148 @@ const fn overrun_outcome() -> PathOutcome {
     }
 }
 
+/// A closed cycle's outcomes as rows, ordered by path (none without a record).
+fn rows_of(cycle: u32, record: Option<fleet::ledger::CycleRecord>) -> Vec<OutcomeRow> {
+    record.map_or_else(Vec::new, |r| {
+        r.outcomes
+            .into_iter()
+            .map(|(path, outcome)| OutcomeRow {
+                cycle,
+                path,
+                outcome,
+            })
+            .collect()
+    })
+}
+
+/// What the replay produced so far: kept whole, or streamed to the hooks.
+struct Produced {
+    retain: bool,
+    records: Vec<CycleRecord>,
+    outcomes: Vec<OutcomeRow>,
+    cycles: u64,
+    overrun_paths: u64,
+    first_mismatch: Option<Mismatch>,
+}
+
+impl Produced {
+    /// One cycle ended: parity against its golden outcomes, the hooks, and
+    /// (when retaining) the record and rows.
+    fn cycle_done(
+        &mut self,
+        case: &CycleCase,
+        record: CycleRecord,
+        rows: Vec<OutcomeRow>,
+        opts: &mut ReplayOptions,
+    ) {
+        self.cycles += 1;
+        self.overrun_paths += rows
+            .iter()
+            .filter(|o| o.outcome == overrun_outcome())
+            .count() as u64;
+        if self.first_mismatch.is_none() {
+            self.first_mismatch = compare_cycle(case, &rows);
+        }
+        if let Some(f) = opts.on_cycle_end.as_mut() {
+            f(&record);
+        }
+        if let Some(f) = opts.on_outcomes.as_mut() {
+            f(&rows);
+        }
+        if self.retain {
+            self.records.push(record);
+            self.outcomes.extend(rows);
+        }
+    }
+}
+
+/// The first difference between one cycle's produced outcomes and its
+/// golden ones, in path order (a missing or extra row is a difference).
+pub fn compare_cycle(case: &CycleCase, produced: &[OutcomeRow]) -> Option<Mismatch> {
+    let mut expected: Vec<(u32, PathOutcome)> =
+        case.paths.iter().map(|p| (p.id, p.expected)).collect();
+    expected.sort_by_key(|(p, _)| *p);
+    let mut got: Vec<&OutcomeRow> = produced.iter().collect();
+    got.sort_by_key(|r| (r.cycle, r.path));
+    let rows: Vec<OutcomeRow> = expected
+        .iter()
+        .map(|&(path, outcome)| OutcomeRow {
+            cycle: case.index,
+            path,
+            outcome,
+        })
+        .collect();
+    first_difference(rows.iter(), got.into_iter())
+}
+
 /// Compares produced outcomes with the golden ones of the first `n` cycles.
 pub fn compare(corpus: &Corpus, n: usize, produced: &[OutcomeRow]) -> (bool, Option<Mismatch>) {
-    let mut expected: Vec<(u32, u32, PathOutcome)> = corpus
+    let mut expected: Vec<OutcomeRow> = corpus
         .cycles
         .iter()
         .take(n)
-        .flat_map(|c| c.paths.iter().map(move |p| (c.index, p.id, p.expected)))
+        .flat_map(|c| {
+            c.paths.iter().map(move |p| OutcomeRow {
+                cycle: c.index,
+                path: p.id,
+                outcome: p.expected,
+            })
+        })
         .collect();
-    expected.sort_by_key(|(c, p, _)| (*c, *p));
+    expected.sort_by_key(|r| (r.cycle, r.path));
     let mut got: Vec<&OutcomeRow> = produced.iter().collect();
     got.sort_by_key(|r| (r.cycle, r.path));
-    let mut e = expected.iter().peekable();
-    let mut g = got.iter().peekable();
+    let first = first_difference(expected.iter(), got.into_iter());
+    (first.is_none(), first)
+}
+
+/// The first difference between two row sequences, each sorted by
+/// (cycle, path): a differing outcome, a missing row or an extra one.
+fn first_difference<'a>(
+    expected: impl Iterator<Item = &'a OutcomeRow>,
+    got: impl Iterator<Item = &'a OutcomeRow>,
+) -> Option<Mismatch> {
+    let mut e = expected.peekable();
+    let mut g = got.peekable();
     loop {
+        let key = |r: &OutcomeRow| (r.cycle, r.path);
         match (e.peek(), g.peek()) {
-            (None, None) => return (true, None),
-            (Some(&&(c, p, o)), Some(&&r)) if (c, p) == (r.cycle, r.path) => {
-                if o != r.outcome {
-                    return (
-                        false,
-                        Some(Mismatch {
-                            cycle: c,
-                            path: p,
-                            expected: Some(o),
-                            got: Some(r.outcome),
-                        }),
-                    );
+            (None, None) => return None,
+            (Some(x), Some(r)) if key(x) == key(r) => {
+                if x.outcome != r.outcome {
+                    return Some(Mismatch {
+                        cycle: x.cycle,
+                        path: x.path,
+                        expected: Some(x.outcome),
+                        got: Some(r.outcome),
+                    });
                 }
                 e.next();
                 g.next();
             }
-            (Some(&&(c, p, o)), Some(&&r)) if (c, p) < (r.cycle, r.path) => {
-                return (
-                    false,
-                    Some(Mismatch {
-                        cycle: c,
-                        path: p,
-                        expected: Some(o),
-                        got: None,
-                    }),
-                )
+            (Some(x), Some(r)) if key(x) < key(r) => {
+                return Some(Mismatch {
+                    cycle: x.cycle,
+                    path: x.path,
+                    expected: Some(x.outcome),
+                    got: None,
+                })
             }
-            (Some(_), Some(&&r)) | (None, Some(&&r)) => {
-                return (
-                    false,
-                    Some(Mismatch {
-                        cycle: r.cycle,
-                        path: r.path,
-                        expected: None,
-                        got: Some(r.outcome),
-                    }),
-                )
+            (Some(_), Some(r)) | (None, Some(r)) => {
+                return Some(Mismatch {
+                    cycle: r.cycle,
+                    path: r.path,
+                    expected: None,
+                    got: Some(r.outcome),
+                })
             }
-            (Some(&&(c, p, o)), None) => {
-                return (
-                    false,
-                    Some(Mismatch {
-                        cycle: c,
-                        path: p,
-                        expected: Some(o),
-                        got: None,
-                    }),
-                )
+            (Some(x), None) => {
+                return Some(Mismatch {
+                    cycle: x.cycle,
+                    path: x.path,
+                    expected: Some(x.outcome),
+                    got: None,
+                })
             }
         }
     }

@@ -123,10 +123,14 @@ impl OverrunRecord {
 /// Everything a replay produced.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayResult {
-    /// Per-cycle records, in cycle order.
+    /// Per-cycle records, in cycle order (empty when the replay did not
+    /// retain them: `ReplayOptions::retain`).
     pub cycles: Vec<CycleRecord>,
-    /// Every produced outcome, ordered by (cycle, path).
+    /// Every produced outcome, ordered by (cycle, path) (empty when not
+    /// retained).
     pub outcomes: Vec<OutcomeRow>,
+    /// Cycles replayed (retained or not).
+    pub cycles_replayed: u64,
     /// Paths replayed.
     pub paths: u64,
     /// Whether every produced outcome equals the golden one.
