@@ -61,6 +61,7 @@ fn main() {
                         capabilities: vec![],
                         adapter_version: "1".into(),
                         registration_token: cfg.registration_token.clone(),
+                        device_secret: None,
                     },
                     0.0,
                 )

@@ -21,6 +21,10 @@ pub struct RegisterRequest {
     pub adapter_version: String,
     /// The fleet's registration token.
     pub registration_token: String,
+    /// A returning device's secret (the one its first registration gave it):
+    /// required to resume a known identity and its earned trust.
+    #[serde(default)]
+    pub device_secret: Option<String>,
 }
 
 /// Answer to a registration.
@@ -28,7 +32,8 @@ pub struct RegisterRequest {
 pub struct RegisterResponse {
     /// The device id.
     pub device_id: String,
-    /// Secret the device presents with every lease request (unguessable, 128 bits, hex).
+    /// Secret the device presents with every request and when it registers
+    /// again (unguessable, 128 bits, hex; a returning device keeps its own).
     pub device_secret: String,
     /// Its trust τ ∈ [0, 1] (resumed when the device was known).
     pub trust: f64,

@@ -84,6 +84,7 @@ fn register(r: &mut Router, id: &str, archetype: &str, now: f64) -> Dev {
                 capabilities: vec![],
                 adapter_version: "1.0".into(),
                 registration_token: cfg().registration_token,
+                device_secret: None,
             },
             now,
         )
@@ -276,6 +277,7 @@ fn bad_requests_are_typed_and_change_nothing() {
         capabilities: vec![],
         adapter_version: "1".into(),
         registration_token: cfg().registration_token,
+        device_secret: None,
     };
     assert_eq!(
         r.register(&req, 3.0).unwrap_err(),

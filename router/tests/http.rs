@@ -91,7 +91,10 @@ fn end_to_end(data: &std::path::Path, extra: &[&str]) {
     let before = view(&r);
     assert_eq!(before["open_verifications"], 1, "{before}");
     let trust_a = {
-        let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN}));
+        // Without its secret a known id is not resumed.
+        let (s, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN}));
+        assert_eq!((s, v["error"].as_str()), (401, Some("unauthorized")), "{v}");
+        let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN, "device_secret": a}));
         v["trust"].as_f64().unwrap()
     };
     assert!(trust_a > 0.5);
@@ -105,7 +108,7 @@ fn end_to_end(data: &std::path::Path, extra: &[&str]) {
         (e0 - e1).abs() < 1e-4,
         "evidence survives (aged by seconds): {e0} vs {e1}"
     );
-    let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN}));
+    let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN, "device_secret": a}));
     assert_eq!(
         v["trust"].as_f64().unwrap(),
         trust_a,

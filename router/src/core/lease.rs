@@ -44,10 +44,12 @@ impl Router {
         r
     }
 
-    /// Registers (or re-registers) a device at `now_s`: it becomes live for
-    /// one lease TTL and gets a fresh device secret; a known device resumes
-    /// its trust. Errors: `Unauthorized` (token), `UnknownArchetype`,
-    /// `BadValue`, `Forbidden` (revoked); nothing changes on error.
+    /// Registers a device at `now_s`: it becomes live for one lease TTL. A
+    /// new id gets a fresh device secret; a known id is resumed, with its
+    /// earned trust, only when it presents the secret it was given.
+    /// Errors: `Unauthorized` (token, or a known id without its secret),
+    /// `UnknownArchetype`, `BadValue`, `Forbidden` (revoked); nothing
+    /// changes on error.
     pub fn register(
         &mut self,
         req: &RegisterRequest,
@@ -81,6 +83,14 @@ impl Router {
             return Err(ApiError::bad("adapter_version", "1..=64 bytes"));
         }
         if let Some(d) = self.d.devices.get(&req.device_id) {
+            // A known identity carries earned trust: only its holder resumes it.
+            let presented = req.device_secret.as_deref().unwrap_or("");
+            if !ids::same(&ids::digest(presented), &d.secret_digest) {
+                return Err(ApiError::Unauthorized(
+                    "device secret: a known device id is resumed only with the secret it was given"
+                        .into(),
+                ));
+            }
             if d.state == TrustState::Revoked {
                 return Err(ApiError::Forbidden(req.device_id.clone(), "revoked".into()));
             }
@@ -97,7 +107,13 @@ impl Router {
         let (cap, rate) = self.cfg.device_rate;
         let bucket =
             Bucket::new(cap, rate).map_err(|e| ApiError::bad("device_rate", e.to_string()))?;
-        let secret = ids::token();
+        let secret = match (
+            &req.device_secret,
+            self.d.devices.contains_key(&req.device_id),
+        ) {
+            (Some(kept), true) => kept.clone(),
+            _ => ids::token(),
+        };
         let rec = self
             .d
             .devices

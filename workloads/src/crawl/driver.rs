@@ -358,6 +358,7 @@ impl<'w> Driver<'w> {
                 .collect(),
             adapter_version: self.devs[d].version.to_string(),
             registration_token: self.router.config().registration_token.clone(),
+            device_secret: self.devs[d].secret.clone(),
         };
         let t0 = Instant::now();
         let r = self.router.register(&req, t);
