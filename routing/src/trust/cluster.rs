@@ -1,7 +1,7 @@
 //! Disagreement clustering by (source, adapter id, adapter version).
 //!
-//! Once a cluster holds at least `min_count` disagreements and a share ≥
-//! `share` of its source's disagreements, it is confirmed as an adapter bug:
+//! Once a cluster holds at least `min_count` disagreements and took part in
+//! a share ≥ `share` of its source's disagreements, it is confirmed as an adapter bug:
 //! its later disagreements stop moving trust and the trust it moved is
 //! returned for restoration. Source: `ROUTING.md` §3 Trust.
 
@@ -99,8 +99,12 @@ impl Clusters {
     /// Counts one disagreement on `source` that belongs to no cluster (both
     /// sides ran the same adapter version): it raises the source's total,
     /// so a cluster must stand out against it to be confirmed.
+    ///
+    /// The total counts sides: a disagreement has two, and a disagreement
+    /// between two versions reaches [`Clusters::record`] once per side, so a
+    /// plain one adds 2 here.
     pub fn record_plain(&mut self, source: &str) {
-        *self.per_source.entry(source.to_string()).or_default() += 1;
+        *self.per_source.entry(source.to_string()).or_default() += 2;
     }
 
     /// Whether disagreements of `key` should still move trust (false once confirmed).
@@ -108,9 +112,11 @@ impl Clusters {
         !self.clusters.get(key).is_some_and(|c| c.confirmed)
     }
 
-    /// Records one disagreement of `key` that moved `device`'s τ by `moved`
-    /// (negative for a loss; non-finite counts as 0). Returns the
-    /// restorations when this disagreement confirms the cluster (once), else empty.
+    /// Records one side of a disagreement: `key`'s side, which moved
+    /// `device`'s τ by `moved` (negative for a loss; non-finite counts as 0).
+    /// The cluster's share is of the source's disagreements (sides / 2),
+    /// so a version on one side of every disagreement holds a share of 1.
+    /// Returns the restorations when this confirms the cluster (once), else empty.
     pub fn record(&mut self, key: &AdapterKey, device: &str, moved: f64) -> Vec<Restoration> {
         *self.per_source.entry(key.source.clone()).or_default() += 1;
         let total = self.per_source[&key.source];
@@ -121,7 +127,7 @@ impl Clusters {
         }
         *c.moved.entry(device.to_string()).or_default() +=
             if moved.is_finite() { moved } else { 0.0 };
-        if c.count >= self.min_count && c.count as f64 >= self.share * total as f64 {
+        if c.count >= self.min_count && c.count as f64 >= self.share * total as f64 / 2.0 {
             c.confirmed = true;
             return c
                 .moved
@@ -133,5 +139,55 @@ impl Clusters {
                 .collect();
         }
         Vec::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(v: &str) -> AdapterKey {
+        AdapterKey {
+            source: "s".into(),
+            adapter: "html".into(),
+            version: v.into(),
+        }
+    }
+
+    /// The router records both sides of every cross-version disagreement and
+    /// each same-version one as plain: a version in 10 of 13 disagreements
+    /// stands out against the 3 plain ones (counting sides, its share could
+    /// never pass one half).
+    #[test]
+    fn a_version_in_most_disagreements_is_confirmed_against_plain_ones() {
+        let mut c = Clusters::new(0.5, 5);
+        for _ in 0..3 {
+            c.record_plain("s");
+        }
+        let mut restored = Vec::new();
+        for i in 0..10 {
+            restored.extend(c.record(&key("bug"), &format!("b{i}"), -0.01));
+            restored.extend(c.record(&key("ok"), &format!("o{i}"), -0.01));
+        }
+        let confirmed: Vec<String> = c.confirmed().into_iter().map(|(k, _)| k.version).collect();
+        assert!(confirmed.contains(&"bug".to_string()), "{confirmed:?}");
+        assert!(!c.moves_trust(&key("bug")));
+        assert!(restored.iter().all(|r| r.delta > 0.0) && !restored.is_empty());
+        // Plain disagreements alone confirm nothing.
+        let mut p = Clusters::new(0.5, 5);
+        for _ in 0..50 {
+            p.record_plain("s");
+        }
+        assert!(p.confirmed().is_empty());
+        // A version in too small a share stays unconfirmed.
+        let mut q = Clusters::new(0.5, 5);
+        for _ in 0..20 {
+            q.record_plain("s");
+        }
+        for i in 0..6 {
+            q.record(&key("bug"), &format!("b{i}"), -0.01);
+            q.record(&key("ok"), &format!("o{i}"), -0.01);
+        }
+        assert!(q.confirmed().is_empty(), "6 of 26 disagreements");
     }
 }
