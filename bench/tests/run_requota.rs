@@ -97,7 +97,7 @@ fn a_run_in_a_one_core_cgroup_plans_for_one_core_and_is_refused_below_the_floor(
 }
 
 #[test]
-fn a_quota_shrink_mid_run_is_re_detected_and_shows_in_plan_changes_and_the_timeline() {
+fn two_quota_shrinks_mid_run_are_re_detected_and_show_in_plan_changes_and_the_timeline() {
     if let Some(why) = no_cgroups() {
         eprintln!("skipped: {why}");
         return;
@@ -109,13 +109,15 @@ fn a_quota_shrink_mid_run_is_re_detected_and_shows_in_plan_changes_and_the_timel
             "run",
             "--quiet",
             "--cycles",
-            "14",
+            "18",
             "--scale",
             "0.05",
             "--cgroup-quota",
             "2",
             "--quota-shrink-at",
-            "3:1:100",
+            "3:1:5",
+            "--quota-shrink-at",
+            "11:1:100",
             "--quota-watch-ms",
             "20",
         ],
@@ -140,6 +142,20 @@ fn a_quota_shrink_mid_run_is_re_detected_and_shows_in_plan_changes_and_the_timel
         "{shrink}"
     );
     assert_eq!(shrink["walk_admission"][0], shrink["walk_admission"][1]);
+    // Two shrinks, and the restore between them re-plans for 2 cores again
+    // from a cycle boundary.
+    let shrinks = changes.iter().filter(|c| c["to_cpus"] == 1.0).count();
+    assert_eq!(shrinks, 2, "{changes:?}");
+    let restore = changes
+        .iter()
+        .find(|c| c["to_cpus"] == 2.0)
+        .unwrap_or_else(|| panic!("the restore is seen: {changes:?}"));
+    assert!(restore["refused"].is_null(), "{restore}");
+    assert_eq!(restore["binding"], "serial");
+    assert!(
+        restore["applied_at_cycle"].as_u64().is_some_and(|c| c >= 8),
+        "{restore}"
+    );
     let timeline = report["timeline"].as_array().unwrap();
     assert!(
         timeline

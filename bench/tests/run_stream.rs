@@ -36,7 +36,11 @@ fn lines(path: &Path) -> Vec<serde_json::Value> {
 fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
     let dir = tempfile::tempdir().unwrap();
     let stream = dir.path().join("stream");
-    let streamed = run(dir.path(), "streamed", &["--stream", stream.to_str().unwrap()]);
+    let streamed = run(
+        dir.path(),
+        "streamed",
+        &["--stream", stream.to_str().unwrap()],
+    );
     let kept = run(dir.path(), "kept", &[]);
     for r in [&streamed, &kept] {
         assert_eq!(r["cycles"], 12);
@@ -45,8 +49,14 @@ fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
     }
     assert_eq!(streamed["outcomes"], kept["outcomes"]);
     assert_eq!(streamed["paths"], kept["paths"]);
-    assert_eq!(streamed["bin_walk_ms"]["count"], kept["bin_walk_ms"]["count"]);
-    assert_eq!(streamed["sim_latency_ms"]["count"], kept["sim_latency_ms"]["count"]);
+    assert_eq!(
+        streamed["bin_walk_ms"]["count"],
+        kept["bin_walk_ms"]["count"]
+    );
+    assert_eq!(
+        streamed["sim_latency_ms"]["count"],
+        kept["sim_latency_ms"]["count"]
+    );
     // Kept whole: the rows are in the report; streamed: on disk only.
     assert_eq!(kept["per_cycle"].as_array().unwrap().len(), 12);
     assert!(kept["streamed_to"].is_null());
@@ -55,7 +65,9 @@ fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
     let rows = lines(&stream.join("cycles.jsonl"));
     assert_eq!(rows.len(), 12);
     assert_eq!(
-        rows.iter().map(|r| r["cycle"].as_u64().unwrap()).collect::<Vec<_>>(),
+        rows.iter()
+            .map(|r| r["cycle"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
         kept["per_cycle"]
             .as_array()
             .unwrap()
@@ -66,7 +78,10 @@ fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
     let outcomes = lines(&stream.join("outcomes.jsonl"));
     assert_eq!(outcomes.len() as u64, streamed["paths"].as_u64().unwrap());
     let kept_outcomes = lines(&dir.path().join("kept/outcomes.jsonl"));
-    assert_eq!(outcomes, kept_outcomes, "the same outcomes, in the same order");
+    assert_eq!(
+        outcomes, kept_outcomes,
+        "the same outcomes, in the same order"
+    );
     // The resident set is sampled at least at the start and the end.
     for r in [&streamed, &kept] {
         let rss = &r["rss"];
@@ -75,6 +90,11 @@ fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
         assert!(rss["peak_mb"].as_f64().unwrap() >= rss["end_mb"].as_f64().unwrap());
         assert!(rss["growth_kb_per_min"].as_f64().is_some(), "{rss}");
     }
+    let page = std::fs::read_to_string(dir.path().join("streamed/report.html")).unwrap();
+    assert!(
+        page.contains("resident set"),
+        "the page shows the resident set"
+    );
 }
 
 #[test]

@@ -149,8 +149,9 @@ pub struct RunArgs {
     #[arg(long)]
     pub force: bool,
     /// Shrink the real cgroup's quota mid-run: CYCLE:CORES[:CYCLES] (default 30 cycles), then restore it.
+    /// Repeat the flag for several shrinks.
     #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
-    pub quota_shrink_at: Option<QuotaShrink>,
+    pub quota_shrink_at: Vec<QuotaShrink>,
     /// Stream each cycle's row and outcomes to DIR/cycles.jsonl and
     /// DIR/outcomes.jsonl as the run goes instead of keeping them in memory
     /// (for long soaks); the report's per_cycle is then empty.
@@ -215,7 +216,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
     let mut spec = args.replay.spec(Contender::Fleet(args.profile), path)?;
-    spec.quota_shrink = args.quota_shrink_at;
+    spec.quota_shrinks = args.quota_shrink_at.clone();
     spec.flamegraph = args.flamegraph.clone();
     spec.stream_to = args.stream.clone();
     spec.label = args.label.clone();

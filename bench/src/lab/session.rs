@@ -85,7 +85,7 @@ pub struct RunSpec {
     /// Run inside a real child cgroup with this CPU quota, cores.
     pub cgroup_quota: Option<f64>,
     /// Shrink the real cgroup's quota mid-run.
-    pub quota_shrink: Option<QuotaShrink>,
+    pub quota_shrinks: Vec<QuotaShrink>,
     /// Core pinning of seat threads.
     pub pin_cores: PinCores,
     /// Posture policy at boot.
@@ -129,7 +129,7 @@ impl RunSpec {
             cycles: None,
             quota: None,
             cgroup_quota: None,
-            quota_shrink: None,
+            quota_shrinks: Vec::new(),
             pin_cores: PinCores::Auto,
             posture: PosturePolicy::default(),
             pump: PumpConfig::default(),
@@ -245,7 +245,8 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     // A shrink needs a real cgroup: without --cgroup-quota, one with the
     // host's CPUs as its quota, restored to that after the shrink.
     let cgroup_quota = spec.cgroup_quota.or(spec
-        .quota_shrink
+        .quota_shrinks
+        .first()
         .map(|_| boot_detected.affinity_cpus as f64));
     let mut cgroup = match cgroup_quota {
         Some(cores) => Some(ChildCgroup::enter(cores)?),
@@ -429,7 +430,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     }));
     let shrink_state = Arc::new(parking_lot::Mutex::new((
         cgroup.take(),
-        spec.quota_shrink,
+        spec.quota_shrinks.clone(),
         cgroup_quota,
     )));
     let shrink_cb = shrink_state.clone();
@@ -437,12 +438,16 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let fleet_handle = fleet.as_ref().map(|f| f.handle());
     opts.on_cycle_start = Some(Box::new(move |cycle| {
         let mut st = shrink_cb.lock();
-        let (cg, shrink, base) = &mut *st;
-        if let (Some(cg), Some(s)) = (cg.as_mut(), shrink.as_ref()) {
-            if cycle == s.at_cycle {
-                let _ = cg.set_quota(s.cores);
-            } else if let (true, Some(restore)) = (cycle == s.at_cycle + s.cycles, *base) {
-                let _ = cg.set_quota(restore);
+        let (cg, shrinks, base) = &mut *st;
+        if let Some(cg) = cg.as_mut() {
+            for s in shrinks.iter() {
+                if cycle == s.at_cycle {
+                    let _ = cg.set_quota(s.cores);
+                } else if let (true, Some(restore)) =
+                    (cycle == s.at_cycle.saturating_add(s.cycles), *base)
+                {
+                    let _ = cg.set_quota(restore);
+                }
             }
         }
         // Every cycle start is an epoch boundary (pins are re-keyed only here).

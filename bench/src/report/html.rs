@@ -181,6 +181,7 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     );
     kv("background", background_text(&r.background));
     kv("receipt overruns", overruns_text(&r.overruns));
+    kv("resident set", rss_text(r.rss.as_ref()));
     if let Some(q) = &r.quota_detection {
         kv("quota detection", quota_text(q));
     }
@@ -239,6 +240,24 @@ pub fn overruns_text(o: &std::collections::BTreeMap<String, u64>) -> String {
         get("merge"),
         get("background"),
         get("paths"),
+    )
+}
+
+/// The resident-set row: start, end, peak and the steady growth.
+pub fn rss_text(rss: Option<&crate::report::RssFigures>) -> String {
+    let Some(r) = rss else {
+        return "not measured".to_string();
+    };
+    let growth = r.growth_kb_per_min.map_or_else(
+        || "growth not measured (one sample)".to_string(),
+        |g| format!("growth {g:.1} KB/min"),
+    );
+    format!(
+        "{:.1} MB at the start, {:.1} MB at the end, peak {:.1} MB; {growth} over {} samples",
+        r.start_mb,
+        r.end_mb,
+        r.peak_mb,
+        r.samples.len()
     )
 }
 
