@@ -2,8 +2,9 @@
 # Runs every cargo-fuzz target in fuzz/ for SECONDS each (default 30): the
 # corpus text parser, the pool file, the fleet config loader with the lab's
 # bounds, the cgroup and procfs readers, and the operator channel's JSON.
-# A crash fails the run; its input is kept under fuzz/artifacts/TARGET/ —
-# turn it into a regression test next to the parser before fixing it.
+# A crash fails the run (exit 1); its input is kept under
+# fuzz/artifacts/TARGET/ — turn it into a regression test next to the
+# parser before fixing it. A build failure exits 2 before any fuzzing.
 #
 # usage: ci/fuzz.sh [SECONDS] [TARGET ...]
 #
@@ -56,6 +57,12 @@ printf '\x06cpu  9 0 3 50 5 0 1 0 0 0\ncpu0 1 0 5 20 2 0 5 0 0 0\ncpu1 2 1 6 10 
 printf '\x0742 (fleet lab) R 1 2 3 4 5 6 7 8 9 10 321 123 0 0 20 0 9 0\n' | seed cgroup_files self-stat
 printf '{"cordon_duty_percent": 3, "cordon_sim_intake_floor": null}' | seed operator_patch patch
 printf '{"cordon_enter_events": 0}' | seed operator_patch invalid
+
+printf '\n== build the fuzz targets (%s)\n' "$(date -u +%H:%M:%S)"
+if ! "${fuzz[@]}" build --sanitizer none; then
+  echo "fuzz: the targets do not build (see above); nothing was fuzzed" >&2
+  exit 2
+fi
 
 failed=()
 for t in "${targets[@]}"; do
