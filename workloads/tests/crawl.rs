@@ -1,0 +1,139 @@
+//! The routing lab at a small scale: determinism, each scenario's headline
+//! property where it is robust at this size, and typed refusals of bad specs.
+//! No timed assertions: wall-clock figures are left out.
+
+use fleet_workloads::crawl::report::Timing;
+use fleet_workloads::crawl::{
+    simulate, Contender, ContenderReport, CrawlError, Scenario, SimReport, SimSpec,
+};
+
+fn spec(scenario: Scenario, devices: usize, hours: f64) -> SimSpec {
+    SimSpec::new(scenario, devices, hours, 7)
+}
+
+fn run(s: &SimSpec, contenders: &[Contender]) -> SimReport {
+    simulate(s, contenders, &|_, _| {}).expect("the simulation runs")
+}
+
+fn without_timing(mut r: SimReport) -> SimReport {
+    for c in &mut r.contenders {
+        c.timing = Timing::default();
+    }
+    r
+}
+
+fn router(r: &SimReport) -> &ContenderReport {
+    r.contenders
+        .iter()
+        .find(|c| c.name == "router")
+        .expect("the router ran")
+}
+
+#[test]
+fn same_seed_same_figures() {
+    let s = spec(Scenario::Liars, 24, 0.5);
+    let cs = [Contender::Router, Contender::FlatThompson];
+    let a = without_timing(run(&s, &cs));
+    let b = without_timing(run(&s, &cs));
+    assert!(a.contenders[0].attempts > 0, "work was done");
+    assert_eq!(a, b);
+    let mut other = s.clone();
+    other.seed = 8;
+    let c = without_timing(run(&other, &cs));
+    assert_ne!(a.contenders[0].series, c.contenders[0].series);
+}
+
+#[test]
+fn the_router_never_outruns_a_host_in_any_scenario() {
+    for scenario in Scenario::ALL {
+        let r = run(&spec(scenario, 20, 0.25), &[Contender::Router]);
+        let c = router(&r);
+        assert!(c.attempts > 0, "{scenario}: work was done");
+        assert_eq!(c.politeness_violations, 0, "{scenario}");
+    }
+}
+
+#[test]
+fn liars_are_separated_and_rows_stay_correct() {
+    let r = run(
+        &spec(Scenario::Liars, 40, 1.0),
+        &[Contender::Router, Contender::FixedQuorum],
+    );
+    let c = router(&r);
+    assert!(r.world.liars > 0);
+    let auc = c.trust_auc.expect("liars and honest devices deposited");
+    assert!(auc >= 0.9, "AUC {auc}");
+    assert!(c.correct_fraction >= 0.98, "{}", c.correct_fraction);
+    let fq = &r.contenders[1];
+    assert_eq!(fq.name, "fixed-quorum");
+    assert_eq!(fq.trust_auc, Some(0.5), "no trust moves without trust");
+}
+
+#[test]
+fn a_drought_reroutes_within_one_tick_of_the_browsers_leaving() {
+    let s = spec(Scenario::Drought, 40, 1.5);
+    let r = run(&s, &[Contender::Router]);
+    let c = router(&r);
+    let (from, _) = r.world.event_s.expect("a drought has a span");
+    let gone = c.event.browsers_gone_s.expect("browsers left");
+    // Live scope ends with the lease TTL (60 s); the next tick prunes.
+    assert!(
+        gone - from <= 60.0 + s.tick_s,
+        "gone {gone}, drought from {from}"
+    );
+    let delay = c
+        .event
+        .reroute_delay_s
+        .expect("browser work went elsewhere");
+    assert!(
+        delay <= s.tick_s,
+        "re-routed {delay} s after the browsers left"
+    );
+    assert_eq!(c.event.browser_grants_while_gone.unwrap_or(0), 0);
+}
+
+#[test]
+fn an_adapter_bug_is_recognised_and_costs_honest_devices_no_trust() {
+    let r = run(&spec(Scenario::AdapterBug, 40, 1.5), &[Contender::Router]);
+    let c = router(&r);
+    assert!(
+        c.event.adapter_events.iter().any(|e| e.1 == "src-1"),
+        "{:?}",
+        c.event.adapter_events
+    );
+    assert_eq!(c.event.devices_lower_than_before, Some(0));
+}
+
+#[test]
+fn a_regime_change_is_detected_on_its_cell() {
+    let r = run(&spec(Scenario::RegimeChange, 40, 1.5), &[Contender::Router]);
+    let c = router(&r);
+    assert!(c.drift.iter().any(|m| !m.false_alarm), "{:?}", c.drift);
+    assert!(c.event.drift_delay_s.is_some());
+}
+
+#[test]
+fn bad_specs_are_typed_errors() {
+    assert!(matches!(
+        Scenario::parse("monsoon"),
+        Err(CrawlError::UnknownScenario(_))
+    ));
+    for bad in [
+        SimSpec::new(Scenario::Steady, 0, 1.0, 1),
+        SimSpec::new(Scenario::Steady, 100_001, 1.0, 1),
+        SimSpec::new(Scenario::Steady, 10, 0.0, 1),
+        SimSpec::new(Scenario::Steady, 10, f64::NAN, 1),
+        SimSpec::new(Scenario::Steady, 10, 169.0, 1),
+        SimSpec {
+            tick_s: 0.5,
+            ..SimSpec::new(Scenario::Steady, 10, 1.0, 1)
+        },
+        SimSpec {
+            sample_s: 10.0,
+            ..SimSpec::new(Scenario::Steady, 10, 1.0, 1)
+        },
+    ] {
+        let e = simulate(&bad, &[Contender::Router], &|_, _| {}).unwrap_err();
+        assert!(matches!(e, CrawlError::BadSpec(_)), "{e}");
+    }
+}
