@@ -47,7 +47,7 @@ pub struct WorldArgs {
     #[arg(long, value_name = "H", default_value_t = 6.0, allow_hyphen_values = true, value_parser = parse_hours)]
     pub hours: f64,
     /// Seed of the world and of every draw.
-    #[arg(long, value_name = "K", default_value_t = 42)]
+    #[arg(long, value_name = "K", default_value_t = 42, allow_hyphen_values = true, value_parser = parse_seed)]
     pub seed: u64,
     /// Router tick period, simulated seconds (1..=600).
     #[arg(long, value_name = "S", default_value_t = 30.0, allow_hyphen_values = true, value_parser = parse_tick)]
@@ -212,6 +212,22 @@ fn positive(
 /// `--devices`: 1..=100,000.
 pub fn parse_devices(s: &str) -> Result<usize, BoundError> {
     count("--devices", s, 100_000, "devices").map(|n| n as usize)
+}
+
+/// `--seed`: a whole number in 0..=2^64 − 1.
+pub fn parse_seed(s: &str) -> Result<u64, BoundError> {
+    let text = s.trim().to_string();
+    if text.starts_with('-') {
+        return Err(BoundError::TooSmall {
+            flag: "--seed",
+            text,
+            expected: "a whole number from 0 to 18446744073709551615",
+        });
+    }
+    text.parse().map_err(|_| BoundError::NotANumber {
+        flag: "--seed",
+        text: text.clone(),
+    })
 }
 
 /// `--threads`: 1..=256.

@@ -1,0 +1,131 @@
+//! `fleet-lab route …` end to end: bad input is refused with one plain
+//! sentence and exit status 2 before anything runs; a tiny simulation
+//! writes its report directory and a second run refuses a foreign `--out`.
+
+use std::process::{Command, Output};
+
+fn lab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+        .args(args)
+        .output()
+        .expect("run fleet-lab")
+}
+
+fn assert_refused(args: &[&str], needle: &str) {
+    let out = lab(args);
+    assert_eq!(out.status.code(), Some(2), "{args:?} must exit 2");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(needle),
+        "{args:?}: stderr {err:?} should contain {needle:?}"
+    );
+    assert!(
+        !err.contains("panicked") && !err.contains("RUST_BACKTRACE"),
+        "no panic: {err}"
+    );
+}
+
+#[test]
+fn numbers_out_of_range_are_refused_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let out = out.to_str().unwrap();
+    let sim = |extra: &[&str]| {
+        let mut a = vec![
+            "route",
+            "sim",
+            "--scenario",
+            "steady",
+            "--out",
+            out,
+            "--quiet",
+        ];
+        a.extend_from_slice(extra);
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    for (extra, needle) in [
+        (vec!["--devices", "0"], "--devices 0 is invalid"),
+        (vec!["--devices", "100001"], "at most 100000 devices"),
+        (vec!["--devices", "-5"], "--devices -5 is invalid"),
+        (vec!["--devices", "many"], "is not a number"),
+        (vec!["--hours", "0"], "--hours 0 is invalid"),
+        (vec!["--hours", "inf"], "not finite"),
+        (vec!["--hours", "200"], "at most 168 hours"),
+        (vec!["--tick-s", "0.5"], "--tick-s 0.5 is invalid"),
+        (vec!["--contenders", "router,oracle"], "unknown contender"),
+        (vec!["--seed", "-1"], "--seed -1 is invalid"),
+    ] {
+        let args = sim(&extra);
+        let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+        assert_refused(&refs, needle);
+    }
+    assert_refused(
+        &["route", "sim", "--scenario", "monsoon", "--out", out],
+        "unknown scenario",
+    );
+    assert!(!dir.path().join("r").exists(), "nothing was written");
+    assert_refused(
+        &["route", "load", "--threads", "0"],
+        "--threads 0 is invalid",
+    );
+    assert_refused(
+        &["route", "load", "--seconds", "0.01"],
+        "--seconds 0.01 is invalid",
+    );
+    assert_refused(
+        &["route", "load", "--store", "mysql://x"],
+        "--store must be a postgres:// URL",
+    );
+    assert_refused(
+        &["route", "load", "--routerd", "/nonexistent/routerd"],
+        "is not a file",
+    );
+}
+
+#[test]
+fn a_tiny_run_writes_its_report_and_a_foreign_out_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("sim");
+    let o = out.to_str().unwrap();
+    let args = [
+        "route",
+        "sim",
+        "--scenario",
+        "liars",
+        "--devices",
+        "12",
+        "--hours",
+        "0.1",
+        "--contenders",
+        "router,fixed-quorum",
+        "--quiet",
+        "--out",
+        o,
+    ];
+    let run = lab(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        stdout.contains("fixed-quorum") && stdout.contains("report:"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(json["scenario"], "liars");
+    assert_eq!(json["contenders"].as_array().unwrap().len(), 2);
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert_eq!(html.matches("<svg").count(), 6, "six plots");
+    // A report directory may be replaced; a file may not, without --force.
+    assert!(lab(&args).status.success());
+    let file = dir.path().join("plain.txt");
+    std::fs::write(&file, "keep me").unwrap();
+    let mut foreign = args.to_vec();
+    let f = file.to_str().unwrap();
+    *foreign.last_mut().unwrap() = f;
+    assert_refused(&foreign, "already exists");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+}
