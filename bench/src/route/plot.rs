@@ -33,20 +33,17 @@ fn err<E: std::fmt::Display>(plot: &'static str) -> impl Fn(E) -> RouteError {
     }
 }
 
-/// A tick label with few digits.
-fn tick(v: f64) -> String {
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 100.0 {
-        format!("{v:.0}")
-    } else if a >= 1.0 {
-        format!("{v:.1}")
-    } else if a >= 0.01 {
-        format!("{v:.2}")
+/// A tick label with as many decimals as an axis spanning `span` needs.
+fn tick(v: f64, span: f64) -> String {
+    let decimals = if span.is_finite() && span > 0.0 {
+        ((-span.log10()).ceil() + 1.0).clamp(0.0, 6.0) as usize
     } else {
-        format!("{v:.1e}")
+        1
+    };
+    if v.abs() >= 1e5 {
+        return format!("{v:.2e}");
     }
+    format!("{v:.decimals$}")
 }
 
 /// One named series of points.
@@ -81,7 +78,19 @@ fn bounds(series: &[Series], y_floor: Option<f64>) -> (f64, f64, f64, f64) {
     if (x1 - x0).abs() < 1e-12 {
         x1 = x0 + 1.0;
     }
-    let pad = ((y1 - y0).abs() * 0.08).max(1e-6);
+    if y1 - y0 < 1e-9 {
+        // A flat series: centre it in a band of ±5 % (±1 around zero).
+        let half = if y0.abs() < 1e-9 {
+            1.0
+        } else {
+            y0.abs() * 0.05
+        };
+        if y_floor.is_none_or(|f| y0 - half >= f) {
+            y0 -= half;
+        }
+        y1 += half;
+    }
+    let pad = (y1 - y0) * 0.08;
     (
         x0,
         x1,
@@ -121,8 +130,8 @@ pub fn lines(
             .y_desc(y_desc)
             .axis_desc_style((FONT, 16))
             .label_style((FONT, 14))
-            .x_label_formatter(&|v| tick(*v))
-            .y_label_formatter(&|v| tick(*v))
+            .x_label_formatter(&|v| tick(*v, x1 - x0))
+            .y_label_formatter(&|v| tick(*v, y1 - y0))
             .light_line_style(RGBColor(235, 235, 235))
             .draw()
             .map_err(&e)?;
@@ -195,7 +204,7 @@ pub fn timeline(
             .x_desc("simulated time, h")
             .axis_desc_style((FONT, 16))
             .label_style((FONT, 14))
-            .x_label_formatter(&|v| tick(*v / 3600.0))
+            .x_label_formatter(&|v| tick(*v / 3600.0, end_s / 3600.0))
             .y_labels(rows.len().max(1))
             .y_label_formatter(&move |v| {
                 let i = v.round();
