@@ -80,6 +80,34 @@ fn safety_and_liveness_hold_when_a_seat_is_lost_at_any_point() {
 }
 
 #[test]
+fn safety_and_liveness_hold_across_rebudgets_and_epoch_boundaries() {
+    // Walk admission 1 ⇄ 2 and the sim cap 2 ⇄ 1, re-budgeted and applied
+    // at a boundary at any point, pins released there.
+    let bounds = [
+        fleet::pump::PumpBounds {
+            walk_admission: 2,
+            sim_slot_cap: 1,
+        },
+        fleet::pump::PumpBounds {
+            walk_admission: 1,
+            sim_slot_cap: 2,
+        },
+    ];
+    let report = explore_alphabet(small_layout(), config(true), 3, false, Some(&bounds));
+    assert!(
+        report.safety.is_empty(),
+        "safety violations: {:#?}",
+        report.safety
+    );
+    assert!(
+        report.liveness.is_empty(),
+        "liveness violations: {:#?}",
+        report.liveness
+    );
+    assert!(report.states > 1000, "explored {} states", report.states);
+}
+
+#[test]
 fn a_dispatcher_that_never_grants_a_role_is_caught_by_the_stall_check() {
     let withheld = PumpConfig {
         withhold_grants: Some(fleet::WorkerRole::Registrar),

@@ -224,6 +224,24 @@ impl<P> HostPump<P> {
         self.pending_bounds
     }
 
+    /// Keyed seats a re-budget marked for release that were running at its
+    /// boundary (released at the first boundary that finds them pinned).
+    pub fn stale_pins(&self) -> Vec<SeatId> {
+        ALL_ROLES
+            .iter()
+            .flat_map(|r| {
+                self.stale_pins[r.index()]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| **s)
+                    .map(|(i, _)| SeatId {
+                        role: *r,
+                        index: i as u32,
+                    })
+            })
+            .collect()
+    }
+
     /// The last epoch boundary seen (0 before any).
     pub fn epoch(&self) -> u64 {
         self.epoch

@@ -69,6 +69,7 @@ pub fn check_step(
         return Err(format!("{answers} admission answers for one input"));
     }
     let mut sim_granted = false;
+    let mut walk_granted = false;
     for e in fx {
         match e {
             Effect::Grant {
@@ -85,6 +86,7 @@ pub fn check_step(
                     }
                 }
                 sim_granted |= meta.role == WorkerRole::SimDriver;
+                walk_granted |= meta.role == WorkerRole::Solver;
             }
             Effect::Terminal {
                 meta,
@@ -108,10 +110,13 @@ pub fn check_step(
             .filter(|(id, s)| id.role == r && s.unit().is_some())
             .count() as u32
     };
-    if running(WorkerRole::Solver) > layout.walk_admission {
+    // A re-budget that lowers S at a boundary never preempts the walks
+    // running then; no walk is granted until they fit under the new S.
+    if walk_granted && running(WorkerRole::Solver) > layout.walk_admission {
         return Err("walk admission S exceeded".into());
     }
-    if sim_granted && running(WorkerRole::SimDriver) > guard.sim_intake_cap.max(1) {
+    let sim_cap = guard.sim_intake_cap.max(1).min(layout.sim_slot_cap);
+    if sim_granted && running(WorkerRole::SimDriver) > sim_cap {
         return Err("sim granted above the intake cap".into());
     }
     let mut keys = HashSet::new();
@@ -164,7 +169,7 @@ pub fn state_key(pump: &HostPump<UnitId>, dead: bool) -> String {
             .collect::<Vec<_>>()
     };
     format!(
-        "{:?}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        "{:?}|{}|{}|{}|{}|{:?}|{:?}|{:?}|{:?}|{:?}|{}|{:?}|{:?}|{:?}",
         pump.progress(),
         pump.has_failed(),
         pump.backstop_armed(),
@@ -175,7 +180,10 @@ pub fn state_key(pump: &HostPump<UnitId>, dead: bool) -> String {
         units(pump.queued()),
         units(pump.backlogged()),
         pump.counts(),
-        dead
+        dead,
+        pump.bounds(),
+        pump.pending_bounds(),
+        pump.stale_pins()
     )
 }
 
@@ -215,6 +223,18 @@ pub fn explore_with(
     config: PumpConfig,
     max_units: u64,
     seat_loss: bool,
+) -> Report {
+    explore_alphabet(layout, config, max_units, seat_loss, None)
+}
+
+/// [`explore_with`], and with `rebudget` also `Rebudget` to each of the
+/// given bounds and `EpochBoundary`, at any point.
+pub fn explore_alphabet(
+    layout: HostLayout,
+    config: PumpConfig,
+    max_units: u64,
+    seat_loss: bool,
+    rebudget: Option<&[fleet::pump::PumpBounds]>,
 ) -> Report {
     let mut report = Report::default();
     let start: HostPump<UnitId> = HostPump::new(layout.clone(), config);
@@ -268,6 +288,12 @@ pub fn explore_with(
             ] {
                 inputs.push(Box::new(move |_| PumpInput::SeatLost { seat }));
             }
+        }
+        for bounds in rebudget.unwrap_or_default().iter().copied() {
+            inputs.push(Box::new(move |_| PumpInput::Rebudget { bounds }));
+        }
+        if rebudget.is_some() {
+            inputs.push(Box::new(|_| PumpInput::EpochBoundary { epoch: 1 }));
         }
         inputs.push(Box::new(|_| PumpInput::BackstopTick));
         inputs.push(Box::new(|_| PumpInput::PostureEdge { seq: 1 }));
