@@ -666,7 +666,7 @@ impl<'w> Driver<'w> {
         for ev in self.router.drain_events() {
             self.event(ev);
         }
-        for (i, st) in self.devs.iter().enumerate() {
+        for st in &self.devs {
             if st.online {
                 self.acc.tick_online += 1;
                 self.acc.window_online += 1;
@@ -675,7 +675,6 @@ impl<'w> Driver<'w> {
                     self.acc.window_busy += 1;
                 }
             }
-            let _ = i;
         }
         if let Some((from, to)) = self.world.drought {
             if t >= from && t < to && self.acc.event.browsers_gone_s.is_none() {
