@@ -1,4 +1,4 @@
-//! The designs the fleet replaces, as [`CycleHost`]s driven by the same
+//! The designs the fleet replaces, as [`CycleHost`](fleet_workloads::replay::CycleHost)s driven by the same
 //! replay harness on the same units (`DESIGN.md` §6; seed 000 §1 and seed
 //! 001 "Context"):
 //!

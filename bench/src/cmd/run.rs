@@ -148,7 +148,7 @@ pub struct RunArgs {
     /// Replace --out even when it is a file or a directory holding no report.
     #[arg(long)]
     pub force: bool,
-    /// Shrink the real cgroup's quota mid-run: CYCLE:CORES[:CYCLES] (default 30 cycles), then restore it.
+    /// Shrink the real cgroup's quota mid-run: `CYCLE:CORES[:CYCLES]` (default 30 cycles), then restore it.
     /// Repeat the flag for several shrinks.
     #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
     pub quota_shrink_at: Vec<QuotaShrink>,

@@ -3,7 +3,7 @@
 //!
 //! The page has inline CSS and inline SVG only: no scripts, no links, no
 //! fetches, so it works offline and from a CI artifact. Sections: for
-//! several runs the verdict ([`super::verdict`], the sentences the terminal
+//! several runs the verdict ([`mod@super::verdict`], the sentences the terminal
 //! prints), the summary table (the same [`COLUMNS`] as the terminal) and its
 //! legend, run details, the
 //! makespan CDF (all runs on one chart), per-bin walk time, sim latency, one
