@@ -1,6 +1,6 @@
 //! On a host whose cpu cgroup controller is writable (cgroup v1 at
 //! `/sys/fs/cgroup/cpu` as root), create a child cgroup with quota
-//! 50000/100000 µs, run a spinning child process in it, and check that the
+//! 5000/100000 µs (0.05 core), run a spinning child process in it, and check that the
 //! throttle sampler sees real throttle events and the posture reacts. The
 //! cgroup is removed afterwards, also on failure (a drop guard). Elsewhere
 //! the test prints why it is skipped and passes.
