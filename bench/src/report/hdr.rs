@@ -19,7 +19,7 @@ use std::time::{Duration, SystemTime};
 use hdrhistogram::serialization::interval_log::{
     IntervalLogIterator, IntervalLogWriterBuilder, LogEntry, Tag,
 };
-use hdrhistogram::serialization::{Deserializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
 use hdrhistogram::Histogram;
 
 use super::model::Percentiles;
@@ -104,12 +104,36 @@ pub struct LatencyRecorder {
 }
 
 /// A closed interval of a recorder: its start and length since the run
-/// started, and its values.
+/// started, and its values, kept compressed (the V2 deflate encoding): a
+/// full histogram of this range holds ≈ 140 KB of counters, so a long run
+/// that kept one per interval would grow by that every second.
 #[derive(Debug, Clone)]
 struct Interval {
     start: Duration,
     length: Duration,
-    histogram: Histogram<u64>,
+    compressed: Vec<u8>,
+}
+
+impl Interval {
+    /// Compresses `histogram` for keeping.
+    fn new(start: Duration, length: Duration, histogram: &Histogram<u64>) -> Self {
+        let mut compressed = Vec::new();
+        V2DeflateSerializer::new()
+            .serialize(histogram, &mut compressed)
+            .expect("serializing into memory cannot fail");
+        Interval {
+            start,
+            length,
+            compressed,
+        }
+    }
+
+    /// The interval's values.
+    fn histogram(&self) -> Result<Histogram<u64>, String> {
+        Deserializer::new()
+            .deserialize(&mut self.compressed.as_slice())
+            .map_err(|e| format!("{e:?}"))
+    }
 }
 
 fn new_histogram() -> Histogram<u64> {
@@ -208,12 +232,9 @@ impl LatencyRecorder {
     /// closes a zero-length interval.
     pub fn close_interval(&mut self, now: Duration) {
         let length = now.saturating_sub(self.current_start);
-        let histogram = std::mem::replace(&mut self.current, new_histogram());
-        self.closed.push(Interval {
-            start: self.current_start,
-            length,
-            histogram,
-        });
+        self.closed
+            .push(Interval::new(self.current_start, length, &self.current));
+        self.current.reset();
         self.current_start += length;
     }
 
@@ -305,21 +326,24 @@ impl LatencyRecorder {
             .begin_log_with(out, &mut serializer)
             .map_err(|e| wrap(e.to_string()))?;
         let tag = Tag::new(self.metric.tag()).expect("metric tags are valid log tags");
-        let last = Interval {
-            start: self.current_start,
-            length: run_end.saturating_sub(self.current_start),
-            histogram: self.current.clone(),
-        };
-        for interval in self.closed.iter().chain(std::iter::once(&last)) {
+        for interval in &self.closed {
             writer
                 .write_histogram(
-                    &interval.histogram,
+                    &interval.histogram().map_err(&wrap)?,
                     interval.start,
                     interval.length,
                     Some(tag),
                 )
                 .map_err(|e| wrap(e.to_string()))?;
         }
+        writer
+            .write_histogram(
+                &self.current,
+                self.current_start,
+                run_end.saturating_sub(self.current_start),
+                Some(tag),
+            )
+            .map_err(|e| wrap(e.to_string()))?;
         Ok(())
     }
 
