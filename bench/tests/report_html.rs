@@ -326,3 +326,14 @@ fn legends_sit_above_the_data_and_list_only_markers_that_occur() {
         );
     }
 }
+
+#[test]
+fn the_run_details_say_how_busy_other_processes_kept_the_host() {
+    let mut r = sample_run("fleet auto", SampleShape::FLEET, 10, 0.1, 1);
+    r.machine.other_cpus = Some(0.64);
+    let page = render_html(std::slice::from_ref(&r)).unwrap();
+    assert!(page.contains("other processes kept 0.6 CPUs busy during the run"));
+    r.machine.other_cpus = None;
+    let page = render_html(&[r]).unwrap();
+    assert!(page.contains("other processes not measured"));
+}

@@ -137,7 +137,14 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
         .machine
         .quota
         .map_or_else(|| "unlimited".to_string(), |q| format!("{q} cores"));
-    kv("machine", format!("{} cpus, quota {quota}", r.machine.cpus));
+    let others = r.machine.other_cpus.map_or_else(
+        || "other processes not measured".to_string(),
+        |o| format!("other processes kept {o:.1} CPUs busy during the run"),
+    );
+    kv(
+        "machine",
+        format!("{} cpus, quota {quota}; {others}", r.machine.cpus),
+    );
     kv(
         "corpus",
         format!(
