@@ -183,11 +183,18 @@ pub fn parse_mountinfo(text: &str) -> Result<Vec<CgroupMount>, String> {
         if fstype != "cgroup" && fstype != "cgroup2" {
             continue;
         }
+        // A cgroup line needs its super options (they name the controllers).
+        let Some(super_options) = fields.get(sep + 3) else {
+            return Err(format!(
+                "/proc/self/mountinfo line {} (a {fstype} mount) has no super options",
+                i + 1
+            ));
+        };
         out.push(CgroupMount {
             fstype: fstype.to_string(),
             root: unescape(fields[3]),
             mount_point: PathBuf::from(unescape(fields[4])),
-            super_options: fields[sep + 3].split(',').map(String::from).collect(),
+            super_options: super_options.split(',').map(String::from).collect(),
         });
     }
     Ok(out)
@@ -238,6 +245,22 @@ pub fn under_root(fs_root: &Path, abs: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cgroup_mount_line_without_super_options_is_an_error_not_a_panic() {
+        // Found by fuzzing: two fields after the separator used to index past the end.
+        let line = "30 25 0:26 / /sys/fs/cgroup/cpu rw,nosuid - cgroup cgroup";
+        let e = parse_mountinfo(line).unwrap_err();
+        assert!(e.contains("no super options"), "{e}");
+        // A non-cgroup mount with the same shape is skipped, and a full line parses.
+        assert!(parse_mountinfo("30 25 0:26 / /proc rw - proc proc")
+            .unwrap()
+            .is_empty());
+        let ok =
+            parse_mountinfo("30 25 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu,cpuacct")
+                .unwrap();
+        assert_eq!(ok[0].super_options, vec!["rw", "cpu", "cpuacct"]);
+    }
 
     #[test]
     fn cpu_lists() {
