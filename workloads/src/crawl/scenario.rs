@@ -21,7 +21,7 @@ pub enum Scenario {
     /// At a third of the run 30 % of devices upgrade to an adapter version
     /// that scrapes one source wrongly.
     AdapterBug,
-    /// Cloud pools capped at half of what the hosts' politeness would let the fleet spend.
+    /// Database and object-store caps at half of the fleet's measured demand.
     BudgetSaturation,
     /// Many small sources, arriving in eight waves: few observations per source.
     ColdStart,
@@ -60,7 +60,7 @@ impl Scenario {
             Scenario::RegimeChange => "from 1/3 of the run, source src-0 refuses browsers with plain failures (no gate class)",
             Scenario::Liars => "20 % of browsers write one forged content hash (the same for all liars) on every success",
             Scenario::AdapterBug => "from 1/3 of the run, 30 % of devices run adapter 3.3, which scrapes src-1 to a wrong hash",
-            Scenario::BudgetSaturation => "database and object-store caps at half of what the hosts' politeness would let the fleet spend",
+            Scenario::BudgetSaturation => "database and object-store caps per price window at half of what the fleet spends in steady",
             Scenario::ColdStart => "96 sources of 4 targets each, arriving in 8 waves: each source has few observations",
         }
     }

@@ -254,8 +254,11 @@ impl World {
                 .map(|s| (s.host.as_str(), s.bucket.1))
                 .collect();
             let polite: f64 = hosts.values().sum();
-            let fleet = spec.devices as f64 / 5.0;
-            let grants_per_window = polite.min(fleet) * 60.0;
+            // What the fleet actually fetches: the due work and the filler use
+            // about a quarter of the hosts' capacity, and a device fetches
+            // about one item per 25 s (measured in `steady`).
+            let fleet = spec.devices as f64 / 25.0;
+            let grants_per_window = (0.25 * polite).min(fleet) * 60.0;
             caps.insert("database".into(), (0.5 * 1.5 * grants_per_window).round());
             caps.insert(
                 "object_store".into(),
