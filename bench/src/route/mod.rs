@@ -97,9 +97,10 @@ pub fn event_lines(r: &SimReport) -> String {
         }
         if let Some(g) = e.browsers_gone_s {
             parts.push(format!(
-                "browsers gone at {g:.0} s, re-route {} s after, browser grants while gone {}",
+                "browsers gone at {g:.0} s, re-route {} s after, browser grants while gone {}, occupancy during the drought {}",
                 opt(e.reroute_delay_s, 1),
-                e.browser_grants_while_gone.unwrap_or(0)
+                e.browser_grants_while_gone.unwrap_or(0),
+                opt(e.occupancy_during, 3)
             ));
         }
         if let Some(n) = e.devices_lower_than_before {

@@ -117,6 +117,8 @@ struct Acc {
     budget: Budget,
     busy_s: f64,
     wasted_s: f64,
+    drought_busy_s: f64,
+    drought_wasted_s: f64,
     tick_busy: u64,
     tick_online: u64,
     window_busy: u64,
@@ -436,6 +438,9 @@ impl<'w> Driver<'w> {
             Ok(resp) => {
                 if let Some(since) = self.devs[d].idle_since.take() {
                     self.acc.wasted_s += t - since;
+                    if self.in_drought(t) {
+                        self.acc.drought_wasted_s += t - since;
+                    }
                 }
                 self.granted(d, &resp.items, &resp.routing_trace, t);
                 self.devs[d].held = Some(Held {
@@ -532,6 +537,9 @@ impl<'w> Driver<'w> {
             let attempt = self.world.attempt(d, k, t, n);
             let done = t + attempt.latency_s;
             self.acc.busy_s += attempt.latency_s;
+            if self.in_drought(t) {
+                self.acc.drought_busy_s += attempt.latency_s;
+            }
             if item.kind != "verification" {
                 self.regret(d, k, t);
             }
@@ -543,6 +551,10 @@ impl<'w> Driver<'w> {
             self.at(done, Ev::Done(d, e));
             return;
         }
+    }
+
+    fn in_drought(&self, t: f64) -> bool {
+        self.world.drought.is_some_and(|(a, b)| a <= t && t < b)
     }
 
     fn protest(&mut self, d: usize, lease_id: &str, item: &LeaseItem, t: f64) {
@@ -840,6 +852,10 @@ impl<'w> Driver<'w> {
             ev.devices_before = Some(before.len());
             ev.mean_trust_before_after = Some((sb / n, sa / n));
             ev.largest_drop = Some(drop);
+        }
+        if w.drought.is_some() {
+            let all = self.acc.drought_busy_s + self.acc.drought_wasted_s;
+            ev.occupancy_during = (all > 0.0).then(|| self.acc.drought_busy_s / all);
         }
         if w.regime.is_some() {
             ev.blocked_attempts_after = Some(self.acc.blocked_attempts_after);

@@ -133,6 +133,8 @@ pub struct EventFigures {
     pub reroute_delay_s: Option<f64>,
     /// `drought`: grants to browsers after they were gone and before they returned.
     pub browser_grants_while_gone: Option<u64>,
+    /// `drought`: occupancy (as [`ContenderReport::occupancy`]) counted over the drought only.
+    pub occupancy_during: Option<f64>,
     /// `adapter-bug`: adapter-disagreement events (time, source, version, devices restored).
     pub adapter_events: Vec<(f64, String, String, usize)>,
     /// `adapter-bug`: devices whose trust at the end is below their trust when the bug began.
