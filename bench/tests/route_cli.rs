@@ -129,3 +129,43 @@ fn a_tiny_run_writes_its_report_and_a_foreign_out_is_refused() {
     assert_refused(&foreign, "already exists");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
 }
+
+#[test]
+fn compare_runs_every_scenario_into_one_table_and_a_page_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let run = lab(&[
+        "route",
+        "compare",
+        "--devices",
+        "8",
+        "--hours",
+        "0.05",
+        "--contenders",
+        "router",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let table = String::from_utf8_lossy(&run.stdout);
+    for s in [
+        "steady",
+        "drought",
+        "regime-change",
+        "liars",
+        "adapter-bug",
+        "budget-saturation",
+        "cold-start",
+    ] {
+        assert!(table.contains(s), "{s} in {table}");
+        assert!(out.join(format!("{s}.html")).is_file(), "{s}.html");
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 7);
+}
