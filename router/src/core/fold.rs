@@ -444,9 +444,9 @@ impl Router {
             version: other_version,
             ..me_key.clone()
         };
-        if !agree
-            && !(self.d.clusters.moves_trust(&me_key) && self.d.clusters.moves_trust(&other_key))
-        {
+        let clusters_move =
+            self.d.clusters.moves_trust(&me_key) && self.d.clusters.moves_trust(&other_key);
+        if !agree && !clusters_move {
             return;
         }
         let a = self

@@ -298,6 +298,7 @@ async fn parsed_within<T: DeserializeOwned>(
     }
 }
 
+#[allow(clippy::result_large_err)] // the refusal is the handler's whole answer
 fn operator(shell: &Shell, headers: &HeaderMap) -> Result<(), Response> {
     let given = headers
         .get(OPERATOR_HEADER)
