@@ -4,9 +4,6 @@
 //!
 //! `cargo run --release -p router --example lease_load -- [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA]`
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
@@ -19,38 +16,13 @@ fn main() {
         .map(|p| p.join("routerd"))
         .expect("target dir");
     let data = std::env::temp_dir().join(format!("lease-load-{}", std::process::id()));
-    let mut cmd = Command::new(&routerd);
-    cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--operator-key",
-        "load-key",
-        "--registration-token",
-        "load-token",
-        "--tick-ms",
-        "1000",
-    ])
-    .arg("--data")
-    .arg(&data)
-    .env("RUST_LOG", "warn")
-    .stdout(Stdio::piped());
+    let mut extra = vec!["--tick-ms", "1000"];
     if let (Some(url), Some(schema)) = (args.get(3), args.get(4)) {
-        cmd.args(["--store", url, "--store-schema", schema]);
+        extra.extend(["--store", url.as_str(), "--store-schema", schema.as_str()]);
     }
-    let mut child = cmd.spawn().unwrap_or_else(|e| {
-        panic!(
-            "cannot start {}: {e} (build it: cargo build --release -p router)",
-            routerd.display()
-        )
-    });
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("first line");
-    let base = line
-        .trim()
-        .trim_start_matches("routerd listening on ")
-        .to_string();
+    let (mut child, base) =
+        router::load::spawn_routerd(&routerd, &data, "load-key", "load-token", &extra)
+            .unwrap_or_else(|e| panic!("{e} (build it: cargo build --release -p router)"));
     let spec = router::load::LoadSpec {
         base,
         operator_key: "load-key".into(),

@@ -50,6 +50,50 @@ pub struct LoadReport {
     pub lease_us: [u64; 4],
 }
 
+/// Starts the `routerd` binary at `routerd` on a free loopback port with
+/// data in `data`, the given operator key and registration token and
+/// `extra` arguments, and waits for its first line. Returns the child and
+/// its base URL (`http://127.0.0.1:PORT`). The caller kills the child.
+/// Errors: the binary cannot start, or its first line is not the listening line.
+pub fn spawn_routerd(
+    routerd: &std::path::Path,
+    data: &std::path::Path,
+    operator_key: &str,
+    registration_token: &str,
+    extra: &[&str],
+) -> Result<(std::process::Child, String), String> {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(routerd)
+        .args(["--listen", "127.0.0.1:0", "--operator-key", operator_key])
+        .args(["--registration-token", registration_token])
+        .arg("--data")
+        .arg(data)
+        .args(extra)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", routerd.display()))?;
+    let mut line = String::new();
+    let read = match child.stdout.take() {
+        Some(out) => BufReader::new(out)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string()),
+        None => Err("no standard output".into()),
+    };
+    match (read, line.trim().strip_prefix("routerd listening on ")) {
+        (Ok(_), Some(base)) => Ok((child, base.to_string())),
+        (r, _) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(format!(
+                "routerd did not start: its first line was {:?} ({})",
+                line.trim(),
+                r.err().unwrap_or_default()
+            ))
+        }
+    }
+}
+
 fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)

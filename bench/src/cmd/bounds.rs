@@ -145,7 +145,12 @@ pub fn parse_slowdown(s: &str) -> Result<f64, BoundError> {
     at_most("--inject-slowdown", s, v, MAX_SCALE, "(times)")
 }
 
-fn count(flag: &'static str, s: &str, expected: &'static str) -> Result<u64, BoundError> {
+/// A whole number ≥ 1 for `flag` (a leading minus is refused as too small).
+pub(crate) fn count(
+    flag: &'static str,
+    s: &str,
+    expected: &'static str,
+) -> Result<u64, BoundError> {
     let text = s.trim().to_string();
     if text.starts_with('-') {
         return Err(BoundError::TooSmall {

@@ -6,9 +6,7 @@
 //! - `route load`: starts `routerd` on loopback and drives it over HTTP
 //!   with `router::load`; prints leases/s and latency percentiles.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
@@ -140,30 +138,11 @@ pub struct LoadArgs {
 }
 
 fn count(flag: &'static str, s: &str, max: u64, unit: &'static str) -> Result<u64, BoundError> {
-    let text = s.trim().to_string();
-    let expected = "a whole number of at least 1";
-    if text.starts_with('-') {
-        return Err(BoundError::TooSmall {
-            flag,
-            text,
-            expected,
-        });
-    }
-    let n: u64 = text.parse().map_err(|_| BoundError::NotANumber {
-        flag,
-        text: text.clone(),
-    })?;
-    if n == 0 {
-        return Err(BoundError::TooSmall {
-            flag,
-            text,
-            expected,
-        });
-    }
+    let n = super::bounds::count(flag, s, "a whole number of at least 1")?;
     if n > max {
         return Err(BoundError::TooLarge {
             flag,
-            text,
+            text: s.trim().to_string(),
             max: max.to_string(),
             unit,
         });
@@ -409,44 +388,26 @@ fn load(a: LoadArgs) -> Result<()> {
     }
     let routerd = routerd_path(a.routerd.clone())?;
     let data = std::env::temp_dir().join(format!("route-load-{}", std::process::id()));
-    let mut cmd = Command::new(&routerd);
-    cmd.args([
-        "--listen",
-        "127.0.0.1:0",
-        "--operator-key",
-        "route-load-key",
-        "--registration-token",
-        "route-load-token",
-        "--tick-ms",
-        "1000",
-    ])
-    .arg("--data")
-    .arg(&data)
-    .env("RUST_LOG", "warn")
-    .stdout(Stdio::piped());
+    let mut extra = vec!["--tick-ms", "1000"];
     if let Some(url) = &a.store {
-        cmd.args(["--store", url, "--store-schema", &a.store_schema]);
+        extra.extend([
+            "--store",
+            url.as_str(),
+            "--store-schema",
+            a.store_schema.as_str(),
+        ]);
     }
-    let mut child = Child {
-        child: cmd
-            .spawn()
-            .with_context(|| format!("cannot start {}", routerd.display()))?,
+    let (spawned, base) = router::load::spawn_routerd(
+        &routerd,
+        &data,
+        "route-load-key",
+        "route-load-token",
+        &extra,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    let child = Child {
+        child: spawned,
         data: Some(data),
-    };
-    let stdout = child
-        .child
-        .stdout
-        .take()
-        .context("routerd's standard output")?;
-    let mut line = String::new();
-    BufReader::new(stdout)
-        .read_line(&mut line)
-        .context("reading routerd's first line")?;
-    let Some(base) = line.trim().strip_prefix("routerd listening on ") else {
-        bail!(
-            "routerd did not start: its first line was {:?}",
-            line.trim()
-        );
     };
     let spec = router::load::LoadSpec {
         base: base.to_string(),
