@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Runs the router's store suite and HTTP tests against a real PostgreSQL
+# server started here (Debian's postgresql server binaries: initdb + pg_ctl
+# as the postgres user, in a throwaway directory, on a free loopback port),
+# with ROUTER_TEST_PG pointing at it, so no PostgreSQL test can skip. Fails
+# when no server binary exists. The cluster is stopped and removed on exit.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+if [ -z "$pgbin" ] || [ ! -x "$pgbin/initdb" ]; then
+  echo "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: install Debian's postgresql" >&2
+  exit 1
+fi
+dir=$(mktemp -d /tmp/router-ci-pg.XXXXXX)
+chown postgres "$dir"
+stop() {
+  runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -m fast stop >/dev/null 2>&1 || true
+  rm -rf "$dir"
+}
+trap stop EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+runuser -u postgres -- "$pgbin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
+ROUTER_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres" \
+  cargo nextest run -p router --test store_suite --test http
