@@ -6,11 +6,27 @@ use clap::{Parser, Subcommand};
 use fleet_bench::cmd;
 use std::process::ExitCode;
 
+/// mimalloc (the default `mimalloc` feature): its per-thread heaps stay
+/// warm on the pinned seats from one cycle to the next, so a cycle's small
+/// allocations rarely reach the kernel. Without the feature the system
+/// allocator serves the process; `fleet-lab --version` names which one.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `fleet-lab --version`: the version and the global allocator built in.
+#[cfg(feature = "mimalloc")]
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (allocator: mimalloc)");
+/// `fleet-lab --version`: the version and the global allocator built in.
+#[cfg(not(feature = "mimalloc"))]
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (allocator: system)");
+
 /// The fleet lab.
 #[derive(Debug, Parser)]
 #[command(
     name = "fleet-lab",
     version,
+    long_version = LONG_VERSION,
     about = "The fleet lab: plan, replay, compare and gate the worker fleet"
 )]
 struct Cli {
@@ -38,6 +54,8 @@ enum Command {
     Posture(cmd::posture::PostureArgs),
     /// The routing lab: simulate the crawling fleet, compare the router with its baselines, load routerd.
     Route(cmd::route::RouteArgs),
+    /// Keep N threads busy until stdin closes (the contention process of --contend).
+    Spin(cmd::spin::SpinArgs),
 }
 
 /// Installs the process's subscriber: a `fmt` layer on stderr filtered by
@@ -152,6 +170,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::run(args),
         Command::Posture(args) => cmd::posture::run(args),
         Command::Route(args) => cmd::route::run(args),
+        Command::Spin(args) => cmd::spin::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
