@@ -65,8 +65,9 @@ pub async fn within(
 ///
 /// Inside a body, await receipts (`receipt.await`); never call
 /// `Receipt::wait` there: on the serial binding that would block the one
-/// thread the awaited unit needs. `FleetHandle::submit` itself is a short
-/// synchronous round trip to the pump thread and is fine on either binding.
+/// thread the awaited unit needs. `FleetHandle::submit` itself never waits
+/// for another thread: it steps the host's pump on the calling thread (one
+/// short lock) and is fine on either binding.
 #[derive(Clone, Debug)]
 pub struct SeatCtx {
     /// The seat the pump granted (role and index).
@@ -202,6 +203,11 @@ impl FleetHandle {
     /// with the body's value or a typed terminal reason.
     ///
     /// Errors: [`SubmitError`] with the body handed back.
+    ///
+    /// Admission is decided on the calling thread: the host's pump is
+    /// stepped under its lock (no hop to the pump thread), and when a seat
+    /// is free the grant is delivered from here, so the answer comes back
+    /// in one pump step (`DESIGN.md` §3 "Lanes, hosts and the pump").
     ///
     /// A walk submits its sim from inside its own body and awaits it (never
     /// a blocking wait inside a unit):
