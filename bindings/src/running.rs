@@ -288,11 +288,22 @@ impl Drop for Fleet {
 }
 
 /// The census rows of a booted plan: the projection, the pump row, and the
-/// pinned CPUs (`cpus[k]` for the `k`-th seat of the layout).
+/// pinned CPUs (`seat_cpus[k]` for the `k`-th seat of the layout; the
+/// serial binding's first cycle thread on `serial_cpu`).
 pub(crate) fn census_rows(
     plan: &Plan,
     seat_cpus: &[Option<usize>],
     serial_cpu: Option<usize>,
+) -> Vec<CensusRow> {
+    census_rows_cycle(plan, seat_cpus, &[serial_cpu])
+}
+
+/// [`census_rows`] with the pinned CPU of every serial cycle thread
+/// (`cycle_cpus[t]` for `work-fleet-serial-{t}`).
+pub(crate) fn census_rows_cycle(
+    plan: &Plan,
+    seat_cpus: &[Option<usize>],
+    cycle_cpus: &[Option<usize>],
 ) -> Vec<CensusRow> {
     let mut rows = plan.census_projection();
     let layout = plan.seat_layout();
@@ -302,15 +313,19 @@ pub(crate) fn census_rows(
         }) {
             row.pinned_cpu = seat_cpus.get(k).copied().flatten();
         }
-        if row.thread_name == fleet::plan::SERIAL_THREAD_NAME && row.role.is_none() {
-            row.pinned_cpu = serial_cpu;
+        if row.role.is_none() {
+            if let Some(t) = (0..layout.cycle_threads)
+                .find(|t| row.thread_name == fleet::plan::serial_thread_name(*t))
+            {
+                row.pinned_cpu = cycle_cpus.get(t as usize).copied().flatten();
+            }
         }
         if row.name == "ambient_io" && plan.binding == fleet::plan::Binding::Serial {
             // The serial binding has no ambient runtime: I/O rides the cycle
-            // thread's current-thread runtime.
+            // threads' current-thread runtimes.
             row.thread_name = fleet::plan::SERIAL_THREAD_NAME.to_string();
             row.binding = CensusBinding::Logical;
-            row.sizing_rule = format!("{} (rides the serial thread)", row.sizing_rule);
+            row.sizing_rule = format!("{} (rides the cycle threads)", row.sizing_rule);
         }
     }
     rows.push(CensusRow {

@@ -92,10 +92,12 @@ fn drive(quota: f64, profile: Profile, binding: Binding) {
             );
         }
         Binding::Serial => {
-            assert_eq!(
-                after_1,
-                vec!["work-fleet-pump".to_string(), "work-fleet-seri".to_string()]
-            );
+            // One cycle thread per core beside the reserve (decision 0003).
+            let cycle = plan.seat_layout().cycle_threads as usize;
+            assert_eq!(cycle, quota as usize - 1);
+            let mut want = vec!["work-fleet-pump".to_string()];
+            want.extend(std::iter::repeat_n("work-fleet-seri".to_string(), cycle));
+            assert_eq!(after_1, want);
         }
     }
     assert!(trips.lock().unwrap().is_empty());

@@ -48,7 +48,8 @@ fn a_walk_waiting_on_another_unit_does_not_idle_the_host() {
 
 #[test]
 fn on_the_serial_binding_grant_order_is_start_order() {
-    let plan = plan(4.0, Profile::Auto);
+    // Two cores: one cycle thread carries every seat.
+    let plan = plan(2.0, Profile::Auto);
     let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
     let h = fleet.handle();
     let started = Arc::new(Mutex::new(Vec::new()));
@@ -68,6 +69,56 @@ fn on_the_serial_binding_grant_order_is_start_order() {
         assert_eq!(*wait(r).unwrap().downcast::<u32>().unwrap(), i as u32);
     }
     assert_eq!(*started.lock().unwrap(), (0..24).collect::<Vec<u32>>());
+    drop(h);
+    fleet.shutdown().unwrap();
+}
+
+/// With several cycle threads (Q = 4: three) each unit runs on the thread
+/// its granted seat is dealt to, and on each thread grant order is start
+/// order.
+#[test]
+fn on_several_cycle_threads_each_seat_runs_on_its_own_thread_in_grant_order() {
+    let plan = plan(4.0, Profile::Auto);
+    let layout = plan.seat_layout();
+    assert_eq!(layout.cycle_threads, 3);
+    let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
+    let h = fleet.handle();
+    let started = Arc::new(Mutex::new(Vec::new()));
+    let receipts: Vec<_> = (0..24u32)
+        .map(|i| {
+            let (started, layout) = (started.clone(), layout.clone());
+            let body = unit_body(move |ctx| async move {
+                let t = layout
+                    .cycle_thread_of(ctx.seat.role, ctx.seat.index)
+                    .expect("a serial seat");
+                assert_eq!(ctx.thread_name, format!("work-fleet-serial-{t}"));
+                assert_eq!(
+                    std::thread::current().name(),
+                    Some(ctx.thread_name.as_str())
+                );
+                started.lock().unwrap().push((ctx.thread_name.clone(), i));
+                tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+                Box::new(i) as UnitValue
+            });
+            h.submit(WorkerRole::SimDriver, None, body).unwrap()
+        })
+        .collect();
+    for (i, r) in receipts.into_iter().enumerate() {
+        assert_eq!(*wait(r).unwrap().downcast::<u32>().unwrap(), i as u32);
+    }
+    let started = started.lock().unwrap().clone();
+    assert_eq!(started.len(), 24);
+    for t in 0..3 {
+        let name = format!("work-fleet-serial-{t}");
+        let order: Vec<u32> = started
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, i)| *i)
+            .collect();
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(order, sorted, "{name}: start order is grant order");
+    }
     drop(h);
     fleet.shutdown().unwrap();
 }

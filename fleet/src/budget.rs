@@ -23,6 +23,10 @@ pub const SOLVER_PINS: u32 = 6;
 pub const DEFAULT_SIM_SLOT_CAP: u32 = 4;
 /// The smallest solver share that hosts the pinned roles (`S ≥ 2`).
 pub const MIN_SOLVER_CPUS: u32 = 2;
+/// The most cycle threads the serial shape runs: one per bin (a seventh
+/// would have no walk of its own). Only a forced serial profile above
+/// Q = 7 reaches it.
+pub const SERIAL_MAX_CYCLE_THREADS: u32 = SOLVER_PINS;
 /// Below this many cores no tier can host the fleet (`BelowHostFloor`).
 pub const HOST_FLOOR_CPUS: f64 = 2.0;
 
@@ -127,7 +131,8 @@ pub enum BudgetError {
 pub enum BudgetShape {
     /// One dedicated seat per role (`S` cores of walks, R, M pinned).
     Pinned,
-    /// One serial seat (1 core) carries the solver, resolve and merge lanes.
+    /// Cycle threads (1 core each) carry every lane between them
+    /// (`solver_cpus` of them).
     Serial,
 }
 
@@ -138,8 +143,8 @@ pub struct FleetBudget {
     pub quota_cpus: f64,
     /// Reserve `H`, cores.
     pub reserve_cpus: u32,
-    /// Ambient I/O share `A`, cores (0 only in a 2-core serial table, where
-    /// the ambient workers are duty-counted).
+    /// Ambient I/O share `A`, cores (0 in the serial table unless
+    /// overridden: I/O rides the cycle threads and is duty-counted there).
     pub ambient_cpus: u32,
     /// Ambient I/O runtime worker threads (= A, at least 1).
     pub ambient_workers: u32,
@@ -148,7 +153,7 @@ pub struct FleetBudget {
     /// Merge `M`, cores (0 in the serial table: a logical lane on the seat).
     pub merge_cpus: u32,
     /// Solver `S`, cores: the concurrent walk admission in the pinned shape;
-    /// the serial seat's one core in the serial shape.
+    /// the cycle threads (one core each) in the serial shape.
     pub solver_cpus: u32,
     /// Solver pins (one per bin), threads: always 6.
     pub solver_pins: u32,
@@ -305,14 +310,26 @@ impl FleetBudget {
         })
     }
 
-    /// The serial tier's share table: reserve `H`, one serial seat (1 core,
-    /// carrying the solver, resolve and merge lanes), ambient I/O with
-    /// `A = min(max(1, ⌊Q/4⌋), ⌊Q⌋ − H − 1)` cores (0 at Q = 2: its one worker
-    /// is then duty-counted against the fraction and the reserve), sim slots
-    /// duty-counted. Integer shares sum to ≤ ⌊Q⌋.
+    /// The serial tier's share table: reserve `H`, and every other whole
+    /// core a cycle thread: `C = min(⌊Q⌋ − H − A, SERIAL_MAX_CYCLE_THREADS)`
+    /// cycle threads (1 core each, carrying the solver, sim, resolve and
+    /// merge lanes between them) with `A = 0` — the serial binding has no
+    /// ambient runtime, its I/O rides the cycle threads' runtimes and is
+    /// duty-counted there — unless `ambient_cpus` is overridden. Below the
+    /// cap the integer shares sum to ⌊Q⌋ exactly (`C + A = ⌊Q⌋ − H`);
+    /// `docs/decisions/0003-serial-cycle-threads.md`.
     /// Errors: [`BudgetError::InvalidQuota`], [`BudgetError::BelowHostFloor`]
-    /// (Q < 2), [`BudgetError::Oversubscribed`] (overrides above ⌊Q⌋),
-    /// [`BudgetError::ZeroOverride`].
+    /// (Q < 2), [`BudgetError::Oversubscribed`] (overrides leave no core for
+    /// a cycle thread), [`BudgetError::ZeroOverride`].
+    ///
+    /// ```
+    /// use fleet::budget::FleetBudget;
+    ///
+    /// // 5 cores: the reserve and four cycle threads, nothing idle.
+    /// let b = FleetBudget::derive_serial(5.0, &Default::default()).unwrap();
+    /// assert_eq!((b.reserve_cpus, b.solver_cpus, b.ambient_cpus), (1, 4, 0));
+    /// assert_eq!(b.integer_sum(), 5);
+    /// ```
     pub fn derive_serial(
         quota_cpus: f64,
         overrides: &BudgetOverrides,
@@ -322,22 +339,21 @@ impl FleetBudget {
             return Err(BudgetError::BelowHostFloor { quota: quota_cpus });
         }
         let reserve = pick("reserve_cpus", overrides.reserve_cpus, DEFAULT_RESERVE_CPUS)?;
-        let seat = 1;
-        let room = n.saturating_sub(reserve + seat);
         let ambient = match overrides.ambient_cpus {
             Some(a) => pick("ambient_cpus", Some(a), a)?,
-            None => ambient_share(n).min(room),
+            None => 0,
         };
         let sim_slot_cap = pick("sim_slot_cap", overrides.sim_slot_cap, DEFAULT_SIM_SLOT_CAP)?;
-        let declared = reserve + seat + ambient;
-        if declared > n {
+        let room = n.saturating_sub(reserve.saturating_add(ambient));
+        if room < 1 {
             return Err(BudgetError::Oversubscribed {
                 quota: quota_cpus,
                 quota_floor: n,
-                declared,
+                declared: reserve.saturating_add(ambient).saturating_add(1),
                 overrides: overrides_text(overrides),
             });
         }
+        let cycle_threads = room.min(SERIAL_MAX_CYCLE_THREADS);
         Ok(FleetBudget {
             quota_cpus,
             reserve_cpus: reserve,
@@ -345,7 +361,7 @@ impl FleetBudget {
             ambient_workers: ambient.max(1),
             resolve_cpus: 0,
             merge_cpus: 0,
-            solver_cpus: seat,
+            solver_cpus: cycle_threads,
             solver_pins: SOLVER_PINS,
             sim_slot_cap,
             fractional_cpus: quota_cpus - n as f64,
@@ -422,7 +438,9 @@ impl FleetBudget {
         )];
         let ambient_rule = match self.shape {
             BudgetShape::Pinned => "A = max(1, ⌊Q/4⌋) (decision 0001)",
-            BudgetShape::Serial => "min(max(1, ⌊Q/4⌋), ⌊Q⌋ − H − 1); duty-counted at 0 cores",
+            BudgetShape::Serial => {
+                "0: no ambient runtime, I/O rides the cycle threads (duty-counted; decision 0003)"
+            }
         };
         rows.push(row(
             "ambient_io",
@@ -462,8 +480,8 @@ impl FleetBudget {
                 "serial_seat",
                 self.solver_cpus,
                 0.0,
-                1,
-                "one cycle thread: solver, resolve and merge lanes in grant order".into(),
+                self.solver_cpus,
+                "C = min(⌊Q⌋ − H − A, 6) cycle threads, 1 core each; every lane rides one, in grant order (decision 0003)".into(),
             )),
         }
         rows.push(row(

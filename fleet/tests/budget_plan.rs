@@ -127,7 +127,7 @@ proptest! {
                 prop_assert_eq!(plan.binding, expect);
                 let layout = plan.seat_layout();
                 prop_assert_eq!(layout.seats.len() as u32, 6 + plan.budget.sim_slot_cap + 6);
-                prop_assert_eq!(plan.census_projection().len(), layout.seats.len() + 2 + usize::from(plan.binding == Binding::Serial));
+                prop_assert_eq!(plan.census_projection().len(), layout.seats.len() + 2 + layout.cycle_threads as usize);
             }
         }
     }
@@ -183,17 +183,17 @@ fn an_override_can_give_back_cores() {
 }
 
 /// One row per tier-table case: (Q, profile) → (binding, oversubscribed,
-/// refused, S or the serial seat's core, A).
+/// refused, S or the serial cycle threads C, A).
 #[test]
 fn tier_table_row_by_row() {
     use Binding::*;
     use Profile as P;
     let rows: [(f64, Profile, Binding, bool, bool, u32, u32); 16] = [
         (2.0, P::Auto, Serial, false, true, 1, 0),
-        (3.0, P::Auto, Serial, false, true, 1, 1),
-        (4.5, P::Auto, Serial, false, true, 1, 1),
-        (5.0, P::Auto, Serial, false, true, 1, 1),
-        (5.99, P::Auto, Serial, false, true, 1, 1),
+        (3.0, P::Auto, Serial, false, true, 2, 0),
+        (4.5, P::Auto, Serial, false, true, 3, 0),
+        (5.0, P::Auto, Serial, false, true, 4, 0),
+        (5.99, P::Auto, Serial, false, true, 4, 0),
         (6.0, P::Auto, Pinned, false, false, 2, 1),
         (6.5, P::Auto, Pinned, false, false, 2, 1),
         (7.0, P::Auto, Pinned, false, false, 3, 1),
@@ -203,8 +203,8 @@ fn tier_table_row_by_row() {
         (5.0, P::Pinned, Pinned, true, true, 2, 1),
         (8.0, P::Pinned, Pinned, false, false, 3, 2),
         (2.0, P::Serial, Serial, false, false, 1, 0),
-        (8.0, P::Serial, Serial, false, false, 1, 2),
-        (64.0, P::Serial, Serial, false, false, 1, 16),
+        (8.0, P::Serial, Serial, false, false, 6, 0),
+        (64.0, P::Serial, Serial, false, false, 6, 0),
     ];
     for (q, profile, binding, over, refused, s, a) in rows {
         let plan =
@@ -302,7 +302,7 @@ fn pinned_layout_names_every_seat() {
 }
 
 #[test]
-fn serial_layout_has_the_same_shape_on_one_thread() {
+fn serial_layout_has_the_same_shape_dealt_over_its_cycle_threads() {
     let pinned = Plan::resolve(8.0, Profile::Auto, &NONE)
         .unwrap()
         .seat_layout();
@@ -320,20 +320,93 @@ fn serial_layout_has_the_same_shape_on_one_thread() {
             .collect::<Vec<_>>()
     };
     assert_eq!(shape(&l), shape(&pinned));
-    assert!(l
-        .seats
-        .iter()
-        .all(|s| s.thread_name == "work-fleet-serial-0"));
+    // Q = 4: three cycle threads; seat k of the layout rides thread k mod 3,
+    // so the six bins sit two to a thread.
+    assert_eq!(l.cycle_threads, 3);
+    for (k, s) in l.seats.iter().enumerate() {
+        let t = (k % 3) as u32;
+        assert_eq!(l.cycle_thread_of(s.role, s.index), Some(t));
+        assert_eq!(s.thread_name, format!("work-fleet-serial-{t}"));
+    }
+    let bins_per_thread: Vec<usize> = (0..3)
+        .map(|t| {
+            l.seats_of(fleet::WorkerRole::Solver)
+                .filter(|s| s.thread_name == format!("work-fleet-serial-{t}"))
+                .count()
+        })
+        .collect();
+    assert_eq!(bins_per_thread, vec![2, 2, 2]);
+    assert_eq!(pinned.cycle_thread_of(fleet::WorkerRole::Solver, 0), None);
     let census = plan.census_projection();
     assert!(census
         .iter()
         .filter(|r| r.role.is_some())
         .all(|r| r.binding == CensusBinding::Logical));
-    let seat = census
-        .iter()
-        .find(|r| r.thread_name == "work-fleet-serial-0" && r.role.is_none())
-        .unwrap();
-    assert_eq!(seat.binding, CensusBinding::Pinned);
+    for t in 0..3 {
+        let row = census
+            .iter()
+            .find(|r| r.thread_name == format!("work-fleet-serial-{t}") && r.role.is_none())
+            .unwrap();
+        assert_eq!(row.binding, CensusBinding::Pinned);
+    }
+}
+
+/// Decision 0003: below the pinned tier the serial table spends every
+/// whole core — the reserve H, and C cycle threads with A = 0 — so
+/// C + A = ⌊Q⌋ − H exactly, and the layout runs C cycle threads (one
+/// census row each). Before the decision the table stopped at H + 1 + A
+/// (3 of 5 cores at Q = 5).
+#[test]
+fn the_serial_tier_spends_its_whole_budget_for_every_quota_from_2_to_6() {
+    for q in [2.0, 2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 5.5, 5.99] {
+        let plan = Plan::resolve(q, Profile::Auto, &NONE).unwrap();
+        let n = q.floor() as u32;
+        let b = &plan.budget;
+        let ctx = format!("Q={q}");
+        assert_eq!(plan.binding, Binding::Serial, "{ctx}");
+        assert_eq!(b.reserve_cpus, 1, "{ctx}");
+        assert_eq!(b.solver_cpus + b.ambient_cpus, n - b.reserve_cpus, "{ctx}");
+        assert_eq!(b.integer_sum(), n, "{ctx}: the shares sum to ⌊Q⌋");
+        let rows = b.rows();
+        assert_eq!(rows.iter().map(|r| r.cores).sum::<u32>(), n, "{ctx}");
+        let seat = rows.iter().find(|r| r.consumer == "serial_seat").unwrap();
+        assert_eq!((seat.cores, seat.threads), (n - 1, n - 1), "{ctx}");
+        let layout = plan.seat_layout();
+        assert_eq!(layout.cycle_threads, n - 1, "{ctx}: one thread per core");
+        let threads = plan
+            .census_projection()
+            .into_iter()
+            .filter(|r| r.role.is_none() && r.name.starts_with("serial-"))
+            .count() as u32;
+        assert_eq!(threads, n - 1, "{ctx}: one census row per cycle thread");
+        let used: std::collections::BTreeSet<_> =
+            layout.seats.iter().map(|s| s.thread_name.clone()).collect();
+        assert_eq!(
+            used.len() as u32,
+            n - 1,
+            "{ctx}: every cycle thread has seats"
+        );
+    }
+}
+
+/// An ambient override in the serial table takes its cores from the cycle
+/// threads; one that leaves none is refused at derive time.
+#[test]
+fn a_serial_ambient_override_comes_out_of_the_cycle_threads() {
+    let o = BudgetOverrides {
+        ambient_cpus: Some(2),
+        ..NONE
+    };
+    let b = FleetBudget::derive_serial(5.0, &o).unwrap();
+    assert_eq!((b.solver_cpus, b.ambient_cpus, b.integer_sum()), (2, 2, 5));
+    let o = BudgetOverrides {
+        ambient_cpus: Some(4),
+        ..NONE
+    };
+    assert!(matches!(
+        FleetBudget::derive_serial(5.0, &o),
+        Err(BudgetError::Oversubscribed { .. })
+    ));
 }
 
 #[test]

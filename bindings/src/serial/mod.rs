@@ -1,21 +1,26 @@
-//! The serial binding: one named cycle thread per host runs every granted
-//! unit of the host, in grant order, over the same pump.
+//! The serial binding: the host's seats ride `C` named cycle threads
+//! (`C = ⌊Q⌋ − H` below the pinned tier), each running the granted units of
+//! its seats in grant order, over the same pump.
 //!
 //! `DESIGN.md` §4; seed 000 §13 ("serial — one cycle thread per host over
-//! the SAME queue and pump") and §14 (the 2–5 core tier). The thread
-//! `work-fleet-serial-0` runs a current-thread Tokio runtime with a
+//! the SAME queue and pump") and §14 (the 2–5 core tier); the thread count
+//! is `docs/decisions/0003-serial-cycle-threads.md`. Each cycle thread
+//! `work-fleet-serial-{t}` runs a current-thread Tokio runtime with a
 //! `LocalSet`: each grant is spawned as a local task the moment it arrives,
-//! so grant order is start order, and a walk that awaits its sim's receipt
-//! yields the thread to the other granted units instead of idling it (the
-//! pinned binding blocks its dedicated seat instead). The seats of the plan's
-//! layout are logical here: the pump still counts them (walk admission, the
-//! sim slot cap), but they all ride this one thread.
+//! so on a thread grant order is start order, and a walk that awaits its
+//! sim's receipt yields the thread to the other granted units instead of
+//! idling it (the pinned binding blocks its dedicated seat instead). The
+//! seats of the plan's layout are logical here: the pump still counts them
+//! (walk admission, the sim slot cap), and the layout deals them over the
+//! cycle threads round-robin ([`fleet::plan::SeatLayout::cycle_thread_of`]).
+//! A long CPU unit yields its thread at every [`crate::checkpoint`] past a
+//! slice.
 
 use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
 use crate::exec::Lane;
 use crate::handle::{FleetHandle, Job};
-use crate::running::{census_rows, spawn_named, Fleet, Running, PUMP_THREAD_NAME};
-use fleet::plan::{Binding, Plan, SERIAL_THREAD_NAME};
+use crate::running::{census_rows_cycle, spawn_named, Fleet, Running, PUMP_THREAD_NAME};
+use fleet::plan::{serial_thread_name, Binding, Plan};
 use fleet::pump::{HostPump, SeatId};
 use fleet::shell::HostShell;
 use fleet::sink::Delivery;
@@ -26,16 +31,46 @@ use tokio::sync::mpsc;
 
 /// Boots the serial binding (see [`crate::boot`]).
 pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Fleet, BootError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(|source| BootError::Runtime {
-            which: "serial",
-            source,
-        })?;
-    let (tx, rx) = mpsc::unbounded_channel::<Delivery<Job>>();
+    let threads = plan.seat_layout().cycle_threads.max(1) as usize;
+    let mut runtimes = (0..threads)
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .build()
+                .map_err(|source| BootError::Runtime {
+                    which: "serial",
+                    source,
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter();
+    let layout = plan.seat_layout();
+    let mut senders = Vec::with_capacity(threads);
+    let mut receivers = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        let (tx, rx) = mpsc::unbounded_channel::<Delivery<Job>>();
+        senders.push(tx);
+        receivers.push(rx);
+    }
+    // Which cycle thread each seat rides, fixed at boot.
+    let route: Vec<(SeatId, usize)> = layout
+        .seats
+        .iter()
+        .map(|s| {
+            let seat = SeatId {
+                role: s.role,
+                index: s.index,
+            };
+            let t = layout.cycle_thread_of(s.role, s.index).unwrap_or(0) as usize;
+            (seat, t.min(threads - 1))
+        })
+        .collect();
     let sink = move |seat: SeatId, meta: UnitMeta, payload: Job| {
-        if tx
+        let t = route
+            .iter()
+            .find(|(s, _)| *s == seat)
+            .map_or(0, |(_, t)| *t);
+        if senders[t]
             .send(Delivery {
                 seat,
                 meta,
@@ -79,23 +114,35 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         posture: posture.clone(),
         waker: waker.clone(),
     };
-    let cpu = pins.cpu_for(0);
-    let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Option<usize>>(1);
-    let spawned = spawn_named(SERIAL_THREAD_NAME, move || {
-        let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
-        let _ = ready_tx.send(pinned);
-        cycle_thread(rt, lane, rx);
-    });
-    match spawned {
-        Ok(t) => running.seats.push((SERIAL_THREAD_NAME.to_string(), t)),
-        Err(e) => {
-            let _ = running.stop(&handle);
-            return Err(e);
+    let mut ready = Vec::with_capacity(threads);
+    for (t, rx) in receivers.into_iter().enumerate() {
+        let rt = match runtimes.next() {
+            Some(rt) => rt,
+            None => break,
+        };
+        let name = serial_thread_name(t as u32);
+        let cpu = pins.cpu_for(t);
+        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Option<usize>>(1);
+        let (lane, thread_name) = (lane.clone(), name.clone());
+        let spawned = spawn_named(&name, move || {
+            let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
+            let _ = ready_tx.send(pinned);
+            cycle_thread(rt, lane, &thread_name, rx);
+        });
+        match spawned {
+            Ok(t) => {
+                running.seats.push((name, t));
+                ready.push(ready_rx);
+            }
+            Err(e) => {
+                let _ = running.stop(&handle);
+                return Err(e);
+            }
         }
     }
-    let serial_cpu = ready_rx.recv().ok().flatten();
+    let cycle_cpus: Vec<Option<usize>> = ready.iter().map(|rx| rx.recv().ok().flatten()).collect();
     Ok(Fleet {
-        census: census_rows(plan, &[], serial_cpu),
+        census: census_rows_cycle(plan, &[], &cycle_cpus),
         plan: plan.clone(),
         posture,
         waker,
@@ -106,14 +153,15 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
     })
 }
 
-/// The cycle thread: start each grant as a local task in arrival (grant)
+/// A cycle thread: start each grant as a local task in arrival (grant)
 /// order; when the host closes, finish every unit still in flight.
 fn cycle_thread(
     rt: tokio::runtime::Runtime,
     lane: Lane,
+    name: &str,
     mut rx: mpsc::UnboundedReceiver<Delivery<Job>>,
 ) {
-    let name: Arc<str> = Arc::from(SERIAL_THREAD_NAME);
+    let name: Arc<str> = Arc::from(name);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         while let Some(d) = rx.recv().await {

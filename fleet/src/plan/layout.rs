@@ -9,8 +9,13 @@ use crate::census::{CensusBinding, CensusRow};
 use crate::role::WorkerRole;
 use serde::{Deserialize, Serialize};
 
-/// The one thread every seat of the serial binding rides.
+/// The first cycle thread of the serial binding (the only one below 3 cores).
 pub const SERIAL_THREAD_NAME: &str = "work-fleet-serial-0";
+
+/// Name of the serial binding's `t`-th cycle thread (`work-fleet-serial-{t}`).
+pub fn serial_thread_name(t: u32) -> String {
+    format!("work-fleet-serial-{t}")
+}
 
 /// Thread name of the ambient I/O runtime's workers.
 pub const AMBIENT_THREAD_NAME: &str = "work-fleet-io";
@@ -23,7 +28,8 @@ pub struct SeatSpec {
     /// The seat's index within its role (solver seat `k` hosts bin `k`).
     pub index: u32,
     /// The OS thread that runs the seat: `work-fleet-{label}-{index}` under
-    /// the pinned binding, [`SERIAL_THREAD_NAME`] under the serial binding.
+    /// the pinned binding, the cycle thread `work-fleet-serial-{t}` it rides
+    /// under the serial binding ([`SeatLayout::cycle_thread_of`]).
     pub thread_name: String,
 }
 
@@ -44,6 +50,10 @@ pub struct SeatLayout {
     pub sim_slot_cap: u32,
     /// Ambient I/O runtime workers.
     pub ambient_workers: u32,
+    /// Serial binding: the cycle threads the seats ride (the budget's `C`,
+    /// `solver_cpus` in the serial shape); 0 under the pinned binding.
+    #[serde(default)]
+    pub cycle_threads: u32,
 }
 
 impl SeatLayout {
@@ -51,6 +61,27 @@ impl SeatLayout {
     pub fn seats_of(&self, role: WorkerRole) -> impl Iterator<Item = &SeatSpec> {
         self.seats.iter().filter(move |s| s.role == role)
     }
+
+    /// The cycle thread (`0..cycle_threads`) a seat rides under the serial
+    /// binding: seats are dealt round-robin in layout order (solver 0..6,
+    /// sims, resolve, merge, background), so the bins spread over every
+    /// thread. `None` under the pinned binding or for a seat the layout
+    /// does not have.
+    pub fn cycle_thread_of(&self, role: WorkerRole, index: u32) -> Option<u32> {
+        if self.cycle_threads == 0 {
+            return None;
+        }
+        let k = self
+            .seats
+            .iter()
+            .position(|s| s.role == role && s.index == index)?;
+        Some(deal(k, self.cycle_threads))
+    }
+}
+
+/// Seat `k` of the layout rides cycle thread `k mod threads`.
+fn deal(k: usize, threads: u32) -> u32 {
+    (k % threads.max(1) as usize) as u32
 }
 
 fn seat_rule(role: WorkerRole) -> &'static str {
@@ -84,15 +115,20 @@ impl Plan {
         ] {
             counts.push((role, 1));
         }
+        let cycle_threads = match self.binding {
+            Binding::Pinned => 0,
+            Binding::Serial => b.solver_cpus.max(1),
+        };
         let seats = counts
             .into_iter()
             .flat_map(|(role, n)| (0..n).map(move |index| (role, index)))
-            .map(|(role, index)| SeatSpec {
+            .enumerate()
+            .map(|(k, (role, index))| SeatSpec {
                 role,
                 index,
                 thread_name: match self.binding {
                     Binding::Pinned => format!("work-fleet-{}-{index}", role.thread_label()),
-                    Binding::Serial => SERIAL_THREAD_NAME.to_string(),
+                    Binding::Serial => serial_thread_name(deal(k, cycle_threads)),
                 },
             })
             .collect();
@@ -106,12 +142,13 @@ impl Plan {
             walk_admission,
             sim_slot_cap: b.sim_slot_cap,
             ambient_workers: b.ambient_workers,
+            cycle_threads,
         }
     }
 
     /// The census rows the plan projects before boot: one row per seat
-    /// (`pinned` under the pinned binding, `logical` under serial), the
-    /// serial seat itself (serial only), the ambient I/O runtime (`shared`)
+    /// (`pinned` under the pinned binding, `logical` under serial), one row
+    /// per cycle thread (serial only), the ambient I/O runtime (`shared`)
     /// and the reserve (`shared`).
     pub fn census_projection(&self) -> Vec<CensusRow> {
         let layout = self.seat_layout();
@@ -148,13 +185,13 @@ impl Plan {
             pinned_cpu: None,
             lost: false,
         });
-        if layout.binding == Binding::Serial {
+        for t in 0..layout.cycle_threads {
             rows.push(CensusRow {
-                name: "serial-0".into(),
+                name: format!("serial-{t}"),
                 role: None,
                 count: 1,
-                sizing_rule: "one cycle thread per host; every lane rides it".into(),
-                thread_name: SERIAL_THREAD_NAME.into(),
+                sizing_rule: "C = ⌊Q⌋ − H − A cycle threads (≤ 6); the seats are dealt over them round-robin (decision 0003)".into(),
+                thread_name: serial_thread_name(t),
                 binding: CensusBinding::Pinned,
                 oversubscribed: over,
                 pinned_cpu: None,
@@ -167,7 +204,7 @@ impl Plan {
             count: 1,
             sizing_rule: match layout.binding {
                 Binding::Pinned => seat_rule(s.role).to_string(),
-                Binding::Serial => format!("logical lane on {SERIAL_THREAD_NAME}"),
+                Binding::Serial => format!("logical lane on {}", s.thread_name),
             },
             thread_name: s.thread_name.clone(),
             binding: seat_binding,

@@ -13,7 +13,7 @@
 
 mod layout;
 
-pub use layout::{SeatLayout, SeatSpec, SERIAL_THREAD_NAME};
+pub use layout::{serial_thread_name, SeatLayout, SeatSpec, SERIAL_THREAD_NAME};
 
 use crate::budget::{BudgetError, BudgetOverrides, FleetBudget, HOST_FLOOR_CPUS};
 use serde::{Deserialize, Serialize};
