@@ -178,10 +178,12 @@ impl Lane {
             payload: Job { body, receipt },
         } = d;
         let watch = SeatWatch::new(self.clone(), seat, meta.id, receipt);
-        let out = AssertUnwindSafe(async move { body(ctx).await })
-            .catch_unwind()
-            .instrument(span.clone())
-            .await;
+        let out = AssertUnwindSafe(crate::checkpoint::Sliced::new(
+            async move { body(ctx).await },
+        ))
+        .catch_unwind()
+        .instrument(span.clone())
+        .await;
         let _entered = span.enter();
         self.settle(watch, meta, out);
     }

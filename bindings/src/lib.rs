@@ -12,6 +12,7 @@
 
 pub mod affinity;
 pub mod boot;
+pub mod checkpoint;
 mod exec;
 pub mod handle;
 pub mod pinned;
@@ -21,4 +22,5 @@ pub mod serial;
 pub use crate::running::{Fleet, ShutdownError, ShutdownReport, PUMP_THREAD_NAME};
 pub use affinity::{AffinityError, AffinityMask, PinCores, PinDecision, PinReason};
 pub use boot::{boot, BootError, BootOptions, PinPlan};
+pub use checkpoint::{checkpoint, CHECKPOINT_SLICE};
 pub use handle::{unit_body, within, FleetHandle, SeatCtx, SubmitError, UnitBody};
