@@ -27,27 +27,79 @@ pub fn thread_cpu_us() -> u64 {
 /// the work cannot be optimised away. A target of 0 returns at once.
 ///
 /// The caller applies the time scale (`target_us = corpus µs × scale`).
-/// Overshoot is one batch of 32 evaluations (a few µs).
+/// Overshoot is one batch of 32 evaluations (a few µs). Inside a unit body
+/// on the serial binding prefer [`burn_cpu_us_async`], which yields the
+/// cycle thread every slice.
 pub fn burn_cpu_us(target_us: u64, pools: &PoolSet, hops: &[Hop]) -> u64 {
     if target_us == 0 {
         return 0;
     }
-    let reserves = hop_reserves(pools, hops);
-    let cap = reserves.first().map_or(1, |r| r.0.max(1));
+    let mut burner = Burner::new(pools, hops);
     let start = thread_cpu_us();
-    let mut sum = 0u64;
-    let mut x: u128 = 1;
     loop {
-        for _ in 0..32 {
-            let out = math::path_out(black_box(x), black_box(&reserves));
-            sum = sum.rotate_left(7) ^ (out as u64) ^ ((out >> 64) as u64);
-            x = x + x / 8 + 1;
-            if x > cap {
-                x = 1;
-            }
-        }
+        burner.batch();
         if thread_cpu_us().saturating_sub(start) >= target_us {
-            return black_box(sum);
+            return black_box(burner.sum);
+        }
+    }
+}
+
+/// [`burn_cpu_us`] for unit bodies: the same arithmetic and the same
+/// checksum, with [`fleet_bindings::checkpoint`] awaited after every batch
+/// of 32 evaluations. On a serial cycle thread the burn then yields once
+/// per [`fleet_bindings::CHECKPOINT_SLICE`] (1 ms), so a sim granted while
+/// it burns starts within a slice plus one batch (a few µs) instead of
+/// after the whole burn; on the pinned binding it never yields. The target
+/// counts this thread's CPU only, so time spent yielded is not counted.
+pub async fn burn_cpu_us_async(target_us: u64, pools: &PoolSet, hops: &[Hop]) -> u64 {
+    if target_us == 0 {
+        return 0;
+    }
+    let mut burner = Burner::new(pools, hops);
+    let mut spent = 0u64;
+    let mut mark = thread_cpu_us();
+    loop {
+        burner.batch();
+        let now = thread_cpu_us();
+        spent += now.saturating_sub(mark);
+        if spent >= target_us {
+            return black_box(burner.sum);
+        }
+        fleet_bindings::checkpoint().await;
+        // Another unit may have run on this thread while yielded.
+        mark = thread_cpu_us();
+    }
+}
+
+/// The burn's state: the hop reserves, the input size, the checksum.
+struct Burner {
+    reserves: Vec<(u128, u128)>,
+    cap: u128,
+    x: u128,
+    sum: u64,
+}
+
+impl Burner {
+    fn new(pools: &PoolSet, hops: &[Hop]) -> Self {
+        let reserves = hop_reserves(pools, hops);
+        let cap = reserves.first().map_or(1, |r| r.0.max(1));
+        Burner {
+            reserves,
+            cap,
+            x: 1,
+            sum: 0,
+        }
+    }
+
+    /// One batch of 32 evaluations.
+    fn batch(&mut self) {
+        for _ in 0..32 {
+            let out = math::path_out(black_box(self.x), black_box(&self.reserves));
+            self.sum = self.sum.rotate_left(7) ^ (out as u64) ^ ((out >> 64) as u64);
+            self.x = self.x + self.x / 8 + 1;
+            if self.x > self.cap {
+                self.x = 1;
+            }
         }
     }
 }
@@ -79,5 +131,90 @@ mod tests {
         assert!(thread_cpu_us() - t0 >= 3_000);
         assert_ne!(c, 0);
         assert_eq!(burn_cpu_us(0, &set, &hops), 0);
+    }
+
+    fn one_pool() -> PoolSet {
+        PoolSet {
+            pools: vec![Pool {
+                id: 0,
+                venue: Venue::UniswapV2,
+                address: "0xA".into(),
+                token0: "a".into(),
+                token1: "b".into(),
+                reserve0: 10u128.pow(21),
+                reserve1: 10u128.pow(24),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_async_burn_spends_the_target() {
+        let set = one_pool();
+        let hops = [Hop {
+            pool: 0,
+            zero_for_one: true,
+        }];
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let t0 = thread_cpu_us();
+        let c = rt.block_on(burn_cpu_us_async(3_000, &set, &hops));
+        assert!(thread_cpu_us() - t0 >= 3_000);
+        assert_ne!(c, 0);
+        assert_eq!(rt.block_on(burn_cpu_us_async(0, &set, &hops)), 0);
+    }
+
+    /// On a two-core serial fleet (one cycle thread) a 5 ms sim granted
+    /// behind a 300 ms async burn completes before the burn does; with the
+    /// blocking burn it completed after it.
+    #[test]
+    fn a_sim_granted_behind_an_async_burn_on_the_serial_binding_finishes_first() {
+        use fleet::plan::{Plan, Profile};
+        use fleet::receipt::UnitValue;
+        use fleet::WorkerRole;
+        use fleet_bindings::{boot, unit_body, BootOptions};
+        use std::time::{Duration, Instant};
+
+        let plan = Plan::resolve(2.0, Profile::Auto, &Default::default()).unwrap();
+        assert_eq!(plan.seat_layout().cycle_threads, 1);
+        let fleet = boot(&plan, BootOptions::for_plan(&plan)).unwrap();
+        let h = fleet.handle();
+        let burn = h
+            .submit(
+                WorkerRole::Resolve,
+                None,
+                unit_body(|_ctx| async {
+                    let set = one_pool();
+                    let hops = [Hop {
+                        pool: 0,
+                        zero_for_one: true,
+                    }];
+                    let c = burn_cpu_us_async(300_000, &set, &hops).await;
+                    Box::new((Instant::now(), c)) as UnitValue
+                }),
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let sim = h
+            .submit(
+                WorkerRole::SimDriver,
+                None,
+                unit_body(|_ctx| async {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    Box::new(Instant::now()) as UnitValue
+                }),
+            )
+            .unwrap();
+        let wait = |r: fleet::receipt::Receipt| {
+            r.wait_timeout(Duration::from_secs(30))
+                .expect("resolved")
+                .expect("a value")
+        };
+        let sim_done = *wait(sim).downcast::<Instant>().unwrap();
+        let (burn_done, _) = *wait(burn).downcast::<(Instant, u64)>().unwrap();
+        assert!(sim_done < burn_done, "the sim waited for the whole burn");
+        drop(h);
+        fleet.shutdown().unwrap();
     }
 }
