@@ -10,9 +10,10 @@
 #
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); skips, saying so, when it
 # is missing. Uses the nightly toolchain when one is installed, else the
-# stable one with RUSTC_BOOTSTRAP=1. Builds without a sanitizer (the targets
-# are safe Rust; a panic or an abort is what they look for), which keeps the
-# build short on a small runner.
+# stable one with RUSTC_BOOTSTRAP=1; FUZZ_TOOLCHAIN=stable forces stable.
+# Builds without a sanitizer (the targets are safe Rust; a panic or an
+# abort is what they look for), which keeps the build short on a small
+# runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,11 +28,16 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   echo "skip: cargo-fuzz is not installed; install it with 'cargo install cargo-fuzz' to run ${targets[*]}"
   exit 0
 fi
-if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+# FUZZ_TOOLCHAIN=stable (or any installed toolchain) overrides the choice.
+toolchain=${FUZZ_TOOLCHAIN:-}
+if [ -z "$toolchain" ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  toolchain=nightly
+fi
+if [ "$toolchain" = nightly ]; then
   fuzz=(cargo +nightly fuzz)
 else
   export RUSTC_BOOTSTRAP=1
-  fuzz=(cargo fuzz)
+  fuzz=(cargo ${toolchain:++$toolchain} fuzz)
 fi
 
 # Seeds: small valid and near-valid inputs for each target, written fresh
@@ -58,8 +64,14 @@ printf '\x0742 (fleet lab) R 1 2 3 4 5 6 7 8 9 10 321 123 0 0 20 0 9 0\n' | seed
 printf '{"cordon_duty_percent": 3, "cordon_sim_intake_floor": null}' | seed operator_patch patch
 printf '{"cordon_enter_events": 0}' | seed operator_patch invalid
 
+# One build serves every target: `run` must get the same options, or it
+# rebuilds. 16 codegen units instead of cargo-fuzz's 1 shorten the
+# cold build on 2 cores for a slightly slower fuzz loop; fuzz/Cargo.toml
+# builds the dependencies no target exercises without optimization.
+opts=(--sanitizer none --codegen-units 16)
+
 printf '\n== build the fuzz targets (%s)\n' "$(date -u +%H:%M:%S)"
-if ! "${fuzz[@]}" build --sanitizer none; then
+if ! "${fuzz[@]}" build "${opts[@]}"; then
   echo "fuzz: the targets do not build (see above); nothing was fuzzed" >&2
   exit 2
 fi
@@ -67,7 +79,7 @@ fi
 failed=()
 for t in "${targets[@]}"; do
   printf '\n== fuzz %s for %s s (%s)\n' "$t" "$secs" "$(date -u +%H:%M:%S)"
-  if ! "${fuzz[@]}" run --sanitizer none "$t" -- \
+  if ! "${fuzz[@]}" run "${opts[@]}" "$t" -- \
       -max_total_time="$secs" -max_len=8192 -rss_limit_mb=1024 -malloc_limit_mb=512 \
       -print_final_stats=1; then
     failed+=("$t")
