@@ -40,6 +40,10 @@ pub struct ProfileBudget {
 pub struct Budgets {
     /// Profiles by name.
     pub profile: BTreeMap<String, ProfileBudget>,
+    /// The comparison gate (`fleet-lab compare --gate`); `None` when the
+    /// file has no `[compare]` table.
+    #[serde(default)]
+    pub compare: Option<crate::compare_gate::CompareBudget>,
 }
 
 /// Why the budgets file cannot be used.
@@ -126,6 +130,15 @@ pub fn check(report: &RunReport, b: &ProfileBudget) -> Vec<Breach> {
         out.push(Breach {
             budget: "parity",
             detail: format!("produced outcomes differ from the golden corpus{at}"),
+        });
+    }
+    if let Some(sat) = &report.saturation {
+        out.push(Breach {
+            budget: "saturation",
+            detail: format!(
+                "the late-cycle backlog kept growing from cycle {} ({:.0} ms into the run) to the end; the last cycle started {:.0} ms late ({:.1} cycles behind)",
+                sat.since_cycle, sat.since_ms, sat.last_late_ms, sat.backlog_cycles
+            ),
         });
     }
     let ratio = &report.makespan_over_lower_bound;

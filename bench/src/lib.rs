@@ -1,6 +1,7 @@
 //! The lab library behind `fleet-lab`.
 pub mod baseline;
 pub mod cmd;
+pub mod compare_gate;
 pub mod gate;
 pub mod lab;
 pub mod ops;

@@ -31,6 +31,14 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "plan_changes",
             "rss",
             "streamed_to",
+            "cotenant_lateness_us",
+            "reserve_task_lateness_us",
+            "cotenant",
+            "saturation",
+            "peak_start_late_ms",
+            "arrival_interval_ms",
+            "contend_threads",
+            "makespan_over_process_bound",
             "label",
             "profile",
             "binding",
@@ -65,6 +73,7 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
     for p in [
         "makespan_ms",
         "makespan_over_lower_bound",
+        "makespan_over_process_bound",
         "bin_walk_ms",
         "sim_latency_ms",
     ] {
@@ -94,9 +103,29 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "intended_start_ms",
             "makespan_ms",
             "lower_bound_ms",
+            "process_lower_bound_ms",
+            "start_late_ms",
             "bins_walk_ms"
         ])
     );
+    for p in ["cotenant_lateness_us", "reserve_task_lateness_us"] {
+        assert_eq!(
+            keys(&v[p]),
+            set(&["p50", "p99", "p999", "max", "count"]),
+            "{p}"
+        );
+    }
+    assert_eq!(
+        keys(&v["cotenant"]),
+        set(&[
+            "mode",
+            "probe_period_us",
+            "probe_missed_ticks",
+            "reserve_burst_us",
+            "cpu_seconds"
+        ])
+    );
+    assert!(v["saturation"].is_null());
     assert_eq!(keys(&v["timeline"][0]), set(&["t_ms", "kind", "detail"]));
     assert_eq!(
         keys(&v["machine"]),

@@ -8,6 +8,7 @@
 //! - [`lpt`]: LPT partition of a cycle's paths into the 6 solver bins.
 //! - [`solve`]: a path's outcome on a pool snapshot.
 //! - [`cpu`]: the CPU burn of a unit (thread CPU time, real arithmetic).
+//! - [`simio`]: the simulated I/O timer every contender's sims wait on.
 //! - [`corpus`]: the corpus data model, its text format, generator, verifier.
 //! - [`crawl`]: the routing lab's simulated crawling fleet (`ROUTING.md` §5).
 
@@ -19,6 +20,7 @@ pub mod math;
 pub mod paths;
 pub mod pools;
 pub mod replay;
+pub mod simio;
 pub mod solve;
 
 pub use corpus::{Corpus, CorpusError, CorpusHeader, CycleCase, PathCase, SimCase};

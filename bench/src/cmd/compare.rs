@@ -32,6 +32,17 @@ pub struct CompareArgs {
     /// Leave out the baselines (fleet auto and pinned only).
     #[arg(long)]
     pub fleet_only: bool,
+    /// Fail (non-zero exit, naming each limit) when fleet auto loses the
+    /// comparison beyond the `[compare]` limits of --budgets.
+    #[arg(long)]
+    pub gate: bool,
+    /// The budgets file --gate reads.
+    #[arg(long, value_name = "FILE", default_value = "ci/budgets.toml")]
+    pub budgets: PathBuf,
+    /// Test only: multiply every fleet unit's CPU and I/O time by F (≥ 1;
+    /// shows a slowed fleet fails --gate). The baselines run unslowed.
+    #[arg(long, value_name = "F", hide = true, value_parser = crate::cmd::bounds::parse_slowdown)]
+    pub inject_fleet_slowdown: Option<f64>,
 }
 
 /// The contenders, in table order.
@@ -53,12 +64,27 @@ pub fn contenders(fleet_only: bool) -> Vec<Contender> {
 /// `fleet-lab compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
     args.replay.validate()?;
+    let budget = match args.gate {
+        true => {
+            let budgets = crate::gate::Budgets::load(&args.budgets)?;
+            Some(budgets.compare.ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--gate: {} has no [compare] table of limits",
+                    args.budgets.display()
+                )
+            })?)
+        }
+        false => None,
+    };
     crate::report::check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
     let mut runs = Vec::new();
     let mut sims = Vec::new();
     for contender in contenders(args.fleet_only) {
-        let spec = args.replay.spec(contender, path.clone())?;
+        let mut spec = args.replay.spec(contender, path.clone())?;
+        if matches!(contender, Contender::Fleet(_)) {
+            spec.injection.slowdown = args.inject_fleet_slowdown;
+        }
         let a = lab::run(&spec, &corpus).with_context(|| format!("{} run", contender.label()))?;
         sims.push(
             a.logs
@@ -73,6 +99,29 @@ pub fn run(args: CompareArgs) -> Result<()> {
     write_compare_dir(&args.out, &compare, &sims)
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
     println!("report: {}", args.out.join("report.html").display());
+    if let Some(b) = &budget {
+        let rate = match args.replay.interval_ms {
+            Some(ms) => format!("interval {ms} ms"),
+            None => args.replay.rate.as_str().to_string(),
+        };
+        let breaches =
+            crate::compare_gate::check_compare(&compare.runs, b, args.replay.scale, &rate);
+        if !breaches.is_empty() {
+            for x in &breaches {
+                println!("compare gate: FAIL {x}");
+            }
+            anyhow::bail!(
+                "compare gate failed {} limit(s): {}",
+                breaches.len(),
+                breaches
+                    .iter()
+                    .map(|b| b.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+        }
+        println!("compare gate: PASS ({})", b.description);
+    }
     if compare.runs.iter().any(|r| !r.parity) {
         anyhow::bail!(
             "parity failed for: {}",

@@ -12,6 +12,7 @@ pub mod posture;
 pub mod report;
 pub mod route;
 pub mod run;
+pub mod spin;
 
 /// The one-line text of a verb's error: the message and each cause not
 /// already said (a cause whose text an outer message quotes is left out,

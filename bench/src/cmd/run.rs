@@ -52,9 +52,58 @@ pub struct ReplayArgs {
     /// listed in the report's plan_changes and timeline.
     #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
     pub quota_watch_ms: Option<u64>,
+    /// The arrival rate: live (one cycle every 3.5 s at scale 1, the rate
+    /// the live bot sees) or stress (the corpus's own one cycle per second,
+    /// 3.5 times live). Scaled like every other duration.
+    #[arg(long, value_name = "live|stress", default_value = "stress", value_parser = parse_rate)]
+    pub rate: ArrivalRate,
+    /// Time between cycle arrivals at scale 1, ms (overrides --rate).
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
+    pub interval_ms: Option<u64>,
+    /// The host's own work beside the contender: on (a 1 ms wake-up probe
+    /// and a CPU burst at each cycle start), probe (the probe only) or off.
+    #[arg(long, value_name = "on|probe|off", default_value = "on")]
+    pub cotenant: lab::CoTenantMode,
+    /// Keep N threads busy in a separate process while each run lasts (a
+    /// noisy neighbour on the host; 0 for none, at most 256).
+    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=lab::contend::MAX_CONTEND_THREADS as i64))]
+    pub contend: u32,
     /// Show no progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// How often cycles arrive (`--rate`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivalRate {
+    /// One cycle every [`LIVE_INTERVAL_MS`] at scale 1.
+    Live,
+    /// The corpus's own interval (one cycle per second for the shipped one).
+    Stress,
+}
+
+/// The live bot's time between cycles at scale 1, ms: its survey counted
+/// 333 cycles in 1,158 s (≈ 3.5 s each).
+pub const LIVE_INTERVAL_MS: u64 = 3_500;
+
+impl ArrivalRate {
+    /// `live` or `stress`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArrivalRate::Live => "live",
+            ArrivalRate::Stress => "stress",
+        }
+    }
+}
+
+fn parse_rate(s: &str) -> Result<ArrivalRate, String> {
+    match s {
+        "live" => Ok(ArrivalRate::Live),
+        "stress" => Ok(ArrivalRate::Stress),
+        other => Err(format!(
+            "unknown rate {other:?}: use live (a cycle every 3.5 s at scale 1) or stress (the corpus's one per second)"
+        )),
+    }
 }
 
 fn parse_pin(s: &str) -> Result<PinCores, String> {
@@ -114,6 +163,16 @@ impl ReplayArgs {
         )?)
     }
 
+    /// The arrival interval at scale 1, µs: `--interval-ms`, else `--rate`
+    /// (`None`: the corpus's own).
+    pub fn interval_us(&self) -> Option<u64> {
+        match (self.interval_ms, self.rate) {
+            (Some(ms), _) => Some(ms * 1_000),
+            (None, ArrivalRate::Live) => Some(LIVE_INTERVAL_MS * 1_000),
+            (None, ArrivalRate::Stress) => None,
+        }
+    }
+
     /// A run spec for `contender` from these options.
     pub fn spec(&self, contender: Contender, corpus_path: PathBuf) -> Result<RunSpec> {
         let cfg = self.fleet_config()?;
@@ -129,6 +188,9 @@ impl ReplayArgs {
         spec.posture = cfg.posture;
         spec.pump = cfg.pump.into();
         spec.progress = !self.quiet;
+        spec.cotenant = self.cotenant;
+        spec.contend = self.contend;
+        spec.interval_us = self.interval_us();
         Ok(spec)
     }
 }

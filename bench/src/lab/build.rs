@@ -18,9 +18,9 @@ use crate::lab::session::{profile_name, Contender, RunArtifacts};
 use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
-    CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch, OutcomeCounts,
-    PlanChange, PostureCounts, QuotaDetection, RunReport, ThreadCounts, Throttle, ThrottleSource,
-    TimelineEvent,
+    CoTenantInfo, CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch,
+    OutcomeCounts, PlanChange, PostureCounts, QuotaDetection, RunReport, SaturationFigures,
+    ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
 };
 
 /// Everything measured around a replay.
@@ -55,6 +55,13 @@ pub(crate) struct Measured<'a> {
     pub quota_events: Vec<TimelineEvent>,
     /// Where cycle rows and outcomes were streamed (`run --stream`).
     pub streamed_to: Option<std::path::PathBuf>,
+    /// The co-tenant's mode and what it measured.
+    pub cotenant_mode: crate::lab::CoTenantMode,
+    pub cotenant: crate::lab::cotenant::CoTenantFigures,
+    /// Busy threads of the contention process (0: none).
+    pub contend: u32,
+    /// Time between cycle arrivals at scale 1, µs.
+    pub interval_us: u64,
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal; a plain
@@ -91,6 +98,7 @@ fn merge_timeline(
 pub(crate) struct CycleStats {
     makespan: LatencyRecorder,
     ratio: LatencyRecorder,
+    process_ratio: LatencyRecorder,
     bins: LatencyRecorder,
     sims: LatencyRecorder,
     last_interval: Duration,
@@ -131,6 +139,7 @@ impl CycleStats {
         CycleStats {
             makespan: LatencyRecorder::new(Metric::Makespan),
             ratio: LatencyRecorder::new(Metric::MakespanOverLowerBound),
+            process_ratio: LatencyRecorder::new(Metric::MakespanOverProcessBound),
             bins: LatencyRecorder::new(Metric::BinWalk),
             sims: LatencyRecorder::new(Metric::SimLatency),
             last_interval: Duration::ZERO,
@@ -148,6 +157,8 @@ impl CycleStats {
         self.makespan.record_ticks(c.makespan_us());
         self.ratio
             .record_ratio(c.makespan_us() as f64 / c.lower_bound_us.max(1) as f64);
+        self.process_ratio
+            .record_ratio(c.makespan_us() as f64 / c.process_lower_bound_us.max(1) as f64);
         for b in &c.bins {
             self.bins.record_ticks(b.walk_us);
             for s in &b.sim_latency_us {
@@ -167,6 +178,8 @@ impl CycleStats {
             intended_start_ms: c.intended_start_us as f64 / 1e3,
             makespan_ms: c.makespan_us() as f64 / 1e3,
             lower_bound_ms: c.lower_bound_us as f64 / 1e3,
+            process_lower_bound_ms: c.process_lower_bound_us as f64 / 1e3,
+            start_late_ms: c.start_us.saturating_sub(c.intended_start_us) as f64 / 1e3,
             bins_walk_ms: c.bins.iter().map(|b| b.walk_us as f64 / 1e3).collect(),
         };
         if let Some((rows, _)) = self.kept.as_mut() {
@@ -199,10 +212,11 @@ impl CycleStats {
         }
     }
 
-    fn recorders(&mut self) -> [&mut LatencyRecorder; 4] {
+    fn recorders(&mut self) -> [&mut LatencyRecorder; 5] {
         [
             &mut self.makespan,
             &mut self.ratio,
+            &mut self.process_ratio,
             &mut self.bins,
             &mut self.sims,
         ]
@@ -236,6 +250,7 @@ pub(crate) fn build_report(
     let CycleStats {
         makespan,
         ratio,
+        process_ratio,
         bins,
         sims,
         outcomes,
@@ -270,8 +285,11 @@ pub(crate) fn build_report(
         ),
         _ => ("baseline".to_string(), "none".to_string(), false),
     };
-    let out_of_range =
-        makespan.out_of_range() + ratio.out_of_range() + bins.out_of_range() + sims.out_of_range();
+    let out_of_range = makespan.out_of_range()
+        + ratio.out_of_range()
+        + process_ratio.out_of_range()
+        + bins.out_of_range()
+        + sims.out_of_range();
     let mut background = BTreeMap::new();
     let b = &replay.background;
     for (k, v) in [
@@ -323,6 +341,7 @@ pub(crate) fn build_report(
         first_mismatch,
         makespan_ms: makespan.percentiles(),
         makespan_over_lower_bound: ratio.percentiles(),
+        makespan_over_process_bound: process_ratio.percentiles(),
         bin_walk_ms: bins.percentiles(),
         sim_latency_ms: sims.percentiles(),
         threads: ThreadCounts {
@@ -371,9 +390,28 @@ pub(crate) fn build_report(
         plan_changes: m.plan_changes,
         rss: crate::report::RssFigures::from_kib_samples(&m.threads.rss_kib),
         streamed_to: m.streamed_to.map(|p| p.display().to_string()),
+        cotenant_lateness_us: m.cotenant.probe,
+        reserve_task_lateness_us: m.cotenant.reserve,
+        cotenant: Some(CoTenantInfo {
+            mode: m.cotenant_mode,
+            probe_period_us: crate::lab::cotenant::PROBE_PERIOD.as_micros() as u64,
+            probe_missed_ticks: m.cotenant.probe_missed_ticks,
+            reserve_burst_us: m.cotenant.reserve_burst_us,
+            cpu_seconds: m.cotenant.cpu_seconds,
+        }),
+        saturation: replay.saturation.map(|s| SaturationFigures {
+            since_cycle: u64::from(s.since_cycle),
+            since_ms: s.since_ms,
+            last_late_ms: s.last_late_ms,
+            backlog_cycles: s.backlog_cycles,
+            streak_cycles: u64::from(s.streak_cycles),
+        }),
+        peak_start_late_ms: replay.peak_start_late_ms,
+        arrival_interval_ms: m.interval_us as f64 * m.scale / 1e3,
+        contend_threads: m.contend,
     };
     let start = SystemTime::now() - m.wall;
-    let logs = [&makespan, &ratio, &bins, &sims]
+    let logs = [&makespan, &ratio, &process_ratio, &bins, &sims]
         .iter()
         .filter_map(|r| r.to_hdr_log(start, end).ok())
         .collect();

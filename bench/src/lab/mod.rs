@@ -6,10 +6,13 @@
 //! `DESIGN.md` §6.
 
 mod build;
+pub mod contend;
+pub mod cotenant;
 pub mod feeder;
 pub mod inject;
 pub mod requota;
 mod session;
 
+pub use cotenant::{CoTenantMode, Lateness};
 pub use inject::Injection;
 pub use session::{run, Contender, LabError, QuotaShrink, RunArtifacts, RunSpec};

@@ -106,6 +106,13 @@ pub struct RunSpec {
     /// `DIR/outcomes.jsonl` as the run goes instead of keeping them (a long
     /// soak's memory stays flat); the report's `per_cycle` is then empty.
     pub stream_to: Option<PathBuf>,
+    /// The host's own work beside the contender ([`crate::lab::cotenant`]).
+    pub cotenant: crate::lab::CoTenantMode,
+    /// Busy threads in a separate process for the run (0: none;
+    /// [`crate::lab::contend`]).
+    pub contend: u32,
+    /// Time between cycle arrivals at scale 1, µs (`None`: the corpus's).
+    pub interval_us: Option<u64>,
     /// Show progress on stderr.
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
@@ -138,6 +145,9 @@ impl RunSpec {
             unit_deadline: None,
             quota_watch: Some(fleet::quota::DEFAULT_WATCH_PERIOD),
             stream_to: None,
+            cotenant: crate::lab::CoTenantMode::On,
+            contend: 0,
+            interval_us: None,
             progress: false,
             flamegraph: None,
             metrics_addr: None,
@@ -195,6 +205,15 @@ pub enum LabError {
     Stream {
         /// The directory or file.
         path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The co-tenant or the contention process could not start.
+    #[error("cannot start the {what}: {source}")]
+    Harness {
+        /// What could not start.
+        what: &'static str,
         /// The OS error.
         #[source]
         source: std::io::Error,
@@ -385,6 +404,22 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let seat_counters = fleet
         .as_ref()
         .map(|_| ThreadCounters::attach("work-fleet-"));
+    // The lab's own threads start before the thread monitor, so they are
+    // not counted as the contender's: the sim I/O timer, the co-tenant.
+    fleet_workloads::simio::start();
+    let cotenant = start_cotenant(spec, corpus)?;
+    let trigger = cotenant.trigger();
+    let contention = match spec.contend {
+        0 => None,
+        n => Some(
+            std::env::current_exe()
+                .and_then(|exe| crate::lab::contend::Contention::start(&exe, n))
+                .map_err(|source| LabError::Harness {
+                    what: "contention process (fleet-lab spin)",
+                    source,
+                })?,
+        ),
+    };
     let spawned_before = host_spawned(&*host);
     let monitor = ThreadMonitor::start(Duration::from_millis(2)).ok();
     let cpu0 = rusage_cpu_seconds();
@@ -393,6 +428,8 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let mut opts = ReplayOptions::new(spec.scale);
     opts.cycles = spec.cycles;
     opts.cores_granted = cores_granted;
+    opts.cores_process = detected.effective_cpus().max(1.0);
+    opts.interval_us = spec.interval_us;
     opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
     opts.unit_deadline = spec.unit_deadline;
     let total = spec.cycles.map_or(corpus.cycles.len(), |c| {
@@ -437,6 +474,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let boundary = watch.clone();
     let fleet_handle = fleet.as_ref().map(|f| f.handle());
     opts.on_cycle_start = Some(Box::new(move |cycle| {
+        trigger.cycle_start();
         let mut st = shrink_cb.lock();
         let (cg, shrinks, base) = &mut *st;
         if let Some(cg) = cg.as_mut() {
@@ -471,6 +509,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
+    let cotenant = cotenant.finish();
+    if let Some(c) = contention {
+        c.stop();
+    }
     let cpu_total = rusage_cpu_seconds() - cpu0;
     let other_cpus = host_load.as_ref().and_then(|h| h.other_cpus_since().ok());
     if let (Some(other), Some(h)) = (other_cpus, host_load.as_ref()) {
@@ -481,7 +523,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let wall = t0.elapsed();
     let mut threads = monitor.map(|m| m.finish()).unwrap_or_default();
     // The sampler's own CPU is the lab's, not the contender's.
-    let cpu_seconds = (cpu_total - threads.own_cpu_seconds).max(0.0);
+    let cpu_seconds = (cpu_total - threads.own_cpu_seconds - cotenant.cpu_seconds).max(0.0);
     let self_spawned = host_spawned(&*host).saturating_sub(spawned_before);
     threads.created_during_run = threads.created_during_run.max(self_spawned as u32);
     let feeder_sampled = feeder.is_some();
@@ -543,6 +585,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         plan_changes,
         quota_events,
         streamed_to: spec.stream_to.clone(),
+        cotenant_mode: spec.cotenant,
+        cotenant,
+        contend: spec.contend,
+        interval_us: spec.interval_us.unwrap_or(corpus.header.cycle_interval_us),
     };
     let mut artifacts = build_report(measured, replayed, streamed);
     artifacts.extras.push(ExtraFile {
@@ -551,6 +597,31 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     });
     drop(operator);
     Ok(artifacts)
+}
+
+/// Starts the run's co-tenant; its reserve burst runs on the corpus's
+/// first path over its pools.
+fn start_cotenant(
+    spec: &RunSpec,
+    corpus: &Corpus,
+) -> Result<crate::lab::cotenant::CoTenant, LabError> {
+    let hops = corpus
+        .cycles
+        .iter()
+        .flat_map(|c| c.paths.first())
+        .next()
+        .map(|p| p.hops.clone())
+        .unwrap_or_default();
+    crate::lab::cotenant::CoTenant::start(
+        spec.cotenant,
+        spec.scale,
+        Arc::new(corpus.pools.clone()),
+        hops,
+    )
+    .map_err(|source| LabError::Harness {
+        what: "co-tenant",
+        source,
+    })
 }
 
 /// The throttle sampler of a run: the child cgroup made for it when there is

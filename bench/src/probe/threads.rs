@@ -1,6 +1,8 @@
 //! Thread census of this process from `/proc/self/task`, sampled while a
 //! run lasts: threads at start, peak, threads created during the run, and
-//! peak runnable threads (state `R`).
+//! peak runnable threads (state `R`). The lab's own threads (named
+//! [`LAB_THREAD_PREFIX`]…: this sampler, the co-tenant, the sim I/O timer)
+//! are never counted as runnable: they are not the contender's.
 //!
 //! Threads that are born and die between two samples are invisible to
 //! sampling; runners that spawn threads themselves also report their own
@@ -15,6 +17,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The name prefix of the lab's own threads.
+pub const LAB_THREAD_PREFIX: &str = "lab-";
 
 /// How often the monitor reads the resident set size.
 pub const RSS_EVERY: Duration = Duration::from_secs(1);
@@ -36,7 +41,8 @@ pub fn rss_kib() -> Option<u64> {
 pub struct TaskSnapshot {
     /// Thread ids present.
     pub tids: BTreeSet<u32>,
-    /// How many were runnable (`R`) at the read.
+    /// How many were runnable (`R`) at the read, the lab's own threads
+    /// left out.
     pub runnable: u32,
 }
 
@@ -56,7 +62,7 @@ pub fn snapshot() -> TaskSnapshot {
         };
         snap.tids.insert(tid);
         if let Ok(stat) = fs::read_to_string(entry.path().join("stat")) {
-            if task_state(&stat) == Some('R') {
+            if task_state(&stat) == Some('R') && !is_lab_thread(&stat) {
                 snap.runnable += 1;
             }
         }
@@ -76,6 +82,13 @@ pub fn thread_names() -> Vec<String> {
     }
     names.sort();
     names
+}
+
+/// Whether a `stat` line is one of the lab's own threads (its command
+/// starts with [`LAB_THREAD_PREFIX`]).
+pub fn is_lab_thread(stat: &str) -> bool {
+    stat.find('(')
+        .is_some_and(|open| stat[open + 1..].starts_with(LAB_THREAD_PREFIX))
 }
 
 /// The state letter of a `/proc/<pid>/task/<tid>/stat` line (the field after
@@ -105,7 +118,7 @@ pub struct ThreadFigures {
     pub peak: u32,
     /// Distinct thread ids seen that were not there at the start.
     pub created_during_run: u32,
-    /// Most runnable threads seen at once (this sampler's own thread excluded).
+    /// Most runnable threads seen at once (the lab's own threads excluded).
     pub peak_runnable: u32,
     /// Samples taken.
     pub samples: u64,
@@ -155,9 +168,9 @@ impl ThreadMonitor {
                     let snap = snapshot();
                     let others = snap.tids.iter().filter(|t| **t != me).count() as u32;
                     figures.peak = figures.peak.max(others);
-                    // The sampler itself is running while it reads.
-                    figures.peak_runnable =
-                        figures.peak_runnable.max(snap.runnable.saturating_sub(1));
+                    // The sampler itself (running while it reads) is a lab
+                    // thread: not counted.
+                    figures.peak_runnable = figures.peak_runnable.max(snap.runnable);
                     for tid in snap.tids {
                         if tid != me && seen.insert(tid) {
                             figures.created_during_run += 1;
@@ -206,6 +219,50 @@ mod tests {
         assert_eq!(task_state("123 (work (x) y) R 1 2 3"), Some('R'));
         assert_eq!(task_state("123 (sleep) S 1"), Some('S'));
         assert_eq!(task_state("garbage"), None);
+    }
+
+    #[test]
+    fn the_labs_own_threads_are_told_apart_by_name() {
+        assert!(is_lab_thread("7 (lab-cotenant-pr) R 1"));
+        assert!(is_lab_thread("7 (lab-sim-io) S 1"));
+        assert!(!is_lab_thread("7 (work-fleet-serial) R 1"));
+        assert!(!is_lab_thread("7 (fleet-lab) R 1"));
+        assert!(!is_lab_thread("garbage"));
+    }
+
+    #[test]
+    fn a_spinning_lab_thread_is_not_counted_as_runnable() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let spinner = std::thread::Builder::new()
+            .name("lab-spin-test".into())
+            .spawn(move || while !flag.load(Ordering::Relaxed) {})
+            .unwrap();
+        // Let it reach the CPU, then read: it may be R, but never counted.
+        std::thread::sleep(Duration::from_millis(20));
+        let mut saw_running = false;
+        for _ in 0..50 {
+            let dir = fs::read_dir("/proc/self/task").unwrap();
+            for e in dir.flatten() {
+                if let Ok(stat) = fs::read_to_string(e.path().join("stat")) {
+                    if is_lab_thread(&stat) && task_state(&stat) == Some('R') {
+                        saw_running = true;
+                    }
+                }
+            }
+            // This test thread is running while it reads; nothing else of
+            // the test's own is.
+            assert!(snapshot().runnable <= 1 + other_test_threads());
+        }
+        stop.store(true, Ordering::Relaxed);
+        spinner.join().unwrap();
+        assert!(saw_running, "the spinner never showed as running");
+    }
+
+    /// Other tests of this binary may run concurrently (nextest runs one
+    /// test per process; `cargo test` does not): count their threads.
+    fn other_test_threads() -> u32 {
+        snapshot().tids.len().saturating_sub(2) as u32
     }
 
     #[test]

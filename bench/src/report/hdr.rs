@@ -44,17 +44,22 @@ pub enum Metric {
     BinWalk,
     /// One simulation, recorded in µs.
     SimLatency,
-    /// Makespan over the cycle's lower bound, recorded in thousandths.
+    /// Makespan over the cycle's plan-based lower bound, recorded in
+    /// thousandths.
     MakespanOverLowerBound,
+    /// Makespan over the cycle's lower bound on the cores the process may
+    /// use (the same for every contender), recorded in thousandths.
+    MakespanOverProcessBound,
 }
 
 impl Metric {
     /// Every metric, in the order reports list them.
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 5] = [
         Metric::Makespan,
         Metric::BinWalk,
         Metric::SimLatency,
         Metric::MakespanOverLowerBound,
+        Metric::MakespanOverProcessBound,
     ];
 
     /// The log file's name inside the report directory.
@@ -64,6 +69,7 @@ impl Metric {
             Metric::BinWalk => "bin_walk.hlog",
             Metric::SimLatency => "sim_latency.hlog",
             Metric::MakespanOverLowerBound => "makespan_over_lower_bound.hlog",
+            Metric::MakespanOverProcessBound => "makespan_over_process_bound.hlog",
         }
     }
 
@@ -75,6 +81,7 @@ impl Metric {
             Metric::BinWalk => "bin_walk_us",
             Metric::SimLatency => "sim_latency_us",
             Metric::MakespanOverLowerBound => "makespan_over_lower_bound_milli",
+            Metric::MakespanOverProcessBound => "makespan_over_process_bound_milli",
         }
     }
 
@@ -82,6 +89,7 @@ impl Metric {
     pub const fn tick_unit(self) -> &'static str {
         match self {
             Metric::MakespanOverLowerBound => "1/1000 of the lower bound",
+            Metric::MakespanOverProcessBound => "1/1000 of the process lower bound",
             _ => "µs",
         }
     }

@@ -27,9 +27,9 @@ pub use hdr::{
 };
 pub use html::{render_html, render_html_with};
 pub use model::{
-    CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts,
-    Percentiles, PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport, ThreadCounts,
-    Throttle, ThrottleSource, TimelineEvent, TimelineKind,
+    CoTenantInfo, CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch,
+    OutcomeCounts, Percentiles, PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport,
+    SaturationFigures, ThreadCounts, Throttle, ThrottleSource, TimelineEvent, TimelineKind,
 };
 pub use summary::{render_compare_table, render_run_summary};
 pub use verdict::{render_verdict, verdict, Figures};

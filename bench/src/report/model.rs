@@ -49,10 +49,17 @@ pub struct RunReport {
     pub first_mismatch: Option<Mismatch>,
     /// Cycle makespan (end − intended start), milliseconds.
     pub makespan_ms: Percentiles,
-    /// Cycle makespan divided by the cycle's lower bound (the larger of its
-    /// critical path and its total CPU over the plan's granted cores); `≥ 1`
-    /// for a sound bound.
+    /// Cycle makespan divided by the cycle's plan-based lower bound (the
+    /// larger of its critical path and its total CPU over the cores the plan
+    /// grants the cycle's units: 1 for the serial binding); `≥ 1` for a
+    /// sound bound. The CI profiles A and B gate this one.
     pub makespan_over_lower_bound: Percentiles,
+    /// Cycle makespan divided by the cycle's lower bound on the cores the
+    /// process may use (quota and affinity): the same bound for every
+    /// contender on the same host, so the one to compare contenders by.
+    /// All zero in older reports.
+    #[serde(default)]
+    pub makespan_over_process_bound: Percentiles,
     /// One bin's solver walk, milliseconds.
     pub bin_walk_ms: Percentiles,
     /// One simulation, submit to result, milliseconds.
@@ -123,6 +130,64 @@ pub struct RunReport {
     /// everything is in this report.
     #[serde(default)]
     pub streamed_to: Option<String>,
+    /// How late the co-tenant's 1 ms probe woke, µs (the host's own
+    /// latency-critical work, `crate::lab::cotenant`); `null` with the
+    /// co-tenant off and in older reports.
+    #[serde(default)]
+    pub cotenant_lateness_us: Option<crate::lab::Lateness>,
+    /// How late the co-tenant's reserve bursts completed (completion −
+    /// cycle start − the burst's duration alone), µs; `null` unless the
+    /// co-tenant ran with its reserve load (`--cotenant on`).
+    #[serde(default)]
+    pub reserve_task_lateness_us: Option<crate::lab::Lateness>,
+    /// How the co-tenant ran; `null` in older reports.
+    #[serde(default)]
+    pub cotenant: Option<CoTenantInfo>,
+    /// Set when the run ended with a growing late-cycle backlog (the host
+    /// could not keep up); `null` when it kept up. A gate fails on it.
+    #[serde(default)]
+    pub saturation: Option<SaturationFigures>,
+    /// The most any cycle started after its intended start, ms.
+    #[serde(default)]
+    pub peak_start_late_ms: f64,
+    /// Time between cycle arrivals in this run (scaled), ms; 0 in older
+    /// reports.
+    #[serde(default)]
+    pub arrival_interval_ms: f64,
+    /// Busy threads a separate process kept running for the run
+    /// (`--contend`); 0 for none.
+    #[serde(default)]
+    pub contend_threads: u32,
+}
+
+/// How the co-tenant ran (`crate::lab::cotenant`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CoTenantInfo {
+    /// `on` (probe and reserve load), `probe` or `off`.
+    pub mode: crate::lab::CoTenantMode,
+    /// The probe's period, µs.
+    pub probe_period_us: u64,
+    /// Probe ticks skipped because a wake came more than a period late.
+    pub probe_missed_ticks: u64,
+    /// CPU of one reserve burst, µs (0 without the reserve load).
+    pub reserve_burst_us: u64,
+    /// CPU the co-tenant used, seconds (left out of `cpu_seconds`).
+    pub cpu_seconds: f64,
+}
+
+/// A saturated run: its late-cycle backlog kept growing to the end.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SaturationFigures {
+    /// The first cycle of the final late streak.
+    pub since_cycle: u64,
+    /// That cycle's intended start, ms since the run began.
+    pub since_ms: f64,
+    /// How late the last cycle started, ms.
+    pub last_late_ms: f64,
+    /// The last cycle's lateness over the arrival interval, cycles.
+    pub backlog_cycles: f64,
+    /// Cycles in the final late streak.
+    pub streak_cycles: u64,
 }
 
 /// The resident set size over a run (sampled about once a second).
@@ -366,6 +431,15 @@ pub struct CycleRow {
     /// The cycle's lower bound (see [`RunReport::makespan_over_lower_bound`]),
     /// milliseconds.
     pub lower_bound_ms: f64,
+    /// The cycle's lower bound on the process's cores (see
+    /// [`RunReport::makespan_over_process_bound`]), milliseconds; 0 in older
+    /// reports.
+    #[serde(default)]
+    pub process_lower_bound_ms: f64,
+    /// How late the cycle started (actual − intended start), milliseconds:
+    /// the backlog it inherited; 0 in older reports.
+    #[serde(default)]
+    pub start_late_ms: f64,
     /// Each bin's walk time, milliseconds, indexed by bin (6 bins at scale 1,
     /// `DESIGN.md` §5).
     pub bins_walk_ms: Vec<f64>,

@@ -143,6 +143,8 @@ pub fn sample_run_with_logs(
             intended_start_ms: start_ms,
             makespan_ms: makespan,
             lower_bound_ms: lower,
+            process_lower_bound_ms: lower,
+            start_late_ms: 0.0,
             bins_walk_ms: bins,
         });
     }
@@ -227,6 +229,8 @@ pub fn sample_run_with_logs(
         first_mismatch: None,
         makespan_ms: mk.percentiles(),
         makespan_over_lower_bound: ratio.percentiles(),
+        // The synthetic bound is the same for every core count.
+        makespan_over_process_bound: ratio.percentiles(),
         bin_walk_ms: walk.percentiles(),
         sim_latency_ms: sim.percentiles(),
         threads: ThreadCounts {
@@ -275,6 +279,32 @@ pub fn sample_run_with_logs(
         plan_changes: Vec::new(),
         rss: None,
         streamed_to: None,
+        // A thread-per-sim shape wakes the host's probe later.
+        cotenant_lateness_us: Some(crate::lab::Lateness {
+            p50: 60.0 * (1.0 + shape.tail),
+            p99: 180.0 * (1.0 + 4.0 * shape.tail),
+            p999: 400.0 * (1.0 + 4.0 * shape.tail),
+            max: 900.0 * (1.0 + 4.0 * shape.tail),
+            count: (wall_ms as u64).max(1),
+        }),
+        reserve_task_lateness_us: Some(crate::lab::Lateness {
+            p50: 100.0 * (1.0 + shape.tail),
+            p99: 900.0 * (1.0 + 3.0 * shape.tail),
+            p999: 1_500.0 * (1.0 + 3.0 * shape.tail),
+            max: 2_000.0 * (1.0 + 3.0 * shape.tail),
+            count: cycles,
+        }),
+        cotenant: Some(crate::report::CoTenantInfo {
+            mode: crate::lab::CoTenantMode::On,
+            probe_period_us: 1_000,
+            probe_missed_ticks: 0,
+            reserve_burst_us: (20_000.0 * scale) as u64,
+            cpu_seconds: wall_ms / 1000.0 * 0.03,
+        }),
+        saturation: None,
+        peak_start_late_ms: 0.0,
+        arrival_interval_ms: period_ms,
+        contend_threads: 0,
     };
     (report, logs)
 }

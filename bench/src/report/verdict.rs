@@ -17,9 +17,12 @@ pub struct Figures {
     pub fleet: bool,
     /// Cycle makespan p99, ms (`None`: no cycle was measured).
     pub cycle_p99_ms: Option<f64>,
-    /// A co-tenant's latency p99 while the run lasted, ms (`None`: not
-    /// measured).
-    pub cotenant_p99_ms: Option<f64>,
+    /// The co-tenant probe's wake-up lateness p99 while the run lasted, µs
+    /// (`None`: not measured).
+    pub cotenant_p99_us: Option<f64>,
+    /// How late the last cycle started when the run ended saturated, ms
+    /// (`None`: it kept up).
+    pub saturated_late_ms: Option<f64>,
     /// Most threads alive at once (`None`: threads were not sampled).
     pub peak_threads: Option<u64>,
     /// CPU seconds the run used (`None`: not measured).
@@ -31,13 +34,14 @@ pub struct Figures {
 impl Figures {
     /// The figures of a report. A run with no cycles has no tail; a peak of
     /// 0 threads means the sampler did not run (a process has at least one
-    /// thread). Co-tenant latency is not in the report yet: `None`.
+    /// thread). Co-tenant latency is `None` when the run had no probe.
     pub fn of(r: &RunReport) -> Figures {
         Figures {
             label: r.label.clone(),
             fleet: r.profile != "baseline",
             cycle_p99_ms: (r.makespan_ms.count > 0).then_some(r.makespan_ms.p99),
-            cotenant_p99_ms: None,
+            cotenant_p99_us: r.cotenant_lateness_us.map(|l| l.p99),
+            saturated_late_ms: r.saturation.map(|s| s.last_late_ms),
             peak_threads: (r.threads.peak > 0).then_some(r.threads.peak),
             cpu_seconds: (r.cpu_seconds > 0.0).then_some(r.cpu_seconds),
             parity: r.parity,
@@ -119,9 +123,9 @@ fn against(fleet: &Figures, other: &Figures) -> String {
         },
         _ => parts.push("no cycle p99 to compare".to_string()),
     }
-    if let (Some(a), Some(b)) = (fleet.cotenant_p99_ms, other.cotenant_p99_ms) {
+    if let (Some(a), Some(b)) = (fleet.cotenant_p99_us, other.cotenant_p99_us) {
         if let Some(r) = times(a, b) {
-            parts.push(format!("co-tenant p99 {r}"));
+            parts.push(format!("co-tenant p99 {r} ({a:.0} vs {b:.0} µs)"));
         }
     }
     match (fleet.peak_threads, other.peak_threads) {
@@ -146,7 +150,7 @@ fn against(fleet: &Figures, other: &Figures) -> String {
 }
 
 /// The verdict on several runs, as plain sentences in a fixed order: runs
-/// left out for failing parity; the best cycle tail (lowest makespan p99);
+/// left out for failing parity; saturated runs; the best cycle tail (lowest makespan p99);
 /// the best co-tenant latency, or that it was not measured; the fewest
 /// threads (lowest peak alive); then the first fleet run against each
 /// design it replaces, as ratios (below 1 favours the fleet). Values the
@@ -167,6 +171,20 @@ pub fn verdict(runs: &[Figures]) -> Vec<String> {
             names(&failed)
         ));
     }
+    let saturated: Vec<String> = runs
+        .iter()
+        .filter_map(|f| {
+            f.saturated_late_ms
+                .map(|ms| format!("{} (last cycle {} ms late)", f.label, fmt_ms(ms)))
+        })
+        .collect();
+    if !saturated.is_empty() {
+        let list: Vec<&str> = saturated.iter().map(String::as_str).collect();
+        out.push(format!(
+            "Saturated (the late-cycle backlog kept growing to the end; its tail measures the backlog): {}.",
+            names(&list)
+        ));
+    }
     let eligible: Vec<&Figures> = runs.iter().filter(|f| f.parity).collect();
     if eligible.is_empty() {
         out.push("No run kept parity: there is no winner.".to_string());
@@ -182,8 +200,8 @@ pub fn verdict(runs: &[Figures]) -> Vec<String> {
     out.push(best_sentence(
         "Best co-tenant latency (lowest p99)",
         &eligible,
-        |f| f.cotenant_p99_ms,
-        |v| format!("{} ms", fmt_ms(v)),
+        |f| f.cotenant_p99_us,
+        |v| format!("{v:.0} µs"),
         "Co-tenant latency was not measured in these runs.",
     ));
     out.push(best_sentence(
@@ -247,7 +265,8 @@ mod tests {
             label: label.into(),
             fleet,
             cycle_p99_ms: p99,
-            cotenant_p99_ms: None,
+            cotenant_p99_us: None,
+            saturated_late_ms: None,
             peak_threads: threads,
             cpu_seconds: Some(10.0),
             parity: true,
@@ -297,8 +316,8 @@ mod tests {
             fig("pile of pools", false, Some(60.0), None),
             fig("plain tokio", false, Some(50.0), None),
         ];
-        runs[1].cotenant_p99_ms = Some(2.0);
-        runs[0].cotenant_p99_ms = Some(1.0);
+        runs[1].cotenant_p99_us = Some(200.0);
+        runs[0].cotenant_p99_us = Some(100.0);
         let v = verdict(&runs);
         assert_eq!(
             v[0],
@@ -306,13 +325,29 @@ mod tests {
         );
         assert_eq!(
             v[1],
-            "Best co-tenant latency (lowest p99): fleet auto (1.00 ms); not measured for plain tokio."
+            "Best co-tenant latency (lowest p99): fleet auto (100 µs); not measured for plain tokio."
         );
         assert_eq!(v[2], "Fewest threads: no run sampled its threads.");
         assert_eq!(
             v[3],
-            "fleet auto against pile of pools: no cycle p99 to compare, co-tenant p99 0.50×, no thread counts to compare, CPU 1.00×."
+            "fleet auto against pile of pools: no cycle p99 to compare, co-tenant p99 0.50× (100 vs 200 µs), no thread counts to compare, CPU 1.00×."
         );
+    }
+
+    #[test]
+    fn a_saturated_run_is_named_with_how_late_it_ended() {
+        let mut runs = vec![
+            fig("fleet auto", true, Some(900.0), Some(10)),
+            fig("plain tokio", false, Some(60.0), Some(12)),
+        ];
+        runs[0].saturated_late_ms = Some(1234.0);
+        let v = verdict(&runs);
+        assert_eq!(
+            v[0],
+            "Saturated (the late-cycle backlog kept growing to the end; its tail measures the backlog): fleet auto (last cycle 1234 ms late)."
+        );
+        runs[0].saturated_late_ms = None;
+        assert!(!verdict(&runs).iter().any(|l| l.starts_with("Saturated")));
     }
 
     #[test]

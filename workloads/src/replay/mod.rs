@@ -16,6 +16,7 @@
 
 pub mod host;
 pub mod record;
+pub mod saturation;
 pub mod units;
 
 use std::collections::VecDeque;
@@ -32,6 +33,7 @@ pub use host::{CycleHost, FleetHost, Solved, UnitFailure};
 pub use record::{
     BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, OverrunRecord, ReplayResult,
 };
+pub use saturation::Saturation;
 use units::{CycleShared, Scale};
 
 /// The registration crawl's submission window (seed 003 "Context").
@@ -99,9 +101,16 @@ pub struct ReplayOptions {
     pub scale: f64,
     /// Replay only the first N cycles (all when `None`).
     pub cycles: Option<u32>,
-    /// Cores the plan grants the cycle's units; the lower bound divides the
-    /// cycle's total CPU by it.
+    /// Cores the plan grants the cycle's units; the plan-based lower bound
+    /// ([`CycleRecord::lower_bound_us`]) divides the cycle's total CPU by it.
     pub cores_granted: f64,
+    /// Cores the process may use (quota and affinity); the process lower
+    /// bound ([`CycleRecord::process_lower_bound_us`]) divides by it, the
+    /// same for every contender.
+    pub cores_process: f64,
+    /// Time between cycle arrivals at scale 1, µs (`None`: the corpus's
+    /// `cycle_interval_us`). Scaled like every other duration.
+    pub interval_us: Option<u64>,
     /// Run the registration crawl alongside (units per cycle; 0 = none).
     pub crawl_units_per_cycle: u32,
     /// The bound on every receipt wait (resolve, walks, merge, sims, the
@@ -110,6 +119,8 @@ pub struct ReplayOptions {
     /// [`ReplayResult::overruns`] and its paths are `Failed(Overrun)`.
     pub unit_deadline: Option<Duration>,
     /// Called before each cycle starts (cycle index), e.g. to change a quota.
+    /// It runs on the replay's thread after the arrival wait, just before
+    /// the cycle's start is taken.
     pub on_cycle_start: Option<CycleStartHook>,
     /// Called after each cycle with its record (progress, live metrics).
     pub on_cycle_end: Option<CycleEndHook>,
@@ -133,6 +144,8 @@ impl ReplayOptions {
             scale,
             cycles: None,
             cores_granted: 1.0,
+            cores_process: 1.0,
+            interval_us: None,
             crawl_units_per_cycle: 4,
             unit_deadline: None,
             on_cycle_start: None,
@@ -180,10 +193,12 @@ pub fn replay(
     let n = opts.cycles.map_or(corpus.cycles.len(), |c| {
         (c as usize).min(corpus.cycles.len())
     });
-    let interval_us = scale.us(corpus.header.cycle_interval_us);
+    let interval_at_1 = opts.interval_us.unwrap_or(corpus.header.cycle_interval_us);
+    let interval_us = scale.us(interval_at_1);
     let deadline = opts
         .unit_deadline
-        .unwrap_or_else(|| unit_deadline(corpus.header.cycle_interval_us, opts.scale));
+        .unwrap_or_else(|| unit_deadline(interval_at_1, opts.scale));
+    let mut backlog = saturation::SaturationDetector::new(interval_us);
     let mut overruns = OverrunRecord {
         deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
         ..OverrunRecord::default()
@@ -281,6 +296,8 @@ pub fn replay(
         );
         let _in_cycle = cycle_span.enter();
         let start_us = now_us();
+        backlog.cycle(cycle, intended, start_us);
+        let process_lower_bound_us = lower_bound_us(case, opts.scale, opts.cores_process);
         let case = Arc::new(case.clone());
 
         if let Some(probe) = &probe {
@@ -332,6 +349,7 @@ pub fn replay(
                     start_us,
                     end_us,
                     lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
+                    process_lower_bound_us,
                     bins: Vec::new(),
                 };
                 produced.cycle_done(&case, record, rows, &mut opts);
@@ -408,6 +426,7 @@ pub fn replay(
             start_us,
             end_us,
             lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
+            process_lower_bound_us,
             bins,
         };
         cycle_span.record("makespan_ms", record.makespan_us() as f64 / 1e3);
@@ -448,6 +467,8 @@ pub fn replay(
         background,
         overruns,
         wall_us: now_us(),
+        saturation: backlog.verdict(),
+        peak_start_late_ms: backlog.peak_late_ms(),
     })
 }
 

@@ -34,8 +34,13 @@ pub struct CycleRecord {
     pub start_us: u64,
     /// End (the merge's receipt), µs since the run began.
     pub end_us: u64,
-    /// The cycle's lower bound, µs: max(critical path, total CPU / granted cores).
+    /// The cycle's lower bound, µs: max(critical path, total CPU / the cores
+    /// the plan grants the cycle's units) (`ReplayOptions::cores_granted`).
     pub lower_bound_us: u64,
+    /// The cycle's lower bound over the cores the process may use, µs:
+    /// max(critical path, total CPU / `ReplayOptions::cores_process`), the
+    /// same for every contender on the same host.
+    pub process_lower_bound_us: u64,
     /// Per-bin walks.
     pub bins: Vec<BinRecord>,
 }
@@ -143,4 +148,9 @@ pub struct ReplayResult {
     pub overruns: OverrunRecord,
     /// Wall time of the whole replay, µs.
     pub wall_us: u64,
+    /// The run ended with a growing late-cycle backlog (see
+    /// [`super::saturation`]); `None` when it kept up.
+    pub saturation: Option<super::saturation::Saturation>,
+    /// The most any cycle started after its intended start, ms.
+    pub peak_start_late_ms: f64,
 }

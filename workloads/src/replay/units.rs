@@ -5,7 +5,8 @@
 //! blocks its seat on it, the serial binding interleaves it with the host's
 //! other granted units at its await points (a walk yields at each sim join).
 //! CPU is spent by [`crate::cpu::burn_cpu_us`] on real arithmetic; I/O waits
-//! are Tokio timers. Outcomes come only from the corpus (`DESIGN.md` §5).
+//! are on the shared simulated I/O timer ([`crate::simio`]), the same for
+//! every contender. Outcomes come only from the corpus (`DESIGN.md` §5).
 //!
 //! Spans (`DESIGN.md` §3 "Telemetry"; seed 000 §7), all at `debug` level so
 //! they cost one cached interest check when no subscriber wants them:
@@ -108,8 +109,8 @@ fn sim_span(sim: &SimCase, path: &PathCase) -> tracing::Span {
     span
 }
 
-/// Runs one simulation: its CPU, then its I/O wait on a Tokio timer (a Tokio
-/// runtime must be current). Returns whether it reverted (a corpus fact).
+/// Runs one simulation: its CPU, then its I/O wait on the shared simulated
+/// I/O timer ([`crate::simio`]; any executor). Returns whether it reverted (a corpus fact).
 /// Runs inside a `sim` span opened on the thread that first polls it.
 pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> bool {
     let span = sim_span(&sim, &path);
@@ -117,7 +118,7 @@ pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: 
         crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path.hops);
         let wait = scale.us(sim.io_us as u64);
         if wait > 0 {
-            tokio::time::sleep(Duration::from_micros(wait)).await;
+            crate::simio::wait(Duration::from_micros(wait)).await;
         }
         sim.reverts
     }
@@ -125,15 +126,15 @@ pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: 
     .await
 }
 
-/// As [`simulate`], blocking the calling thread for the I/O wait (for the
-/// thread-per-sim baseline).
+/// As [`simulate`], blocking the calling thread for the I/O wait on the same
+/// timer (for the thread-per-sim baseline).
 pub fn simulate_blocking(sim: &SimCase, pools: &PoolSet, path: &PathCase, scale: Scale) -> bool {
     let span = sim_span(sim, path);
     let _entered = span.enter();
     crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), pools, &path.hops);
     let wait = scale.us(sim.io_us as u64);
     if wait > 0 {
-        std::thread::sleep(Duration::from_micros(wait));
+        crate::simio::wait_blocking(Duration::from_micros(wait));
     }
     sim.reverts
 }

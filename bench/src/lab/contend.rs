@@ -1,0 +1,94 @@
+//! Host contention for a run: N busy threads in a separate process.
+//!
+//! `--contend N` asks how a contender copes when another tenant of the host
+//! keeps N CPUs busy (a noisy neighbour, not the process's own work: that is
+//! [`super::cotenant`]). The lab starts `fleet-lab spin --threads N` as a
+//! child process before the run and stops it after, the same for every
+//! contender. The child spins until its stdin closes, so it also ends when
+//! the lab dies.
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The largest `--contend` the lab accepts.
+pub const MAX_CONTEND_THREADS: u32 = 256;
+
+/// A running contention process; stopped (killed and reaped) on drop.
+pub struct Contention {
+    child: Option<Child>,
+}
+
+impl Contention {
+    /// Starts `exe spin --threads n` (`exe`: a `fleet-lab` binary). Errors:
+    /// the OS could not start it.
+    pub fn start(exe: &Path, n: u32) -> std::io::Result<Self> {
+        let child = Command::new(exe)
+            .args(["spin", "--threads", &n.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        Ok(Contention { child: Some(child) })
+    }
+
+    /// The child's process id.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Stops the child now.
+    pub fn stop(mut self) {
+        self.kill();
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            drop(c.stdin.take());
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Contention {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Keeps `n` threads busy on real arithmetic until stdin reaches its end
+/// (the parent closed it or died), then returns. Errors: a thread could not
+/// be started.
+pub fn spin(n: u32) -> std::io::Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for i in 0..n {
+        let stop = stop.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("spin-{i}"))
+                .spawn(move || {
+                    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                        }
+                        std::hint::black_box(x);
+                    }
+                })?,
+        );
+    }
+    let mut sink = [0u8; 64];
+    let mut stdin = std::io::stdin();
+    while matches!(stdin.read(&mut sink), Ok(k) if k > 0) {}
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        let _ = t.join();
+    }
+    Ok(())
+}
