@@ -12,6 +12,34 @@ use std::time::{Duration, Instant};
 
 use super::{EnqueueAnswer, Refused};
 
+/// The core's lock: parking_lot's, or shuttle's under `--cfg fleet_model`,
+/// so the shell's model checks explore the direct steps with the loop
+/// (`tests/shell_direct_model.rs`; STYLE.md "Model checking beside the
+/// primitive").
+pub(super) struct CoreLock<T>(
+    #[cfg(not(fleet_model))] parking_lot::Mutex<T>,
+    #[cfg(fleet_model)] shuttle::sync::Mutex<T>,
+);
+
+impl<T> CoreLock<T> {
+    pub(super) fn new(t: T) -> Self {
+        #[cfg(not(fleet_model))]
+        return CoreLock(parking_lot::Mutex::new(t));
+        #[cfg(fleet_model)]
+        return CoreLock(shuttle::sync::Mutex::new(t));
+    }
+
+    #[cfg(not(fleet_model))]
+    pub(super) fn lock(&self) -> parking_lot::MutexGuard<'_, T> {
+        self.0.lock()
+    }
+
+    #[cfg(fleet_model)]
+    pub(super) fn lock(&self) -> shuttle::sync::MutexGuard<'_, T> {
+        self.0.lock().expect("no poisoning in the model")
+    }
+}
+
 pub(super) type Terminal<P> = Box<dyn FnMut(UnitMeta, P, TerminalReason) + Send>;
 pub(super) type LoudHook = Box<dyn FnMut(&PumpFailure) + Send>;
 pub(super) type StepHook<P> = Box<dyn FnMut(&HostPump<P>) + Send>;

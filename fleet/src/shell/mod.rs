@@ -28,13 +28,13 @@
 mod core;
 
 use self::core::Core;
+use self::core::CoreLock as Mutex;
 use crate::guard::GuardSnapshot;
 use crate::pump::{AdmissionError, HostPump, Placement, PumpFailure, PumpInput, SeatId};
 use crate::receipt::TerminalReason;
 use crate::sink::SeatSink;
 use crate::unit::{UnitId, UnitMeta};
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
-use parking_lot::Mutex;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -179,10 +179,26 @@ pub struct HostShell<P> {
 /// [`HostShell::with_drain_deadline`]).
 pub const DEFAULT_DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
+/// Where a handle's messages to the shell thread go: the sending side of
+/// the shell's inbox. Implemented for crossbeam senders; a model checker
+/// supplies its own.
+pub trait ShellOutbox<M>: Send + Sync {
+    /// Sends `msg`; `false` when the shell is gone (the message is dropped).
+    fn send(&self, msg: M) -> bool;
+}
+
+impl<M: Send> ShellOutbox<M> for Sender<M> {
+    fn send(&self, msg: M) -> bool {
+        Sender::send(self, msg).is_ok()
+    }
+}
+
 /// A cheap, cloneable handle to a running shell: steps its pump directly
-/// for submits and seat reports, messages its thread for the rest.
+/// for submits, seat reports, epoch boundaries and the close; messages its
+/// thread for posture edges and wake-ups. The shell sees every handle gone
+/// (an implicit close) when the last clone drops.
 pub struct HostHandle<P> {
-    tx: Sender<ShellMsg<P>>,
+    tx: Arc<dyn ShellOutbox<ShellMsg<P>>>,
     core: Arc<Mutex<Core<P>>>,
 }
 
@@ -209,16 +225,31 @@ impl<P: Send + 'static> HostShell<P> {
         on_terminal: impl FnMut(UnitMeta, P, TerminalReason) + Send + 'static,
     ) -> (HostShell<P>, HostHandle<P>) {
         let (tx, rx) = unbounded();
-        let shell = Self::with_inbox(pump, rx, guard_source, sink, on_terminal);
+        Self::with_outbox(pump, rx, tx, guard_source, sink, on_terminal)
+    }
+
+    /// A shell over any inbox and the outbox that feeds it, and its handle
+    /// (a model checker's channel, for instance: the handle's direct steps
+    /// and wake-ups are then explored with the shell loop).
+    pub fn with_outbox(
+        pump: HostPump<P>,
+        inbox: impl ShellInbox<ShellMsg<P>> + 'static,
+        outbox: impl ShellOutbox<ShellMsg<P>> + 'static,
+        guard_source: impl Fn() -> GuardSnapshot + Send + 'static,
+        sink: impl SeatSink<P> + 'static,
+        on_terminal: impl FnMut(UnitMeta, P, TerminalReason) + Send + 'static,
+    ) -> (HostShell<P>, HostHandle<P>) {
+        let shell = Self::with_inbox(pump, inbox, guard_source, sink, on_terminal);
         let handle = HostHandle {
-            tx,
+            tx: Arc::new(outbox),
             core: shell.core.clone(),
         };
         (shell, handle)
     }
 
     /// A shell over any inbox (a model checker's channel, for instance).
-    /// Such a shell is driven by messages only: it has no [`HostHandle`].
+    /// Such a shell is driven by messages only: it has no [`HostHandle`]
+    /// (see [`HostShell::with_outbox`] for one that has).
     pub fn with_inbox(
         pump: HostPump<P>,
         inbox: impl ShellInbox<ShellMsg<P>> + 'static,
