@@ -30,13 +30,14 @@ fn texts(svg: &str) -> Vec<String> {
 }
 
 /// The axis descriptions each plot must carry, in page order.
-const AXES: [(&str, &str); 4] = [
+const AXES: [(&str, &str); 5] = [
     ("cycle makespan, ms (log scale)", "fraction of cycles ≤ x"),
     ("bin index", "walk time, ms"),
     (
         "percentile (log scale of 1 / (1 − q))",
         "sim latency, ms (log scale)",
     ),
+    ("statistic", "lateness, µs (log)"),
     ("time since the run started, s", "cycle makespan, ms"),
 ];
 
@@ -79,12 +80,13 @@ fn check_page(page: &str, runs: &[RunReport]) {
     }
     assert!(page.contains("<table id=\"details\">"));
 
-    // 3 shared plots + one timeline per run.
+    // 4 shared plots (the sample runs measured a co-tenant) + one timeline
+    // per run.
     let svgs = svgs(page);
-    assert_eq!(svgs.len(), 3 + runs.len());
+    assert_eq!(svgs.len(), 4 + runs.len());
     for (i, svg) in svgs.iter().enumerate() {
         let t = texts(svg);
-        let (x, y) = AXES[i.min(3)];
+        let (x, y) = AXES[i.min(4)];
         assert!(
             t.iter().any(|s| s == x),
             "svg {i} lacks x axis label {x:?}: {t:?}"
@@ -100,10 +102,10 @@ fn check_page(page: &str, runs: &[RunReport]) {
                 "svg {i} has {numeric_ticks} numeric tick labels"
             );
         }
-        let labels: Vec<&RunReport> = if i < 3 {
+        let labels: Vec<&RunReport> = if i < 4 {
             runs.iter().collect()
         } else {
-            vec![&runs[i - 3]]
+            vec![&runs[i - 4]]
         };
         for r in labels {
             assert!(
@@ -186,6 +188,11 @@ fn a_run_without_per_cycle_rows_or_events_still_renders() {
     r.timeline.clear();
     r.throttle = None;
     r.perf_counters = None;
+    let page = render_html(&[r.clone()]).unwrap();
+    assert_eq!(svgs(&page).len(), 5);
+    // Without a co-tenant figure the page leaves its plot out.
+    r.cotenant_lateness_us = None;
+    r.reserve_task_lateness_us = None;
     let page = render_html(&[r]).unwrap();
     assert_eq!(svgs(&page).len(), 4);
     assert_offline(&page);
@@ -295,10 +302,10 @@ fn legends_sit_above_the_data_and_list_only_markers_that_occur() {
             .filter(|t| kinds.contains(&t.as_str()))
             .collect()
     };
-    assert_eq!(legend(svgs[3]), ["cycle makespan"], "quiet run");
-    assert_eq!(legend(svgs[4]), ["cycle makespan", "retune"], "tuned run");
+    assert_eq!(legend(svgs[4]), ["cycle makespan"], "quiet run");
+    assert_eq!(legend(svgs[5]), ["cycle makespan", "retune"], "tuned run");
     assert_eq!(
-        legend(svgs[5]),
+        legend(svgs[6]),
         ["cordoned", "cycle makespan", "throttle event"],
         "busy run"
     );
@@ -307,7 +314,7 @@ fn legends_sit_above_the_data_and_list_only_markers_that_occur() {
     for (i, svg) in svgs.iter().enumerate() {
         let names: Vec<String> = if i == 1 {
             runs.iter().map(|r| r.label.clone()).collect()
-        } else if i >= 3 {
+        } else if i >= 4 {
             legend(svg)
         } else {
             continue;

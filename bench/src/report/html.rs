@@ -186,6 +186,44 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             r.posture.enters, r.posture.exits, r.posture.cordoned_ms, r.posture.intake_suppressed
         ),
     );
+    kv(
+        "arrivals",
+        format!(
+            "every {:.1} ms{}; the latest cycle start was {:.1} ms late",
+            r.arrival_interval_ms,
+            if r.contend_threads > 0 {
+                format!(", {} busy threads in a separate process", r.contend_threads)
+            } else {
+                String::new()
+            },
+            r.peak_start_late_ms
+        ),
+    );
+    kv(
+        "saturated",
+        r.saturation.map_or_else(
+            || "no".to_string(),
+            |s| {
+                format!(
+                    "yes: from cycle {} ({:.0} ms in) the backlog kept growing; the last cycle started {:.0} ms late ({:.1} cycles behind)",
+                    s.since_cycle, s.since_ms, s.last_late_ms, s.backlog_cycles
+                )
+            },
+        ),
+    );
+    let late = |l: Option<crate::lab::Lateness>| {
+        l.map_or_else(
+            || "not run".to_string(),
+            |l| {
+                format!(
+                    "p50 {:.0} · p99 {:.0} · p99.9 {:.0} · max {:.0} µs · n {}",
+                    l.p50, l.p99, l.p999, l.max, l.count
+                )
+            },
+        )
+    };
+    kv("co-tenant probe lateness", late(r.cotenant_lateness_us));
+    kv("reserve burst lateness", late(r.reserve_task_lateness_us));
     kv("background", background_text(&r.background));
     kv("receipt overruns", overruns_text(&r.overruns));
     kv("resident set", rss_text(r.rss.as_ref()));
@@ -198,7 +236,11 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     );
     for (name, p) in [
         ("makespan ms", &r.makespan_ms),
-        ("makespan / lower bound", &r.makespan_over_lower_bound),
+        (
+            "makespan / process lower bound",
+            &r.makespan_over_process_bound,
+        ),
+        ("makespan / plan lower bound", &r.makespan_over_lower_bound),
         ("bin walk ms", &r.bin_walk_ms),
         ("sim latency ms", &r.sim_latency_ms),
     ] {
@@ -360,8 +402,9 @@ pub fn render_html(runs: &[RunReport]) -> Result<String, ReportError> {
 }
 
 /// Renders the page for `runs` (one run, or several side by side in the
-/// order given). The page holds `3 + runs.len()` inline SVGs: makespan CDF,
-/// bin walk, sim latency, then one timeline per run. `sim_latency[i]`, where
+/// order given). The page holds `3 + runs.len()` inline SVGs (one more when
+/// any run measured the co-tenant): makespan CDF, bin walk, sim latency,
+/// the co-tenant's lateness, then one timeline per run. `sim_latency[i]`, where
 /// present, is run `i`'s sim-latency histogram (µs ticks, as read back from
 /// `sim_latency.hlog`), drawn as a full percentile spectrum.
 ///
@@ -424,6 +467,10 @@ pub fn render_html_with(
     figure(&mut out, "bin-walk", &plot::bin_walk_svg(runs)?, "Each bin's solver walk over every cycle: box = quartiles, bar = median, whiskers = min and max, dots = cycles.");
     out.push_str("<h2>Simulation latency</h2>\n");
     figure(&mut out, "sim-latency", &plot::sim_latency_svg(runs, sim_latency)?, "Every simulation's latency by percentile; the x axis spreads the tail (90 %, 99 %, 99.9 % one decade apart); the last point of each line is the max.");
+    if plot::any_cotenant(runs) {
+        out.push_str("<h2>The host's own work</h2>\n");
+        figure(&mut out, "cotenant", &plot::cotenant_svg(runs)?, "The co-tenant beside every run, in the same process and cgroup: a probe that wakes every 1 ms (how late it woke) and a CPU burst at each cycle start (how late it finished, beyond its duration alone). Lower is better: the host's latency-critical work is not held up.");
+    }
     out.push_str("<h2>Posture and throttle timeline</h2>\n");
     for (i, r) in runs.iter().enumerate() {
         figure(

@@ -9,12 +9,14 @@
 
 mod bins;
 mod cdf;
+mod cotenant;
 mod legend;
 mod sim;
 mod timeline;
 
 pub(crate) use bins::bin_walk_svg;
 pub(crate) use cdf::makespan_cdf_svg;
+pub(crate) use cotenant::{any_cotenant, cotenant_svg};
 pub(crate) use sim::sim_latency_svg;
 pub(crate) use timeline::timeline_svg;
 
