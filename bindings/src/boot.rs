@@ -151,8 +151,8 @@ pub(crate) fn host_layout(plan: &Plan, opts: &BootOptions) -> HostLayout {
 ///
 /// Pinned: a pump thread (`work-fleet-pump-0`), one thread per seat of
 /// `plan.seat_layout()`, and the ambient Tokio runtime (`work-fleet-io-N`,
-/// A workers). Serial: a pump thread and the one cycle thread
-/// (`work-fleet-serial-0`).
+/// A workers). Serial: a pump thread and the plan's cycle threads
+/// (`work-fleet-serial-0..C-1`, C = ⌊Q⌋ − H below the pinned tier).
 ///
 /// Errors: [`BootError`]; nothing is left running on error.
 ///

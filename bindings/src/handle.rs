@@ -6,7 +6,7 @@
 //! (`DESIGN.md` §3 "Lanes, hosts and the pump"); the binding decides on which
 //! thread (§4). A walk submits its sims through the [`SeatCtx::fleet`] handle
 //! and awaits their receipts: the pinned binding blocks the walk's own seat
-//! thread, the serial binding yields the one cycle thread to other units.
+//! thread, the serial binding yields the seat's cycle thread to other units.
 
 use fleet::admission::AdmissionError;
 use fleet::plan::Binding;
@@ -73,7 +73,8 @@ pub struct SeatCtx {
     /// The seat the pump granted (role and index).
     pub seat: SeatId,
     /// The seat's thread name from the plan's seat layout
-    /// (`work-fleet-solver-3`; `work-fleet-serial-0` on the serial binding).
+    /// (`work-fleet-solver-3`; the cycle thread it rides, `work-fleet-serial-1`,
+    /// on the serial binding).
     pub thread_name: String,
     /// The fleet, to submit follow-up units (a walk's sims) and await them.
     pub fleet: FleetHandle,

@@ -139,7 +139,7 @@ pub struct ShutdownReport {
     /// pump retired them: a lane death). Empty on a healthy run.
     pub lost_seats: Vec<fleet::pump::SeatId>,
     /// Seat threads that had died with those seats (pinned binding; the
-    /// serial binding's lost seats are tasks on its one thread).
+    /// serial binding's lost seats are tasks on its cycle threads).
     pub lost_threads: Vec<String>,
 }
 

@@ -42,9 +42,9 @@ pub struct SeatLayout {
     /// pool-state updater, registrar, verifier, submitter.
     pub seats: Vec<SeatSpec>,
     /// Bin walks admitted at once. Pinned: `S` (the solver share, cores).
-    /// Serial: all solver pins — every bin may be open on the one thread,
-    /// interleaving at its sim waits; the thread itself bounds CPU to one
-    /// core, and admitting fewer would serialise the sim I/O waits.
+    /// Serial: all solver pins — every bin may be open on its cycle thread,
+    /// interleaving at its sim waits; the threads themselves bound CPU to C
+    /// cores, and admitting fewer would serialise the sim I/O waits.
     pub walk_admission: u32,
     /// Sim seats (and sims in flight at nominal posture).
     pub sim_slot_cap: u32,
