@@ -1,0 +1,237 @@
+//! The host's own work, arrival rates, contention and the comparison gate,
+//! end to end through the `fleet-lab` binary.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn lab(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("fleet-lab runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn corpus() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../corpus/golden-v1.txt")
+        .display()
+        .to_string()
+}
+
+/// Runs `fleet-lab run` with `extra` over 4 cycles at scale 0.01 and
+/// returns its report.
+fn run_report(dir: &Path, name: &str, extra: &[&str]) -> serde_json::Value {
+    let out = dir.join(name);
+    let c = corpus();
+    let mut args = vec![
+        "run",
+        "--quiet",
+        "--corpus",
+        &c,
+        "--cycles",
+        "4",
+        "--scale",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = lab(&args, dir);
+    assert!(o.status.success(), "{name}: {}", text(&o));
+    serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn the_cotenant_runs_by_default_and_each_mode_reports_what_ran() {
+    let dir = tempfile::tempdir().unwrap();
+    let on = run_report(dir.path(), "on", &[]);
+    assert_eq!(on["cotenant"]["mode"], "on");
+    assert!(on["cotenant_lateness_us"]["count"].as_u64().unwrap() > 0);
+    // One reserve burst per cycle.
+    assert_eq!(on["reserve_task_lateness_us"]["count"], 4);
+    assert_eq!(on["cotenant"]["reserve_burst_us"], 200);
+
+    let probe = run_report(dir.path(), "probe", &["--cotenant", "probe"]);
+    assert!(probe["cotenant_lateness_us"]["count"].as_u64().unwrap() > 0);
+    assert!(probe["reserve_task_lateness_us"].is_null());
+
+    let off = run_report(dir.path(), "off", &["--cotenant", "off"]);
+    assert!(off["cotenant_lateness_us"].is_null());
+    assert!(off["reserve_task_lateness_us"].is_null());
+    assert_eq!(off["parity"], true);
+
+    let o = lab(&["run", "--cotenant", "maybe"], dir.path());
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("probe") && t.contains("off"), "{t}");
+}
+
+#[test]
+fn the_arrival_rate_sets_the_interval_and_the_report_says_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let stress = run_report(dir.path(), "stress", &["--rate", "stress"]);
+    assert_eq!(stress["arrival_interval_ms"], 10.0);
+    let live = run_report(dir.path(), "live", &["--rate", "live"]);
+    assert_eq!(live["arrival_interval_ms"], 35.0);
+    // The live cycles start 35 ms apart.
+    let starts: Vec<f64> = live["per_cycle"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["intended_start_ms"].as_f64().unwrap())
+        .collect();
+    assert_eq!(starts, [0.0, 35.0, 70.0, 105.0]);
+    let explicit = run_report(dir.path(), "explicit", &["--interval-ms", "200"]);
+    assert_eq!(explicit["arrival_interval_ms"], 2.0);
+    for bad in [["--rate", "fast"], ["--interval-ms", "0"]] {
+        let o = lab(&["run", bad[0], bad[1]], dir.path());
+        assert!(!o.status.success(), "{bad:?}");
+    }
+}
+
+#[test]
+fn contention_runs_in_a_separate_process_and_ends_with_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run_report(dir.path(), "contend", &["--contend", "1"]);
+    assert_eq!(r["contend_threads"], 1);
+    assert_eq!(r["parity"], true);
+    // The spin process is gone once the run has returned.
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let procs = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        !procs
+            .lines()
+            .any(|l| l.contains("fleet-lab spin --threads 1")),
+        "{procs}"
+    );
+    let o = lab(&["run", "--contend", "999"], dir.path());
+    assert!(!o.status.success());
+    let o = lab(&["spin", "--threads", "0"], dir.path());
+    assert!(!o.status.success());
+}
+
+#[test]
+fn the_spin_verb_ends_when_its_stdin_closes() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+        .args(["spin", "--threads", "1"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    child.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert!(status.success());
+}
+
+/// A budgets file whose `[compare]` limits are loose enough for any quiet
+/// or busy host, at scale 0.05 and the stress rate.
+fn loose_budgets(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("budgets.toml");
+    std::fs::write(
+        &p,
+        r#"
+[profile.A]
+description = "unused here"
+fleet_profile = "auto"
+scale = 0.1
+cycles = 10
+makespan_over_lower_bound_p95 = 9
+makespan_over_lower_bound_p99 = 9
+throttled_share_max = 1
+threads_created_per_cycle_max = 0
+parity = true
+
+[compare]
+description = "loose limits for a test"
+scale = 0.05
+cycles = 12
+rate = "stress"
+cotenant_p99_over_every_baseline_max = 1000
+makespan_p99_over_best_baseline_max = 2.5
+makespan_p99_over_pile_max = 2.5
+threads_created_per_cycle_max = 0
+peak_runnable_over_floor_quota_max = 64
+"#,
+    )
+    .unwrap();
+    p
+}
+
+fn compare(dir: &Path, out: &str, budgets: &Path, extra: &[&str]) -> Output {
+    let c = corpus();
+    let out = dir.join(out);
+    let mut args = vec![
+        "compare",
+        "--quiet",
+        "--corpus",
+        &c,
+        "--cycles",
+        "12",
+        "--scale",
+        "0.05",
+        "--gate",
+        "--budgets",
+        budgets.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    lab(&args, dir)
+}
+
+#[test]
+fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = loose_budgets(dir.path());
+    // Every fleet unit 6× slower: its cycle tail is well past 2.5× the
+    // baselines' however noisy the host.
+    let o = compare(
+        dir.path(),
+        "slow",
+        &budgets,
+        &["--inject-fleet-slowdown", "6"],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let t = text(&o);
+    assert!(
+        t.contains("compare gate: FAIL makespan_p99_over_best_baseline_max"),
+        "{t}"
+    );
+    assert!(t.contains("makespan_p99_over_pile_max"), "{t}");
+    // The report is still written: the figures that failed are kept.
+    assert!(dir.path().join("slow/compare.json").exists());
+}
+
+#[test]
+fn the_comparison_gate_refuses_a_run_at_other_conditions_than_its_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let budgets = loose_budgets(dir.path());
+    let o = compare(
+        dir.path(),
+        "live",
+        &budgets,
+        &["--rate", "live", "--fleet-only"],
+    );
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(t.contains("FAIL conditions"), "{t}");
+    // A budgets file without [compare] is refused before anything runs.
+    let bare = dir.path().join("bare.toml");
+    std::fs::write(&bare, "[profile]\n").unwrap();
+    let o = compare(dir.path(), "bare", &bare, &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no [compare] table"), "{}", text(&o));
+    assert!(!dir.path().join("bare").exists());
+}
