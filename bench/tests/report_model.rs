@@ -38,6 +38,7 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "peak_start_late_ms",
             "arrival_interval_ms",
             "contend_threads",
+            "sim_io_mean_late_us",
             "makespan_over_process_bound",
             "label",
             "profile",

@@ -165,14 +165,16 @@ pub fn start() {
     let _ = clock();
 }
 
-/// The mean lateness of the deadlines fired so far (ns after the deadline
-/// the waiter was woken at) and how many fired: the resolution every
-/// contender's sims got. `(0, 0)` before the first.
+/// The total lateness of the deadlines fired so far (ns between each
+/// deadline and the timer firing it) and how many fired: the difference of
+/// two readings gives the mean resolution a run's sims got. `(0, 0)` before
+/// the first.
 pub fn lateness() -> (u64, u64) {
     let c = clock();
-    let n = c.fired.load(Ordering::Relaxed);
-    let sum = c.late_ns.load(Ordering::Relaxed);
-    (sum.checked_div(n).unwrap_or(0), n)
+    (
+        c.late_ns.load(Ordering::Relaxed),
+        c.fired.load(Ordering::Relaxed),
+    )
 }
 
 /// Waits `d` on the shared timer, awaited (any executor). A zero wait is

@@ -102,7 +102,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if let Some(b) = &budget {
         let rate = match args.replay.interval_ms {
             Some(ms) => format!("interval {ms} ms"),
-            None => args.replay.rate.as_str().to_string(),
+            None => args.replay.rate().as_str().to_string(),
         };
         let breaches =
             crate::compare_gate::check_compare(&compare.runs, b, args.replay.scale, &rate);

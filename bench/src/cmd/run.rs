@@ -54,9 +54,10 @@ pub struct ReplayArgs {
     pub quota_watch_ms: Option<u64>,
     /// The arrival rate: live (one cycle every 3.5 s at scale 1, the rate
     /// the live bot sees) or stress (the corpus's own one cycle per second,
-    /// 3.5 times live). Scaled like every other duration.
-    #[arg(long, value_name = "live|stress", default_value = "stress", value_parser = parse_rate)]
-    pub rate: ArrivalRate,
+    /// 3.5 times live). Scaled like every other duration. Default: live for
+    /// `run`, stress for `compare`, `gate` and `parity`.
+    #[arg(long, value_name = "live|stress", value_parser = parse_rate)]
+    pub rate: Option<ArrivalRate>,
     /// Time between cycle arrivals at scale 1, ms (overrides --rate).
     #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
     pub interval_ms: Option<u64>,
@@ -163,10 +164,15 @@ impl ReplayArgs {
         )?)
     }
 
+    /// The arrival rate asked for, stress when none was.
+    pub fn rate(&self) -> ArrivalRate {
+        self.rate.unwrap_or(ArrivalRate::Stress)
+    }
+
     /// The arrival interval at scale 1, µs: `--interval-ms`, else `--rate`
     /// (`None`: the corpus's own).
     pub fn interval_us(&self) -> Option<u64> {
-        match (self.interval_ms, self.rate) {
+        match (self.interval_ms, self.rate()) {
             (Some(ms), _) => Some(ms * 1_000),
             (None, ArrivalRate::Live) => Some(LIVE_INTERVAL_MS * 1_000),
             (None, ArrivalRate::Stress) => None,
@@ -273,7 +279,9 @@ pub fn run_and_write(spec: &RunSpec, corpus: &Corpus, out: &Path) -> Result<RunA
 }
 
 /// `fleet-lab run`.
-pub fn run(args: RunArgs) -> Result<()> {
+pub fn run(mut args: RunArgs) -> Result<()> {
+    // The main job replays at the live bot's rate unless told otherwise.
+    args.replay.rate.get_or_insert(ArrivalRate::Live);
     args.replay.validate()?;
     check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;

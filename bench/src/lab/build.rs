@@ -60,6 +60,8 @@ pub(crate) struct Measured<'a> {
     pub cotenant: crate::lab::cotenant::CoTenantFigures,
     /// Busy threads of the contention process (0: none).
     pub contend: u32,
+    /// Mean time from a sim's I/O deadline to its wake-up, µs.
+    pub sim_io_mean_late_us: Option<f64>,
     /// Time between cycle arrivals at scale 1, µs.
     pub interval_us: u64,
 }
@@ -409,6 +411,7 @@ pub(crate) fn build_report(
         peak_start_late_ms: replay.peak_start_late_ms,
         arrival_interval_ms: m.interval_us as f64 * m.scale / 1e3,
         contend_threads: m.contend,
+        sim_io_mean_late_us: m.sim_io_mean_late_us,
     };
     let start = SystemTime::now() - m.wall;
     let logs = [&makespan, &ratio, &process_ratio, &bins, &sims]

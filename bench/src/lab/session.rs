@@ -407,6 +407,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     // The lab's own threads start before the thread monitor, so they are
     // not counted as the contender's: the sim I/O timer, the co-tenant.
     fleet_workloads::simio::start();
+    let simio0 = fleet_workloads::simio::lateness();
     let cotenant = start_cotenant(spec, corpus)?;
     let trigger = cotenant.trigger();
     let contention = match spec.contend {
@@ -510,6 +511,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         pb.finish_and_clear();
     }
     let cotenant = cotenant.finish();
+    let simio1 = fleet_workloads::simio::lateness();
+    let sim_io_fired = simio1.1.saturating_sub(simio0.1);
+    let sim_io_mean_late_us = (sim_io_fired > 0)
+        .then(|| simio1.0.saturating_sub(simio0.0) as f64 / sim_io_fired as f64 / 1e3);
     if let Some(c) = contention {
         c.stop();
     }
@@ -588,6 +593,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         cotenant_mode: spec.cotenant,
         cotenant,
         contend: spec.contend,
+        sim_io_mean_late_us,
         interval_us: spec.interval_us.unwrap_or(corpus.header.cycle_interval_us),
     };
     let mut artifacts = build_report(measured, replayed, streamed);

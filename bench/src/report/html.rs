@@ -223,6 +223,13 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
         )
     };
     kv("co-tenant probe lateness", late(r.cotenant_lateness_us));
+    kv(
+        "sim I/O wake-up",
+        r.sim_io_mean_late_us.map_or_else(
+            || "no sim waited".to_string(),
+            |us| format!("{us:.1} µs after its deadline on average (the shared timer)"),
+        ),
+    );
     kv("reserve burst lateness", late(r.reserve_task_lateness_us));
     kv("background", background_text(&r.background));
     kv("receipt overruns", overruns_text(&r.overruns));

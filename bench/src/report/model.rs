@@ -158,6 +158,11 @@ pub struct RunReport {
     /// (`--contend`); 0 for none.
     #[serde(default)]
     pub contend_threads: u32,
+    /// Mean time between a sim's I/O deadline and the shared timer waking
+    /// it, µs (the I/O resolution every contender got); `null` when no sim
+    /// waited, and in older reports.
+    #[serde(default)]
+    pub sim_io_mean_late_us: Option<f64>,
 }
 
 /// How the co-tenant ran (`crate::lab::cotenant`).
