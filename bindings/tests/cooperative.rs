@@ -151,6 +151,49 @@ fn a_walks_sim_starts_while_the_walk_computes() {
     fleet.shutdown().unwrap();
 }
 
+/// The other order: a 5 ms sim granted just before a 400 ms CPU unit (its
+/// timer armed, then the CPU unit takes the thread) completes when its
+/// timer fires plus at most a slice, not when the CPU unit ends (the old
+/// binding: ≈ 407 ms).
+#[test]
+fn a_sim_granted_before_a_long_cpu_unit_completes_when_its_timer_fires() {
+    let plan = plan(2.0, Profile::Auto);
+    let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
+    let h = fleet.handle();
+    let sim_len = Duration::from_millis(5);
+    let granted = Instant::now();
+    let sim = h
+        .submit(
+            WorkerRole::SimDriver,
+            None,
+            unit_body(move |_ctx| async move {
+                tokio::time::sleep(sim_len).await;
+                Box::new(Instant::now()) as UnitValue
+            }),
+        )
+        .unwrap();
+    let cpu = h
+        .submit(
+            WorkerRole::Resolve,
+            None,
+            unit_body(move |_ctx| async move {
+                spin(Duration::from_millis(400)).await;
+                Box::new(Instant::now()) as UnitValue
+            }),
+        )
+        .unwrap();
+    let sim_done = *wait(sim).unwrap().downcast::<Instant>().unwrap();
+    let cpu_done = *wait(cpu).unwrap().downcast::<Instant>().unwrap();
+    assert!(sim_done < cpu_done, "the sim waited for the CPU unit");
+    let waited = sim_done - granted;
+    assert!(
+        waited < sim_len + CHECKPOINT_SLICE + Duration::from_millis(95),
+        "sim took {waited:?} from its grant"
+    );
+    drop(h);
+    fleet.shutdown().unwrap();
+}
+
 /// Outside a unit and on the pinned binding `checkpoint()` returns at once.
 #[test]
 fn checkpoint_outside_a_serial_unit_returns_at_once() {
