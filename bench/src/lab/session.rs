@@ -704,15 +704,18 @@ fn host_spawned(host: &dyn CycleHost) -> u64 {
     host.threads_spawned()
 }
 
-/// Cores the lower bound divides a cycle's CPU by: the serial binding runs
-/// every unit on one thread (1 core); the pinned binding's seats may use
+/// Cores the plan-based lower bound divides a cycle's CPU by: the serial
+/// binding runs every unit on its cycle threads (one core each, capped by
+/// the CPUs present; 1 on a 2-core host); the pinned binding's seats may use
 /// every core of the quota (⌊Q⌋, at least 1), capped by the CPUs present; a
 /// baseline gets the effective CPUs (quota and affinity). Each is a true
 /// bound, so makespan over it is ≥ 1.
 fn cores_granted(plan: Option<&Plan>, quota: f64, detected: &QuotaReport) -> f64 {
     let cpus = detected.affinity_cpus as f64;
     match plan {
-        Some(p) if p.binding == Binding::Serial => 1.0,
+        Some(p) if p.binding == Binding::Serial => {
+            f64::from(p.seat_layout().cycle_threads.max(1)).min(cpus)
+        }
         Some(p) => p.quota_cpus.floor().max(1.0).min(cpus),
         None => quota.min(cpus).max(1.0),
     }
