@@ -10,8 +10,12 @@ use crate::lab::Lateness;
 use crate::report::model::RunReport;
 use crate::report::ReportError;
 
-/// The groups along the x axis: (label, which figure, which statistic).
-const GROUPS: [(&str, bool, fn(&Lateness) -> f64); 8] = [
+/// One group along the x axis: its label, whether it reads the probe (else
+/// the reserve load), and the statistic it shows.
+type Group = (&'static str, bool, fn(&Lateness) -> f64);
+
+/// The groups along the x axis.
+const GROUPS: [Group; 8] = [
     ("probe p50", true, |l| l.p50),
     ("probe p99", true, |l| l.p99),
     ("probe p99.9", true, |l| l.p999),
