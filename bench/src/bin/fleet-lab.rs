@@ -180,3 +180,23 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_long_version_names_the_allocator_built_in() {
+        let cmd = Cli::command();
+        cmd.clone().debug_assert();
+        let version = cmd.render_long_version();
+        let want = if cfg!(feature = "mimalloc") {
+            "(allocator: mimalloc)"
+        } else {
+            "(allocator: system)"
+        };
+        assert!(version.contains(want), "{version}");
+        assert!(version.contains(env!("CARGO_PKG_VERSION")), "{version}");
+    }
+}
