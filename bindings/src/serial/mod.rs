@@ -13,7 +13,7 @@
 //! seats of the plan's layout are logical here: the pump still counts them
 //! (walk admission, the sim slot cap), and the layout deals them over the
 //! cycle threads round-robin ([`fleet::plan::SeatLayout::cycle_thread_of`]).
-//! A long CPU unit yields its thread at every [`crate::checkpoint`] past a
+//! A long CPU unit yields its thread at every [`crate::checkpoint()`] past a
 //! slice.
 
 use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
