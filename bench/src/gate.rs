@@ -221,7 +221,9 @@ mod tests {
             assert!(p.parity && p.threads_created_per_cycle_max == 0.0, "{name}");
         }
         let c = b.compare.as_ref().expect("a [compare] table");
-        assert!(c.threads_created_per_cycle_max == 0.0 && c.peak_runnable_over_floor_quota_max <= 1);
+        assert!(
+            c.threads_created_per_cycle_max == 0.0 && c.peak_runnable_over_floor_quota_max <= 1
+        );
         assert!(c.rate == "live" || c.rate == "stress", "{}", c.rate);
         assert!(b
             .profile("C", &path)
