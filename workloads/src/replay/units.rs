@@ -4,7 +4,10 @@
 //! Every body is a future so both bindings can run it: the pinned binding
 //! blocks its seat on it, the serial binding interleaves it with the host's
 //! other granted units at its await points (a walk yields at each sim join).
-//! CPU is spent by [`crate::cpu::burn_cpu_us`] on real arithmetic; I/O waits
+//! CPU is spent on real arithmetic by [`crate::cpu::burn_cpu_us_async`]
+//! (which yields at the fleet's checkpoint every slice on a serial cycle
+//! thread, and never elsewhere; the baselines' blocking resolve and sims
+//! use [`crate::cpu::burn_cpu_us`]); I/O waits
 //! are on the shared simulated I/O timer ([`crate::simio`]), the same for
 //! every contender. Outcomes come only from the corpus (`DESIGN.md` §5).
 //!
@@ -72,13 +75,7 @@ fn record_seat(span: &tracing::Span) {
 /// spends the cycle's resolve CPU. Returns the states the cycle solves on.
 /// Runs inside a `resolve` span (cycle, swaps, seat).
 pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolSet> {
-    let span = tracing::debug_span!(
-        "resolve",
-        cycle = case.index,
-        swaps = case.swaps.len(),
-        seat = Empty
-    );
-    record_seat(&span);
+    let span = resolve_span(case);
     let _entered = span.enter();
     let mut next = prev.clone();
     next.apply(&case.swaps);
@@ -88,10 +85,40 @@ pub fn resolve_step(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolS
     Arc::new(next)
 }
 
+/// The `resolve` span of a cycle, its seat recorded on the calling thread.
+fn resolve_span(case: &CycleCase) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "resolve",
+        cycle = case.index,
+        swaps = case.swaps.len(),
+        seat = Empty
+    );
+    record_seat(&span);
+    span
+}
+
+/// [`resolve_step`] for a unit body: the burn awaits the fleet's
+/// checkpoint ([`crate::cpu::burn_cpu_us_async`]), so on a serial cycle
+/// thread a unit granted meanwhile starts within a slice.
+pub async fn resolve_step_async(prev: &PoolSet, case: &CycleCase, scale: Scale) -> Arc<PoolSet> {
+    let span = resolve_span(case);
+    async move {
+        let mut next = prev.clone();
+        next.apply(&case.swaps);
+        if let Some(path) = case.paths.first() {
+            crate::cpu::burn_cpu_us_async(scale.us(case.resolve_cpu_us as u64), &next, &path.hops)
+                .await;
+        }
+        Arc::new(next)
+    }
+    .instrument(span)
+    .await
+}
+
 /// The resolve as a fleet Resolve unit; its value is the new `Arc<PoolSet>`.
 pub fn resolve_body(prev: Arc<PoolSet>, case: Arc<CycleCase>, scale: Scale) -> UnitBody {
     Box::new(move |_ctx: SeatCtx| {
-        async move { Box::new(resolve_step(&prev, &case, scale)) as UnitValue }.boxed()
+        async move { Box::new(resolve_step_async(&prev, &case, scale).await) as UnitValue }.boxed()
     })
 }
 
@@ -115,7 +142,7 @@ fn sim_span(sim: &SimCase, path: &PathCase) -> tracing::Span {
 pub async fn simulate(sim: SimCase, pools: Arc<PoolSet>, path: PathCase, scale: Scale) -> bool {
     let span = sim_span(&sim, &path);
     async move {
-        crate::cpu::burn_cpu_us(scale.us(sim.cpu_us as u64), &pools, &path.hops);
+        crate::cpu::burn_cpu_us_async(scale.us(sim.cpu_us as u64), &pools, &path.hops).await;
         let wait = scale.us(sim.io_us as u64);
         if wait > 0 {
             crate::simio::wait(Duration::from_micros(wait)).await;
@@ -221,11 +248,12 @@ async fn walk_paths(
     let mut pending: Option<Pending> = None;
     for &pi in &case.bins[bin] {
         let path = &case.paths[pi as usize];
-        crate::cpu::burn_cpu_us(
+        crate::cpu::burn_cpu_us_async(
             shared.scale.us(path.walk_cpu_us as u64),
             &shared.pools,
             &path.hops,
-        );
+        )
+        .await;
         let solved = crate::solve::solve_path(&shared.pools, path, shared.threshold);
         if let Some(p) = pending.take() {
             finish(p, &mut witness, &mut sims).await;
@@ -290,7 +318,7 @@ pub fn walk_body(shared: Arc<CycleShared>, bin: usize, witness: BinWitness) -> U
 pub fn background_body(cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> UnitBody {
     Box::new(move |_ctx: SeatCtx| {
         async move {
-            crate::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
+            crate::cpu::burn_cpu_us_async(cpu_us, &pools, &probe.hops).await;
             Box::new(()) as UnitValue
         }
         .boxed()
