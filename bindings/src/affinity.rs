@@ -164,7 +164,12 @@ pub enum PinReason {
     Disabled,
     /// `Auto`, and the mask is a strict subset of the host: the cpuset is ours.
     RestrictedMask,
-    /// `Auto`, unrestricted mask, and the quota covers every host CPU.
+    /// `Auto`, unrestricted mask, and the quota covers every host CPU: not
+    /// pinned. An unrestricted mask says nothing about who else runs on
+    /// the host, and a pinned thread cannot move off a CPU another process
+    /// keeps busy (measured: a serial cycle thread pinned to CPU 0 beside
+    /// another process's thread on CPU 0 fell 30× behind; unpinned, the
+    /// kernel moved it). Decision 0004.
     WholeHost,
     /// `Auto`, unrestricted mask, quota below the host's CPU count.
     QuotaBelowHost,
@@ -202,7 +207,7 @@ pub fn decide(
         PinCores::Auto if quota_cpus < host_cpus as f64 => {
             PinDecision::NoPin(PinReason::QuotaBelowHost)
         }
-        PinCores::Auto => PinDecision::Pin(PinReason::WholeHost),
+        PinCores::Auto => PinDecision::NoPin(PinReason::WholeHost),
     }
 }
 
@@ -283,8 +288,8 @@ mod tests {
             (PinCores::Auto, &cpuset, 1.5, Pin(RestrictedMask)),
             (PinCores::Auto, &unrestricted, 2.0, NoPin(QuotaBelowHost)),
             (PinCores::Auto, &unrestricted, 7.5, NoPin(QuotaBelowHost)),
-            (PinCores::Auto, &unrestricted, 8.0, Pin(WholeHost)),
-            (PinCores::Auto, &unrestricted, 16.0, Pin(WholeHost)),
+            (PinCores::Auto, &unrestricted, 8.0, NoPin(WholeHost)),
+            (PinCores::Auto, &unrestricted, 16.0, NoPin(WholeHost)),
         ];
         for (pin, mask, quota, want) in rows {
             assert_eq!(

@@ -414,5 +414,11 @@ fn forced_pinned_on_a_small_host_marks_every_census_row() {
     let plan = Plan::resolve(2.0, Profile::Pinned, &NONE).unwrap();
     assert!(plan.oversubscribed);
     assert!(plan.census_projection().iter().all(|r| r.oversubscribed));
-    assert_eq!(plan.seat_layout().walk_admission, 2);
+    // Oversubscribed: every bin is admitted (2 walks at a time idled the
+    // cores while the admitted walks waited on their sims).
+    assert_eq!(plan.seat_layout().walk_admission, 6);
+    // Within budget the solver share bounds the walks.
+    let fits = Plan::resolve(8.0, Profile::Pinned, &NONE).unwrap();
+    assert!(!fits.oversubscribed);
+    assert_eq!(fits.seat_layout().walk_admission, fits.budget.solver_cpus);
 }

@@ -132,8 +132,16 @@ impl Plan {
                 },
             })
             .collect();
+        // Walks hold their admission while they wait on their sims (a walk
+        // spends a fraction of its span computing). Within budget the pinned
+        // binding admits as many walks as the solver share has cores; an
+        // oversubscribed plan (a forced pinned profile on a small host) has
+        // already left the budget's bound, and admitting only S walks there
+        // idles the cores while the admitted walks wait on I/O (cycles then
+        // queue behind the walk slots): it admits every bin, and the kernel
+        // shares the CPUs among the walks that are computing.
         let walk_admission = match (self.binding, b.shape) {
-            (Binding::Pinned, BudgetShape::Pinned) => b.solver_cpus,
+            (Binding::Pinned, BudgetShape::Pinned) if !self.oversubscribed => b.solver_cpus,
             _ => b.solver_pins,
         };
         SeatLayout {
