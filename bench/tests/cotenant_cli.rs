@@ -93,9 +93,14 @@ fn the_arrival_rate_sets_the_interval_and_the_report_says_it() {
     assert_eq!(starts, [0.0, 35.0, 70.0, 105.0]);
     let explicit = run_report(dir.path(), "explicit", &["--interval-ms", "200"]);
     assert_eq!(explicit["arrival_interval_ms"], 2.0);
-    for bad in [["--rate", "fast"], ["--interval-ms", "0"]] {
+    for (bad, says) in [
+        (["--rate", "fast"], "live"),
+        (["--interval-ms", "0"], "--interval-ms 0 is invalid"),
+        (["--interval-ms", "99999999999"], "one day"),
+    ] {
         let o = lab(&["run", bad[0], bad[1]], dir.path());
         assert!(!o.status.success(), "{bad:?}");
+        assert!(text(&o).contains(says), "{bad:?}: {}", text(&o));
     }
 }
 
@@ -215,7 +220,7 @@ fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
 }
 
 #[test]
-fn the_comparison_gate_refuses_a_run_at_other_conditions_than_its_limits() {
+fn the_comparison_gate_refuses_a_run_at_other_conditions_than_its_limits_before_running() {
     let dir = tempfile::tempdir().unwrap();
     let budgets = loose_budgets(dir.path());
     let o = compare(
@@ -226,7 +231,14 @@ fn the_comparison_gate_refuses_a_run_at_other_conditions_than_its_limits() {
     );
     assert!(!o.status.success());
     let t = text(&o);
-    assert!(t.contains("FAIL conditions"), "{t}");
+    // Refused before any run: nothing is written.
+    assert!(
+        t.contains("cannot be judged") && t.contains("rate live") && t.contains("--fleet-only"),
+        "{t}"
+    );
+    assert!(!dir.path().join("live").exists());
+    let o = compare(dir.path(), "off", &budgets, &["--cotenant", "off"]);
+    assert!(text(&o).contains("--cotenant off"), "{}", text(&o));
     // A budgets file without [compare] is refused before anything runs.
     let bare = dir.path().join("bare.toml");
     std::fs::write(&bare, "[profile]\n").unwrap();

@@ -216,6 +216,21 @@ pub fn parse_window_ms(s: &str) -> Result<u64, BoundError> {
     Ok(n)
 }
 
+/// An arrival interval in milliseconds (`--interval-ms`): at least 1, at
+/// most [`MAX_WINDOW_MS`] (a day).
+pub fn parse_interval_ms(s: &str) -> Result<u64, BoundError> {
+    let n = count("--interval-ms", s, "at least 1 ms between cycles")?;
+    if n > MAX_WINDOW_MS {
+        return Err(BoundError::TooLarge {
+            flag: "--interval-ms",
+            text: s.trim().to_string(),
+            max: MAX_WINDOW_MS.to_string(),
+            unit: "ms (one day)",
+        });
+    }
+    Ok(n)
+}
+
 /// The most seats a sim slot cap or intake floor may name in a config.
 pub const MAX_SEATS: u32 = 65_536;
 

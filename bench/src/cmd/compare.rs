@@ -76,8 +76,66 @@ pub fn run(args: CompareArgs) -> Result<()> {
         }
         false => None,
     };
+    let rate = match args.replay.interval_ms {
+        Some(ms) => format!("interval {ms} ms"),
+        None => args.replay.rate().as_str().to_string(),
+    };
+    if let Some(b) = &budget {
+        // What the gate would refuse after the runs is refused before them.
+        let mut wrong = Vec::new();
+        if (args.replay.scale - b.scale).abs() > 1e-9 {
+            wrong.push(format!(
+                "--scale {} (limits measured at {})",
+                args.replay.scale, b.scale
+            ));
+        }
+        if rate != b.rate {
+            wrong.push(format!("rate {rate} (limits measured at {})", b.rate));
+        }
+        if args.replay.cycles != Some(b.cycles) {
+            wrong.push(format!(
+                "--cycles {} (limits measured over {})",
+                args.replay
+                    .cycles
+                    .map_or("all".to_string(), |c| c.to_string()),
+                b.cycles
+            ));
+        }
+        if args.replay.cotenant == crate::lab::CoTenantMode::Off {
+            wrong.push("--cotenant off (the gate judges the co-tenant probe)".to_string());
+        }
+        if args.fleet_only {
+            wrong.push("--fleet-only (the gate compares with the baselines)".to_string());
+        }
+        if !wrong.is_empty() {
+            anyhow::bail!(
+                "--gate: this run cannot be judged against {}'s [compare] limits: {}",
+                args.budgets.display(),
+                wrong.join("; ")
+            );
+        }
+    }
     crate::report::check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
+    let interval_ms = args
+        .replay
+        .interval_us()
+        .unwrap_or(corpus.header.cycle_interval_us) as f64
+        * args.replay.scale
+        / 1e3;
+    println!(
+        "compare: scale {}, {} cycles, rate {rate} (a cycle every {interval_ms:.0} ms), co-tenant {}{}",
+        args.replay.scale,
+        args.replay
+            .cycles
+            .map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len())),
+        args.replay.cotenant.as_str(),
+        if args.replay.contend > 0 {
+            format!(", {} busy threads in a separate process", args.replay.contend)
+        } else {
+            String::new()
+        }
+    );
     let mut runs = Vec::new();
     let mut sims = Vec::new();
     for contender in contenders(args.fleet_only) {
@@ -100,10 +158,6 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
     println!("report: {}", args.out.join("report.html").display());
     if let Some(b) = &budget {
-        let rate = match args.replay.interval_ms {
-            Some(ms) => format!("interval {ms} ms"),
-            None => args.replay.rate().as_str().to_string(),
-        };
         let breaches =
             crate::compare_gate::check_compare(&compare.runs, b, args.replay.scale, &rate);
         if !breaches.is_empty() {

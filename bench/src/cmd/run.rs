@@ -59,7 +59,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "live|stress", value_parser = parse_rate)]
     pub rate: Option<ArrivalRate>,
     /// Time between cycle arrivals at scale 1, ms (overrides --rate).
-    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_window_ms)]
+    #[arg(long, value_name = "MS", allow_hyphen_values = true, value_parser = bounds::parse_interval_ms)]
     pub interval_ms: Option<u64>,
     /// The host's own work beside the contender: on (a 1 ms wake-up probe
     /// and a CPU burst at each cycle start), probe (the probe only) or off.
@@ -67,7 +67,7 @@ pub struct ReplayArgs {
     pub cotenant: lab::CoTenantMode,
     /// Keep N threads busy in a separate process while each run lasts (a
     /// noisy neighbour on the host; 0 for none, at most 256).
-    #[arg(long, value_name = "N", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=lab::contend::MAX_CONTEND_THREADS as i64))]
+    #[arg(long, value_name = "THREADS", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=lab::contend::MAX_CONTEND_THREADS as i64))]
     pub contend: u32,
     /// Show no progress bar.
     #[arg(long)]

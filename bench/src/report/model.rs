@@ -172,7 +172,8 @@ pub struct CoTenantInfo {
     pub mode: crate::lab::CoTenantMode,
     /// The probe's period, µs.
     pub probe_period_us: u64,
-    /// Probe ticks skipped because a wake came more than a period late.
+    /// Probe ticks a wake more than a period late stood for; each is in
+    /// `cotenant_lateness_us` with the lateness it would have had.
     pub probe_missed_ticks: u64,
     /// CPU of one reserve burst, µs (0 without the reserve load).
     pub reserve_burst_us: u64,

@@ -43,7 +43,7 @@ fn ratio(v: f64) -> String {
 }
 
 /// The compare table's columns, in order.
-pub const COLUMNS: [Column; 18] = [
+pub const COLUMNS: [Column; 19] = [
     Column {
         header: "run",
         meaning: "the run's label",
@@ -81,20 +81,20 @@ pub const COLUMNS: [Column; 18] = [
         cell: |r| ms(r.makespan_ms.max),
     },
     Column {
-        header: "/lb p99",
-        meaning: "99th percentile of makespan over the cycle's lower bound on the cores the process may use: max(critical path, total CPU / those cores), the same bound for every contender (1 is the best possible)",
+        header: "/proc lb p99",
+        meaning: "99th percentile of makespan over the cycle's process lower bound: max(critical path, total CPU / the cores the process may use), the same bound for every contender (1 is the best possible; report key makespan_over_process_bound)",
         text: false,
         cell: |r| ratio(r.makespan_over_process_bound.p99),
     },
     Column {
-        header: "/plan p99",
-        meaning: "99th percentile of makespan over the plan-based lower bound (total CPU over the cores the fleet's plan grants the cycle: 1 for the serial binding; the CI profiles gate this one)",
+        header: "/plan lb p99",
+        meaning: "99th percentile of makespan over the cycle's plan lower bound: max(critical path, total CPU / the cores the plan grants the cycle's units: the serial binding's cycle threads, ⌊Q⌋ for pinned, the effective CPUs for a baseline); the CI profiles gate this one (report key makespan_over_lower_bound)",
         text: false,
         cell: |r| ratio(r.makespan_over_lower_bound.p99),
     },
     Column {
         header: "co p99 us",
-        meaning: "the host's own 1 ms probe (in the same process): 99th percentile of its wake-up lateness, µs (- with --cotenant off)",
+        meaning: "the host's own 1 ms probe (in the same process): 99th percentile of its wake-up lateness, µs, the ticks a late wake missed included (- with --cotenant off)",
         text: false,
         cell: |r| {
             r.cotenant_lateness_us
@@ -112,7 +112,7 @@ pub const COLUMNS: [Column; 18] = [
     },
     Column {
         header: "rsv p99 us",
-        meaning: "the host's reserve load (a CPU burst at each cycle start): 99th percentile of its completion lateness, µs (- unless --cotenant on)",
+        meaning: "the host's reserve load (a CPU burst of 20 ms × scale at each cycle start): 99th percentile of its completion lateness beyond the burst's own duration, µs (- unless --cotenant on)",
         text: false,
         cell: |r| {
             r.reserve_task_lateness_us
@@ -126,8 +126,14 @@ pub const COLUMNS: [Column; 18] = [
         cell: |r| r.threads.created_during_run.to_string(),
     },
     Column {
+        header: "peak thr",
+        meaning: "most threads alive at once (the lab's own co-tenant, sampler and timer threads included)",
+        text: false,
+        cell: |r| r.threads.peak.to_string(),
+    },
+    Column {
         header: "peak run",
-        meaning: "most threads runnable at once",
+        meaning: "most threads runnable at once (the lab's own threads not counted)",
         text: false,
         cell: |r| r.threads.peak_runnable.to_string(),
     },
@@ -285,8 +291,8 @@ pub fn render_run_summary(r: &RunReport) -> String {
     }
     for (name, p, unit) in [
         ("makespan", &r.makespan_ms, " ms"),
-        ("/lower bd", &r.makespan_over_process_bound, ""),
-        ("/plan bd", &r.makespan_over_lower_bound, ""),
+        ("/proc lb", &r.makespan_over_process_bound, ""),
+        ("/plan lb", &r.makespan_over_lower_bound, ""),
         ("bin walk", &r.bin_walk_ms, " ms"),
         ("sim", &r.sim_latency_ms, " ms"),
     ] {
@@ -302,20 +308,49 @@ pub fn render_run_summary(r: &RunReport) -> String {
             p.count
         );
     }
-    for (name, l) in [
-        ("co-tenant", r.cotenant_lateness_us),
-        ("reserve", r.reserve_task_lateness_us),
+    let info = r.cotenant.as_ref();
+    for (name, l, what) in [
+        (
+            "co-tenant",
+            r.cotenant_lateness_us,
+            info.map(|c| {
+                format!(
+                    "a probe waking every {} µs; {} ticks stood for by late wakes",
+                    c.probe_period_us, c.probe_missed_ticks
+                )
+            }),
+        ),
+        (
+            "reserve",
+            r.reserve_task_lateness_us,
+            info.map(|c| {
+                format!(
+                    "a {} µs CPU burst at each cycle start, late beyond its own duration",
+                    c.reserve_burst_us
+                )
+            }),
+        ),
     ] {
         if let Some(l) = l {
             let _ = writeln!(
                 s,
-                "{:<11} late p50 {:.0} µs  p99 {:.0} µs  p99.9 {:.0} µs  max {:.0} µs  (n = {})",
+                "{:<11} late p50 {:.0} µs  p99 {:.0} µs  p99.9 {:.0} µs  max {:.0} µs  (n = {}; {})",
                 format!("{name}:"),
                 l.p50,
                 l.p99,
                 l.p999,
                 l.max,
-                l.count
+                l.count,
+                what.unwrap_or_default()
+            );
+        }
+    }
+    if let Some(c) = info {
+        if c.mode != crate::lab::CoTenantMode::Off {
+            let _ = writeln!(
+                s,
+                "            (the co-tenant's {:.2} CPU s are not in the run's CPU below)",
+                c.cpu_seconds
             );
         }
     }

@@ -20,6 +20,9 @@ pub struct Figures {
     /// The co-tenant probe's wake-up lateness p99 while the run lasted, µs
     /// (`None`: not measured).
     pub cotenant_p99_us: Option<f64>,
+    /// The co-tenant reserve burst's completion lateness p99, µs (`None`:
+    /// no reserve load ran).
+    pub reserve_p99_us: Option<f64>,
     /// How late the last cycle started when the run ended saturated, ms
     /// (`None`: it kept up).
     pub saturated_late_ms: Option<f64>,
@@ -41,6 +44,7 @@ impl Figures {
             fleet: r.profile != "baseline",
             cycle_p99_ms: (r.makespan_ms.count > 0).then_some(r.makespan_ms.p99),
             cotenant_p99_us: r.cotenant_lateness_us.map(|l| l.p99),
+            reserve_p99_us: r.reserve_task_lateness_us.map(|l| l.p99),
             saturated_late_ms: r.saturation.map(|s| s.last_late_ms),
             peak_threads: (r.threads.peak > 0).then_some(r.threads.peak),
             cpu_seconds: (r.cpu_seconds > 0.0).then_some(r.cpu_seconds),
@@ -141,6 +145,17 @@ fn against(fleet: &Figures, other: &Figures) -> String {
             parts.push(format!("CPU {r}"));
         }
     }
+    let saturated: Vec<&str> = [fleet, other]
+        .iter()
+        .filter(|f| f.saturated_late_ms.is_some())
+        .map(|f| f.label.as_str())
+        .collect();
+    if !saturated.is_empty() {
+        parts.push(format!(
+            "but {} saturated, so its tail measures its backlog",
+            names(&saturated)
+        ));
+    }
     format!(
         "{} against {}: {}.",
         fleet.label,
@@ -150,8 +165,10 @@ fn against(fleet: &Figures, other: &Figures) -> String {
 }
 
 /// The verdict on several runs, as plain sentences in a fixed order: runs
-/// left out for failing parity; saturated runs; the best cycle tail (lowest makespan p99);
-/// the best co-tenant latency, or that it was not measured; the fewest
+/// left out for failing parity; saturated runs (which then win nothing:
+/// their figures measure their backlog); the best cycle tail (lowest
+/// makespan p99); the best co-tenant probe latency, or that it was not
+/// measured; the best reserve-load latency where one ran; the fewest
 /// threads (lowest peak alive); then the first fleet run against each
 /// design it replaces, as ratios (below 1 favours the fleet). Values the
 /// table shows as equal are ties. Empty for no runs.
@@ -190,23 +207,44 @@ pub fn verdict(runs: &[Figures]) -> Vec<String> {
         out.push("No run kept parity: there is no winner.".to_string());
         return out;
     }
+    // A saturated run wins nothing: its figures measure its backlog.
+    let contenders: Vec<&Figures> = eligible
+        .iter()
+        .copied()
+        .filter(|f| f.saturated_late_ms.is_none())
+        .collect();
+    let contenders = if contenders.is_empty() {
+        out.push("Every run saturated: there is no winner.".to_string());
+        return out;
+    } else {
+        contenders
+    };
     out.push(best_sentence(
         "Best cycle tail (lowest makespan p99)",
-        &eligible,
+        &contenders,
         |f| f.cycle_p99_ms,
         |v| format!("{} ms", fmt_ms(v)),
         "Best cycle tail: no run measured a cycle.",
     ));
     out.push(best_sentence(
-        "Best co-tenant latency (lowest p99)",
-        &eligible,
+        "Best co-tenant probe latency (lowest wake-up p99)",
+        &contenders,
         |f| f.cotenant_p99_us,
         |v| format!("{v:.0} µs"),
         "Co-tenant latency was not measured in these runs.",
     ));
+    if contenders.iter().any(|f| f.reserve_p99_us.is_some()) {
+        out.push(best_sentence(
+            "Best reserve-load latency (lowest completion p99)",
+            &contenders,
+            |f| f.reserve_p99_us,
+            |v| format!("{v:.0} µs"),
+            "",
+        ));
+    }
     out.push(best_sentence(
         "Fewest threads (lowest peak alive)",
-        &eligible,
+        &contenders,
         |f| f.peak_threads.map(|t| t as f64),
         |v| format!("{v:.0} threads"),
         "Fewest threads: no run sampled its threads.",
@@ -266,6 +304,7 @@ mod tests {
             fleet,
             cycle_p99_ms: p99,
             cotenant_p99_us: None,
+            reserve_p99_us: None,
             saturated_late_ms: None,
             peak_threads: threads,
             cpu_seconds: Some(10.0),
@@ -325,7 +364,7 @@ mod tests {
         );
         assert_eq!(
             v[1],
-            "Best co-tenant latency (lowest p99): fleet auto (100 µs); not measured for plain tokio."
+            "Best co-tenant probe latency (lowest wake-up p99): fleet auto (100 µs); not measured for plain tokio."
         );
         assert_eq!(v[2], "Fewest threads: no run sampled its threads.");
         assert_eq!(
@@ -346,8 +385,44 @@ mod tests {
             v[0],
             "Saturated (the late-cycle backlog kept growing to the end; its tail measures the backlog): fleet auto (last cycle 1234 ms late)."
         );
+        // It wins nothing, and its ratios say why they are what they are.
+        assert_eq!(
+            v[1],
+            "Best cycle tail (lowest makespan p99): plain tokio (60.0 ms)."
+        );
+        assert_eq!(
+            v[3],
+            "Fewest threads (lowest peak alive): plain tokio (12 threads)."
+        );
+        assert!(
+            v[4].ends_with("but fleet auto saturated, so its tail measures its backlog."),
+            "{}",
+            v[4]
+        );
         runs[0].saturated_late_ms = None;
         assert!(!verdict(&runs).iter().any(|l| l.starts_with("Saturated")));
+        runs[1].saturated_late_ms = Some(10.0);
+        runs[0].saturated_late_ms = Some(10.0);
+        assert_eq!(
+            verdict(&runs)[1],
+            "Every run saturated: there is no winner."
+        );
+    }
+
+    #[test]
+    fn the_reserve_load_has_its_own_sentence_when_it_ran() {
+        let mut runs = vec![
+            fig("fleet auto", true, Some(70.0), Some(10)),
+            fig("pile of pools", false, Some(60.0), Some(12)),
+        ];
+        assert!(!verdict(&runs).iter().any(|l| l.contains("reserve")));
+        runs[0].reserve_p99_us = Some(900.0);
+        runs[1].reserve_p99_us = Some(400.0);
+        let v = verdict(&runs);
+        assert_eq!(
+            v[2],
+            "Best reserve-load latency (lowest completion p99): pile of pools (400 µs)."
+        );
     }
 
     #[test]
@@ -394,7 +469,8 @@ mod tests {
         assert!(l
             .iter()
             .all(|line| line.len() > line.find(':').unwrap() + 5));
-        assert!(l.iter().any(|line| line.starts_with("/lb p99: ")));
+        assert!(l.iter().any(|line| line.starts_with("/proc lb p99: ")));
+        assert!(l.iter().any(|line| line.starts_with("/plan lb p99: ")));
         assert!(l.iter().any(|line| line.starts_with("oor: ")));
     }
 }
