@@ -7,4 +7,5 @@ pub mod lab;
 pub mod ops;
 pub mod probe;
 pub mod report;
+#[cfg(feature = "routing-lab")]
 pub mod route;

@@ -53,6 +53,7 @@ enum Command {
     /// Read or retune the posture policy of a live run (its operator channel).
     Posture(cmd::posture::PostureArgs),
     /// The routing lab: simulate the crawling fleet, compare the router with its baselines, load routerd.
+    #[cfg(feature = "routing-lab")]
     Route(cmd::route::RouteArgs),
     /// Keep N threads busy until stdin closes (the contention process of --contend).
     Spin(cmd::spin::SpinArgs),
@@ -169,6 +170,7 @@ fn main() -> ExitCode {
         Command::Corpus(args) => cmd::corpus::run(args),
         Command::Report(args) => cmd::report::run(args),
         Command::Posture(args) => cmd::posture::run(args),
+        #[cfg(feature = "routing-lab")]
         Command::Route(args) => cmd::route::run(args),
         Command::Spin(args) => cmd::spin::run(args),
     };

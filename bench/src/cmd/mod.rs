@@ -10,6 +10,7 @@ pub mod parity;
 pub mod plan;
 pub mod posture;
 pub mod report;
+#[cfg(feature = "routing-lab")]
 pub mod route;
 pub mod run;
 pub mod spin;
