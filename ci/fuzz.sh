@@ -76,17 +76,38 @@ if ! "${fuzz[@]}" build "${opts[@]}"; then
   exit 2
 fi
 
+# The targets run side by side, as many at once as the host has CPUs (each
+# gets a whole CPU for its SECONDS); each one's output goes to
+# fuzz/logs/TARGET.log and is printed when it ends.
+jobs=$(nproc 2>/dev/null || echo 1)
+mkdir -p fuzz/logs
+run_one() { # TARGET
+  "${fuzz[@]}" run "${opts[@]}" "$1" -- \
+    -max_total_time="$secs" -max_len=8192 -rss_limit_mb=1024 -malloc_limit_mb=512 \
+    -print_final_stats=1 >"fuzz/logs/$1.log" 2>&1
+}
 failed=()
-for t in "${targets[@]}"; do
-  printf '\n== fuzz %s for %s s (%s)\n' "$t" "$secs" "$(date -u +%H:%M:%S)"
-  if ! "${fuzz[@]}" run "${opts[@]}" "$t" -- \
-      -max_total_time="$secs" -max_len=8192 -rss_limit_mb=1024 -malloc_limit_mb=512 \
-      -print_final_stats=1; then
-    failed+=("$t")
-  fi
+pending=("${targets[@]}")
+while [ ${#pending[@]} -gt 0 ]; do
+  batch=("${pending[@]:0:$jobs}")
+  pending=("${pending[@]:$jobs}")
+  pids=()
+  for t in "${batch[@]}"; do
+    printf '\n== fuzz %s for %s s (%s)\n' "$t" "$secs" "$(date -u +%H:%M:%S)"
+    run_one "$t" &
+    pids+=($!)
+  done
+  for i in "${!batch[@]}"; do
+    t=${batch[$i]}
+    if ! wait "${pids[$i]}"; then
+      failed+=("$t")
+    fi
+    printf '\n-- %s --\n' "$t"
+    tail -n 25 "fuzz/logs/$t.log"
+  done
 done
 if [ ${#failed[@]} -gt 0 ]; then
-  echo "fuzz: ${failed[*]} crashed; the inputs are under fuzz/artifacts/" >&2
+  echo "fuzz: ${failed[*]} crashed; the inputs are under fuzz/artifacts/, the logs in fuzz/logs/" >&2
   exit 1
 fi
 echo "fuzz: ${targets[*]}: no crash in ${secs} s each"
