@@ -4,29 +4,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn lab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("fleet-lab runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn corpus() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../corpus/golden-v1.txt")
-        .display()
-        .to_string()
-}
+mod common;
+use common::{corpus, lab, text};
 
 /// Runs `fleet-lab run` with `extra` over 4 cycles at scale 0.01 and
 /// returns its report.

@@ -177,7 +177,8 @@ fn report_verb_renders_earlier_runs_side_by_side() {
         serde_json::from_slice(&fs::read(out.join("compare.json")).unwrap()).unwrap();
     assert_eq!(compare, loaded);
     let page = fs::read_to_string(out.join("report.html")).unwrap();
-    assert_eq!(page.matches("<svg").count(), 5);
+    // makespan, bin walk, sim latency, co-tenant, one timeline per run.
+    assert_eq!(page.matches("<svg").count(), 6);
     assert!(page.contains("fleet auto [auto]") && page.contains("fleet auto [pinned]"));
     // The first run had its sim log beside it, the second did not.
     assert_eq!(page.matches("(percentiles only)").count(), 1);

@@ -5,29 +5,8 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-fn lab(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
-        .args(args)
-        .current_dir(cwd)
-        .env("RUST_LOG", "error")
-        .output()
-        .expect("fleet-lab runs")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-fn corpus() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../corpus/golden-v1.txt")
-        .display()
-        .to_string()
-}
+mod common;
+use common::{corpus, lab, text};
 
 #[test]
 fn outcomes_are_identical_at_two_scales_and_equal_the_golden_ones() {
@@ -625,7 +604,7 @@ fn compare_ends_with_the_verdict_and_a_legend_of_its_columns() {
         "{out}"
     );
     assert!(
-        out.contains("  /lb p99: 99th percentile of makespan over"),
+        out.contains("  /proc lb p99: 99th percentile of makespan over"),
         "{out}"
     );
     let page = std::fs::read_to_string(dir.path().join("cmp/report.html")).unwrap();
