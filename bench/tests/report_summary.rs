@@ -90,3 +90,27 @@ fn run_summary_names_every_part() {
     }
     assert!(s.contains("fleet auto"));
 }
+
+#[test]
+fn counters_skipped_for_one_reason_are_named_together_once() {
+    use fleet_bench::report::CounterValue;
+    let mut r = runs().remove(0);
+    let mut c = std::collections::BTreeMap::new();
+    c.insert("context_switches".to_string(), CounterValue::Value(7));
+    for k in ["cycles", "instructions"] {
+        c.insert(
+            k.to_string(),
+            CounterValue::Skipped {
+                skipped: format!("not supported: this host exposes no {k} counter; errno 2"),
+            },
+        );
+    }
+    r.perf_counters = Some(c);
+    r.throttle = None;
+    let s = render_run_summary(&r);
+    assert!(
+        s.contains("perf:       context_switches 7, cycles and instructions skipped (not supported: this host exposes no such counter; errno 2)"),
+        "{s}"
+    );
+    assert!(s.contains("throttle:   not measured: "), "{s}");
+}

@@ -16,7 +16,7 @@ use perf_event::{Builder, Counter};
 fn skip_reason(name: &str, e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::ENOENT) | Some(libc::EOPNOTSUPP) => {
-            format!("not supported: this host exposes no {name} counter ({e})")
+            format!("not supported: this host exposes no {name} counter; errno {e}")
         }
         Some(libc::EACCES) | Some(libc::EPERM) => {
             format!(

@@ -396,7 +396,16 @@ pub fn render_run_summary(r: &RunReport) -> String {
             );
         }
         None => {
-            let _ = writeln!(s, "throttle:   not measured");
+            let why = r.quota_detection.as_ref().map_or_else(
+                || "no cgroup cpu.stat was read".to_string(),
+                |q| {
+                    format!(
+                        "no cgroup cpu.stat was read (quota detection: {})",
+                        q.reason
+                    )
+                },
+            );
+            let _ = writeln!(s, "throttle:   not measured: {why}");
         }
     }
     let _ = writeln!(
@@ -412,13 +421,29 @@ pub fn render_run_summary(r: &RunReport) -> String {
         );
     }
     if let Some(counters) = &r.perf_counters {
-        let list: Vec<String> = counters
+        // Values first, then each distinct skip reason once with the
+        // counters it covers.
+        let mut list: Vec<String> = counters
             .iter()
-            .map(|(k, v)| match v {
-                CounterValue::Value(n) => format!("{k} {n}"),
-                CounterValue::Skipped { skipped } => format!("{k} skipped ({skipped})"),
+            .filter_map(|(k, v)| match v {
+                CounterValue::Value(n) => Some(format!("{k} {n}")),
+                CounterValue::Skipped { .. } => None,
             })
             .collect();
+        let mut skipped: Vec<(String, Vec<&str>)> = Vec::new();
+        for (k, v) in counters {
+            if let CounterValue::Skipped { skipped: why } = v {
+                // One reason per kind: the counter's own name is not part of it.
+                let why = why.replace(&format!(" {k} "), " such ");
+                match skipped.iter_mut().find(|(w, _)| *w == why) {
+                    Some((_, names)) => names.push(k),
+                    None => skipped.push((why, vec![k.as_str()])),
+                }
+            }
+        }
+        for (why, names) in skipped {
+            list.push(format!("{} skipped ({why})", names.join(" and ")));
+        }
         let _ = writeln!(s, "perf:       {}", list.join(", "));
     }
     s.push('\n');
