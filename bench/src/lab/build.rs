@@ -14,7 +14,8 @@ use fleet_workloads::Corpus;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::lab::feeder::FeederLog;
-use crate::lab::session::{profile_name, Contender, RunArtifacts};
+use crate::lab::session::RunArtifacts;
+use crate::lab::spec::{profile_name, Contender};
 use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{

@@ -12,7 +12,9 @@ pub mod feeder;
 pub mod inject;
 pub mod requota;
 mod session;
+mod spec;
 
 pub use cotenant::{CoTenantMode, Lateness};
 pub use inject::Injection;
-pub use session::{run, Contender, LabError, QuotaShrink, RunArtifacts, RunSpec};
+pub use session::{run, RunArtifacts};
+pub use spec::{Contender, LabError, QuotaShrink, RunSpec};
