@@ -160,21 +160,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if let Some(b) = &budget {
         let breaches =
             crate::compare_gate::check_compare(&compare.runs, b, args.replay.scale, &rate);
-        if !breaches.is_empty() {
-            for x in &breaches {
-                println!("compare gate: FAIL {x}");
-            }
-            anyhow::bail!(
-                "compare gate failed {} limit(s): {}",
-                breaches.len(),
-                breaches
-                    .iter()
-                    .map(|b| b.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-        }
-        println!("compare gate: PASS ({})", b.description);
+        crate::cmd::gate::judge("compare gate", &b.description, &breaches)?;
     }
     if compare.runs.iter().any(|r| !r.parity) {
         anyhow::bail!(

@@ -82,21 +82,31 @@ pub fn run(args: GateArgs) -> Result<()> {
     let artifacts = run_and_write(&spec, &corpus, &out)?;
     print!("{}", render_run_summary(&artifacts.report));
     let breaches = check(&artifacts.report, budget);
+    judge(
+        &format!("gate {}", args.profile),
+        &budget.description,
+        &breaches,
+    )
+}
+
+/// Prints `NAME: PASS (description)`, or one `NAME: FAIL budget: detail`
+/// line per breach and returns an error counting them (the lines say
+/// which; the error does not repeat them).
+pub(crate) fn judge(name: &str, description: &str, breaches: &[crate::gate::Breach]) -> Result<()> {
     if breaches.is_empty() {
-        println!("gate {}: PASS ({})", args.profile, budget.description);
+        println!("{name}: PASS ({description})");
         return Ok(());
     }
-    for b in &breaches {
-        println!("gate {}: FAIL {b}", args.profile);
+    for b in breaches {
+        println!("{name}: FAIL {b}");
     }
     bail!(
-        "gate {} failed {} budget(s): {}",
-        args.profile,
+        "{name} failed {} limit(s): {} (details above)",
         breaches.len(),
         breaches
             .iter()
-            .map(|b| b.to_string())
+            .map(|b| b.budget)
             .collect::<Vec<_>>()
-            .join("; ")
+            .join(", ")
     )
 }
