@@ -78,7 +78,75 @@ pub struct RouterConfig {
     /// last snapshot are folded again from the log at restart, so this bounds
     /// replay work, not durability).
     pub snapshot_period_s: f64,
+    /// The field's process variances for a new store (a reopened store
+    /// keeps the ones it was created with).
+    pub field_variances: FieldVariances,
 }
+
+/// The process variances of the router's field
+/// (`docs/decisions/0005-field-variance-units.md`). The root and layer
+/// variances are in reliability units (a probability², the scale of
+/// x = 1 − ok); the latency dimension's trees use them times
+/// `latency_scale` (ln seconds² per probability²); the operator-fact
+/// dimensions (`financial`, `budget:<pool>`) are known exactly
+/// ([`KNOWN_FACT_SCALE`]). Each value is finite and > 0.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FieldVariances {
+    /// The root's (the fleet-wide mean of an archetype), default 0.05.
+    pub root: f64,
+    /// `source`, `binding`, `task`, `environment`, default 0.02, 0.01, 0.002,
+    /// 0.002: a source's success rate is allowed to differ from the fleet's
+    /// by about ±0.14 (one σ), a target from its source's by ±0.045.
+    pub layers: [f64; 4],
+    /// Multiplier of every variance above for the latency dimension, default 10.
+    pub latency_scale: f64,
+}
+
+impl Default for FieldVariances {
+    fn default() -> Self {
+        FieldVariances {
+            root: 0.05,
+            layers: [0.02, 0.01, 0.002, 0.002],
+            latency_scale: 10.0,
+        }
+    }
+}
+
+impl FieldVariances {
+    /// The brief's unit variances (1.0 everywhere, every dimension alike).
+    pub fn unit() -> Self {
+        FieldVariances {
+            root: 1.0,
+            layers: [1.0; 4],
+            latency_scale: 1.0,
+        }
+    }
+
+    /// Checks every value is finite and > 0. Errors: the first bad one, named.
+    pub fn check(&self) -> Result<(), String> {
+        let named = [
+            ("root", self.root),
+            ("source", self.layers[0]),
+            ("binding", self.layers[1]),
+            ("task", self.layers[2]),
+            ("environment", self.layers[3]),
+            ("latency_scale", self.latency_scale),
+        ];
+        for (n, v) in named {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!(
+                    "field variance {n} must be finite and > 0, got {v}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Variance scale of the dimensions the operator states as facts (the cloud
+/// cost, the budget usage per item): small enough that their made-up
+/// uncertainty adds no exploration bonus to a decision.
+pub const KNOWN_FACT_SCALE: f64 = 1e-9;
 
 impl Default for RouterConfig {
     fn default() -> Self {
@@ -108,6 +176,7 @@ impl Default for RouterConfig {
             verify: routing::verify::VerifyConfig::default(),
             trust_enabled: true,
             snapshot_period_s: 5.0,
+            field_variances: FieldVariances::default(),
         }
     }
 }

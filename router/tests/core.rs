@@ -321,9 +321,22 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
         retry_after_s: None,
         crawl_delay_s: None,
     };
+    let root = r.field().parse("").unwrap();
+    let before = r
+        .field()
+        .posterior(&root, "browser", "reliability")
+        .unwrap();
     r.deposit(&dep, 3.0).unwrap();
     let src = r.field().parse("board").unwrap();
     assert_eq!(r.field().gate(&src, "browser"), Some(false));
+    // The gate carries the failure: no reliability evidence is folded, so
+    // the archetype's fleet-wide mean does not move for one source's wall.
+    let after = r
+        .field()
+        .posterior(&root, "browser", "reliability")
+        .unwrap();
+    assert_eq!(format!("{before:?}"), format!("{after:?}"));
+
     // After the refill every target of the source goes to the container.
     r.tick(4.0).unwrap();
     assert!(
@@ -332,6 +345,26 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
     );
     let lc = lease(&mut r, &c, 1, 5.0);
     assert_eq!(lc.items.len(), 1);
+    // An ordinary failure does fold (the contrast that makes the check bite).
+    let mut dep2 = deposit_req(&c, &lc.lease_id, &lc.items[0], "h");
+    dep2.outcome = Outcome {
+        ok: false,
+        content_hash: None,
+        latency_ms: Some(100.0),
+        error_class: Some("http_5xx".into()),
+        retry_after_s: None,
+        crawl_delay_s: None,
+    };
+    let root_c = r
+        .field()
+        .posterior(&root, "container_plain", "reliability")
+        .unwrap();
+    r.deposit(&dep2, 5.5).unwrap();
+    let root_c2 = r
+        .field()
+        .posterior(&root, "container_plain", "reliability")
+        .unwrap();
+    assert!(root_c2.mean > root_c.mean, "{root_c:?} → {root_c2:?}");
     let view = r.field_view();
     assert!(view.sources[0]
         .cells
@@ -366,4 +399,44 @@ fn prices_rise_when_a_pool_exceeds_its_cap_and_reach_the_field() {
         .collect();
     assert_eq!(events.len(), 1);
     assert!(r.metrics_text().contains("router_price{pool=\"database\"}"));
+}
+
+#[test]
+fn the_field_variances_come_from_the_configuration_and_bad_ones_are_refused() {
+    let r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let fv = router::config::FieldVariances::default();
+    let f = r.field();
+    let vars: Vec<f64> = f.layers().iter().map(|l| l.process_variance).collect();
+    assert_eq!(vars, fv.layers.to_vec());
+    assert_eq!(f.dimension_scale("reliability"), 1.0);
+    assert_eq!(f.dimension_scale("latency"), fv.latency_scale);
+    assert_eq!(
+        f.dimension_scale("financial"),
+        router::config::KNOWN_FACT_SCALE
+    );
+    assert_eq!(
+        f.dimension_scale("budget:database"),
+        router::config::KNOWN_FACT_SCALE
+    );
+    // A never-observed archetype at a new task: the sum of the path's
+    // variances (root + four layers) in reliability units.
+    let a = f.parse("new/html/t1/browser").unwrap();
+    let p = f.posterior(&a, "browser", "reliability").unwrap();
+    let sum = fv.root + fv.layers.iter().sum::<f64>();
+    assert!((p.variance - sum).abs() < 1e-12, "{} vs {sum}", p.variance);
+    for bad in [0.0, -0.1, f64::NAN, f64::INFINITY] {
+        for i in 0..6 {
+            let mut c = cfg();
+            match i {
+                0 => c.field_variances.root = bad,
+                5 => c.field_variances.latency_scale = bad,
+                k => c.field_variances.layers[k - 1] = bad,
+            }
+            let e = Router::open(c, Box::new(MemoryStore::new()), 0.0);
+            assert!(
+                matches!(e, Err(router::core::OpenError::BadConfig(_))),
+                "{bad} at {i}"
+            );
+        }
+    }
 }

@@ -93,7 +93,7 @@ fn a_drought_reroutes_within_one_tick_of_the_browsers_leaving() {
 }
 
 #[test]
-fn an_adapter_bug_is_recognised_and_costs_honest_devices_no_trust() {
+fn an_adapter_bug_is_recognised_and_its_trust_moves_do_not_stack() {
     let r = run(&spec(Scenario::AdapterBug, 40, 1.5), &[Contender::Router]);
     let c = router(&r);
     assert!(
@@ -101,7 +101,19 @@ fn an_adapter_bug_is_recognised_and_costs_honest_devices_no_trust() {
         "{:?}",
         c.event.adapter_events
     );
-    assert_eq!(c.event.devices_lower_than_before, Some(0));
+    // Trust the bug's disagreements moved is given back when its cluster is
+    // confirmed; what can remain is an ordinary disagreement elsewhere (a
+    // target whose content changed between two honest observations), one
+    // step of at most 0.04·τ_other (`ROUTING.md` §3 Trust) that the run
+    // ended before an agreement won back. Unrestored bug moves would stack:
+    // a device disagreeing with the buggy version loses a step each time.
+    assert!(
+        c.event.largest_drop.is_some_and(|d| d <= 0.04 + 1e-9),
+        "largest drop {:?}, {} of {} devices lower",
+        c.event.largest_drop,
+        c.event.devices_lower_than_before.unwrap_or(0),
+        c.event.devices_before.unwrap_or(0)
+    );
 }
 
 #[test]

@@ -283,7 +283,18 @@ impl Router {
 
     fn fold_evidence(&mut self, l: &Logged, leaf: &Address, cell: &Address, src: &Address, t: f64) {
         let o = &l.req.outcome;
-        let mut outcomes = vec![("reliability", if o.ok { 0.0 } else { 1.0 }, 0.25)];
+        // A failure of a gate class is a datapoint about the gate, not an
+        // error of the archetype (`ROUTING.md` §3 Gates are learned too): it
+        // writes the gate below and folds no reliability evidence, so a wall
+        // on one source does not lower the archetype's mean everywhere else.
+        let gate_failure = !o.ok
+            && o.error_class
+                .as_deref()
+                .is_some_and(|c| GATE_CLASSES.contains(&c));
+        let mut outcomes = Vec::with_capacity(2);
+        if !gate_failure {
+            outcomes.push(("reliability", if o.ok { 0.0 } else { 1.0 }, 0.25));
+        }
         if let (true, Some(ms)) = (o.ok, o.latency_ms) {
             if ms > 0.0 {
                 outcomes.push(("latency", (ms / 1000.0).ln(), self.cfg.latency_variance));

@@ -36,7 +36,7 @@ use routing::trust::Clusters;
 pub use view::{ArchetypeView, CellView, FieldView, SourceView};
 
 use crate::api::ApiError;
-use crate::config::{item_usage, RouterConfig, POOLS};
+use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS};
 use crate::events::Event;
 use crate::store::{Row, Store, StoreError, Table};
 use state::Durable;
@@ -185,12 +185,30 @@ pub enum OpenError {
 }
 
 fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
-    let layers: Vec<Layer> = LAYERS.iter().map(|l| Layer::new(l)).collect();
+    let fv = cfg.field_variances;
+    fv.check().map_err(OpenError::BadConfig)?;
+    let layers: Vec<Layer> = LAYERS
+        .iter()
+        .zip(fv.layers)
+        .map(|(l, v)| Layer::with_variance(l, v))
+        .collect();
     let options: Vec<&str> = cfg.archetypes.iter().map(|s| s.as_str()).collect();
     let dims = dimensions();
     let dim_refs: Vec<&str> = dims.iter().map(|s| s.as_str()).collect();
-    let mut field = Field::new(layers, 1.0, &options, &dim_refs)
+    let mut field = Field::new(layers, fv.root, &options, &dim_refs)
         .map_err(|e| OpenError::BadConfig(e.to_string()))?;
+    for d in &dims {
+        let scale = if d == "latency" {
+            fv.latency_scale
+        } else if d == "financial" || d.starts_with("budget:") {
+            KNOWN_FACT_SCALE
+        } else {
+            1.0
+        };
+        field
+            .set_dimension_scale(d, scale)
+            .map_err(|e| OpenError::BadConfig(e.to_string()))?;
+    }
     let root = routing::field::Address::root();
     for o in &options {
         for p in POOLS {

@@ -96,10 +96,9 @@ impl Field {
             }
         }
         let mut work = Work::default();
-        let vars = self.layer_vars();
         let mut alts = Vec::with_capacity(names.len());
         for o in names {
-            alts.push(self.evaluate(address, o, t, &vars, &mut work)?);
+            alts.push(self.evaluate(address, o, t, &mut work)?);
         }
         alts.sort_by(|a, b| {
             let va = !matches!(a.reason, LossReason::Score);
@@ -207,7 +206,6 @@ impl Field {
         address: &Address,
         option: &str,
         t: f64,
-        vars: &[f64],
         work: &mut Work,
     ) -> Result<Alternative, FieldError> {
         for n in 0..=address.depth() {
@@ -233,13 +231,10 @@ impl Field {
         let mut dims = Vec::with_capacity(self.dimensions.len());
         let mut contributions = vec![0.0; address.depth() + 1];
         for d in &self.dimensions {
-            let p = self.tree(option, d)?.posterior(
-                address.labels(),
-                self.root_variance,
-                vars,
-                1.0,
-                work,
-            );
+            let (root, vars) = self.vars_for(d);
+            let p = self
+                .tree(option, d)?
+                .posterior(address.labels(), root, &vars, 1.0, work);
             let mut previous = 0.0;
             for (c, m) in contributions.iter_mut().zip(&p.path_means) {
                 *c += p.weight * (m - previous);

@@ -34,6 +34,10 @@ pub struct Field {
     #[serde(with = "gate_list")]
     gates: BTreeMap<Address, BTreeMap<String, bool>>,
     revision: u64,
+    /// Variance scale per dimension (absent = 1): every process variance of
+    /// that dimension's trees, the root's included, is multiplied by it.
+    #[serde(default)]
+    scales: BTreeMap<String, f64>,
 }
 
 fn check_unique(names: &[String]) -> Result<(), FieldError> {
@@ -99,7 +103,41 @@ impl Field {
             trees,
             gates: BTreeMap::new(),
             revision: 0,
+            scales: BTreeMap::new(),
         })
+    }
+
+    /// Sets the variance scale of `dimension` (finite, > 0; default 1.0):
+    /// in that dimension's trees the root's process variance becomes
+    /// `scale × root_variance` and each layer's `scale × process_variance`,
+    /// so one layer shape serves dimensions measured in different units
+    /// (a probability, ln seconds), and a dimension the operator states as
+    /// a fact (a cost) can be made all but certain with a tiny scale, so
+    /// it carries no exploration bonus in [`Field::decide`]. Recomputes that
+    /// dimension's messages; posteriors of other dimensions are unchanged.
+    /// `docs/decisions/0005-field-variance-units.md`.
+    ///
+    /// Errors: [`FieldError::UnknownDimension`], [`FieldError::BadVariance`]
+    /// (nothing changed).
+    pub fn set_dimension_scale(&mut self, dimension: &str, scale: f64) -> Result<(), FieldError> {
+        if !self.dimensions.iter().any(|d| d == dimension) {
+            return Err(FieldError::UnknownDimension(dimension.to_string()));
+        }
+        check_variance(scale)?;
+        self.scales.insert(dimension.to_string(), scale);
+        let (_, vars) = self.vars_for(dimension);
+        for per in self.trees.values_mut() {
+            if let Some(tree) = per.get_mut(dimension) {
+                tree.rebuild(&vars);
+            }
+        }
+        self.revision += 1;
+        Ok(())
+    }
+
+    /// The variance scale of `dimension` (1.0 unless set).
+    pub fn dimension_scale(&self, dimension: &str) -> f64 {
+        self.scales.get(dimension).copied().unwrap_or(1.0)
     }
 
     /// The declared layers.
@@ -150,8 +188,14 @@ impl Field {
         }
     }
 
-    pub(crate) fn layer_vars(&self) -> Vec<f64> {
-        self.layers.iter().map(|l| l.process_variance).collect()
+    /// The root's and each layer's process variance in `dimension`'s trees
+    /// (scaled by [`Field::dimension_scale`]).
+    pub(crate) fn vars_for(&self, dimension: &str) -> (f64, Vec<f64>) {
+        let k = self.dimension_scale(dimension);
+        (
+            k * self.root_variance,
+            self.layers.iter().map(|l| k * l.process_variance).collect(),
+        )
     }
 
     fn tree_mut(&mut self, option: &str, dimension: &str) -> Result<&mut Node, FieldError> {
@@ -178,7 +222,7 @@ impl Field {
         edit: &mut dyn FnMut(&mut Node),
     ) -> Result<Work, FieldError> {
         self.check_address(address)?;
-        let vars = self.layer_vars();
+        let (_, vars) = self.vars_for(dimension);
         let tree = self.tree_mut(option, dimension)?;
         let mut work = Work::default();
         tree.edit_path(address.labels(), &vars, &mut work, edit);
@@ -373,8 +417,8 @@ impl Field {
     ) -> Result<Posterior, FieldError> {
         self.check_address(address)?;
         let tree = self.tree(option, dimension)?;
-        let vars = self.layer_vars();
-        Ok(tree.posterior(address.labels(), self.root_variance, &vars, 1.0, work))
+        let (root, vars) = self.vars_for(dimension);
+        Ok(tree.posterior(address.labels(), root, &vars, 1.0, work))
     }
 
     /// Ages the own evidence of every cell of every tree by `dt_hours`
@@ -386,12 +430,18 @@ impl Field {
     pub fn age_all(&mut self, dt_hours: f64) -> Result<Work, FieldError> {
         let factor =
             crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
-        let vars = self.layer_vars();
+        let vars: BTreeMap<String, Vec<f64>> = self
+            .dimensions
+            .iter()
+            .map(|d| (d.clone(), self.vars_for(d).1))
+            .collect();
         let mut work = Work::default();
         for per in self.trees.values_mut() {
-            for tree in per.values_mut() {
+            for (d, tree) in per.iter_mut() {
                 tree.scale_own(factor, &mut work);
-                tree.rebuild(&vars);
+                if let Some(v) = vars.get(d) {
+                    tree.rebuild(v);
+                }
             }
         }
         self.revision += 1;
@@ -444,16 +494,29 @@ impl Field {
                 "trees do not match declared dimensions".into(),
             ));
         }
-        let vars = f.layer_vars();
+        for (d, k) in &f.scales {
+            if !f.dimensions.contains(d) {
+                return Err(FieldError::BadSnapshot(format!(
+                    "variance scale for an undeclared dimension {d:?}"
+                )));
+            }
+            check_variance(*k)?;
+        }
+        let vars: BTreeMap<String, Vec<f64>> = f
+            .dimensions
+            .iter()
+            .map(|d| (d.clone(), f.vars_for(d).1))
+            .collect();
         let depth = f.layers.len();
         for per in f.trees.values_mut() {
-            for tree in per.values_mut() {
+            for (d, tree) in per.iter_mut() {
+                let Some(vars) = vars.get(d) else { continue };
                 if tree_depth(tree) > depth {
                     return Err(FieldError::BadSnapshot(
                         "tree deeper than the declared layers".into(),
                     ));
                 }
-                tree.rebuild(&vars);
+                tree.rebuild(vars);
             }
         }
         Ok(f)

@@ -61,7 +61,7 @@ impl Scenario {
             Scenario::Liars => "20 % of browsers write one forged content hash (the same for all liars) on every success",
             Scenario::AdapterBug => "from 1/3 of the run, 30 % of devices run adapter 3.3, which scrapes src-1 to a wrong hash",
             Scenario::BudgetSaturation => "database and object-store caps per price window at half of what the fleet spends in steady",
-            Scenario::ColdStart => "96 sources of 4 targets each, arriving in 8 waves: each source has few observations",
+            Scenario::ColdStart => "480 sources of one target each, arriving in 8 waves: each source has few observations",
         }
     }
 

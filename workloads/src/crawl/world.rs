@@ -168,7 +168,7 @@ impl World {
         let mut rng = Stream::new(spec.seed);
         let end = spec.end_s();
         let cold = spec.scenario == Scenario::ColdStart;
-        let (n_src, per_src) = if cold { (96, 4) } else { (24, 40) };
+        let (n_src, per_src) = if cold { (480, 1) } else { (24, 40) };
         let mut sources = Vec::with_capacity(n_src);
         let mut targets = Vec::new();
         for s in 0..n_src {
@@ -199,7 +199,7 @@ impl World {
                 (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
             );
             let arrives_s = if cold {
-                (s / 12) as f64 * end / 8.0
+                (s * 8 / n_src) as f64 * end / 8.0
             } else {
                 0.0
             };
