@@ -20,6 +20,10 @@ pub fn deposit_usage(changed: bool) -> [(&'static str, f64); 2] {
     ]
 }
 
+/// The cap a pool has until the operator sets one (per price window): at or
+/// above it a pool counts as uncapped and never limits a lease.
+pub const UNCAPPED: f64 = 1e9;
+
 /// Per-lease charge: one database stamp.
 pub const LEASE_STAMP: (&str, f64) = ("database", 1.0);
 

@@ -373,25 +373,35 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
 }
 
 #[test]
-fn prices_rise_when_a_pool_exceeds_its_cap_and_reach_the_field() {
+fn a_capped_pool_is_never_overspent_and_the_demand_it_cut_raises_its_price() {
     let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
     let mut f = facts();
-    f.caps.insert("database".into(), 1.0);
+    // One lease stamp (1) plus one database copy per deposit (1 each): a
+    // lease fits 3 items under a cap of 4.
+    f.caps.insert("database".into(), 4.0);
     r.put_facts(&f, 0.0).unwrap();
     let a = register(&mut r, "dev-a", "browser", 0.0);
+    let b = register(&mut r, "dev-b", "browser", 0.0);
     r.tick(1.0).unwrap();
     let l = lease(&mut r, &a, 4, 2.0);
+    assert_eq!(l.items.len(), 3, "the cap leaves room for 3 of the 4 asked");
+    assert_eq!(r.counters().budget_held, 1);
+    // The 3 items in flight hold their deposits' charge: nothing is left.
+    let lb = lease(&mut r, &b, 2, 2.5);
+    assert!(lb.items.is_empty(), "{:?}", lb.items);
     for it in &l.items {
         r.deposit(&deposit_req(&a, &l.lease_id, it, "h"), 3.0)
             .unwrap();
+        let used = r.price_window().1.get("database").copied().unwrap_or(0.0);
+        assert!(used <= 4.0 + 1e-9, "usage {used} over the cap");
     }
-    // One lease stamp + 4 deposit copies = 5 database units vs cap 1 → λ = 0.1·4 = 0.4.
+    assert_eq!(r.price_window().1["database"], 4.0);
+    // The window closes at the cap; the one item the cap cut from a full
+    // grant is excess demand: λ = 0.1·(4 + 1 − 4). The device the cap left
+    // no room for at all adds nothing (nothing measured it).
     r.tick(61.0).unwrap();
     let p = r.prices()["database"];
-    assert!(
-        (p - 0.1 * (1.0 + l.items.len() as f64 - 1.0)).abs() < 1e-9,
-        "λ {p}"
-    );
+    assert!((p - 0.1).abs() < 1e-9, "λ {p}");
     let events: Vec<_> = r
         .drain_events()
         .into_iter()
@@ -399,6 +409,23 @@ fn prices_rise_when_a_pool_exceeds_its_cap_and_reach_the_field() {
         .collect();
     assert_eq!(events.len(), 1);
     assert!(r.metrics_text().contains("router_price{pool=\"database\"}"));
+    // A new window has the whole cap again.
+    assert_eq!(
+        r.price_window().1.get("database").copied().unwrap_or(0.0),
+        0.0
+    );
+    let l2 = lease(&mut r, &a, 2, 61.5);
+    assert!(!l2.items.is_empty(), "the new window grants again");
+}
+
+#[test]
+fn an_uncapped_pool_never_limits_a_lease() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    r.put_facts(&facts(), 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    r.tick(1.0).unwrap();
+    assert_eq!(lease(&mut r, &a, 4, 2.0).items.len(), 4);
+    assert_eq!(r.counters().budget_held, 0);
 }
 
 #[test]

@@ -54,6 +54,32 @@ fn the_router_never_outruns_a_host_in_any_scenario() {
 }
 
 #[test]
+fn a_saturated_budget_is_never_overspent_in_any_window() {
+    let r = run(
+        &spec(Scenario::BudgetSaturation, 60, 1.0),
+        &[Contender::Router],
+    );
+    let b = &router(&r).budget;
+    assert!(!b.caps.is_empty(), "the scenario caps its pools");
+    for (pool, cap) in &b.caps {
+        let windows: Vec<f64> = b
+            .windows
+            .iter()
+            .filter(|(_, p, _)| p == pool)
+            .map(|(_, _, u)| *u)
+            .collect();
+        // Every closed window is reported, whether or not its price moved.
+        assert!(windows.len() >= 50, "{pool}: {} windows", windows.len());
+        for u in &windows {
+            assert!(*u <= cap + 1e-9, "{pool}: usage {u} over cap {cap}");
+        }
+        assert_eq!(b.over_cap[pool], 0);
+        // The cap binds: the scenario's caps are below what the fleet would spend.
+        assert!(b.max_ratio[pool] > 0.5, "{pool}: {:?}", b.max_ratio);
+    }
+}
+
+#[test]
 fn liars_are_separated_and_rows_stay_correct() {
     let r = run(
         &spec(Scenario::Liars, 40, 1.0),

@@ -11,7 +11,9 @@ use crate::api::{
     ApiError, LeaseItem, LeaseRequest, LeaseResponse, ProtestRequest, ProtestResponse,
     RegisterRequest, RegisterResponse,
 };
-use crate::config::{check_id, check_label, item_usage, LEASE_STAMP, POOLS};
+use crate::config::{
+    check_id, check_label, deposit_usage, item_usage, LEASE_STAMP, POOLS, UNCAPPED,
+};
 use crate::ids;
 
 /// The wire name of a tier.
@@ -245,13 +247,14 @@ impl Router {
                 receipt: Some(&q.receipt),
             })
             .collect();
+        let (affordable, binding) = self.affordable_items();
         let view = DeviceView {
             id: &req.device_id,
             archetype: &archetype,
             trust,
             limited,
             capabilities: &caps,
-            max_items: req.max_items,
+            max_items: req.max_items.min(affordable),
         };
         let decision = policy::lease(
             &self.d.field,
@@ -272,6 +275,26 @@ impl Router {
                 return Err(ApiError::bad("lease", e.to_string()));
             }
         };
+        if affordable < req.max_items {
+            self.counters.budget_held += 1;
+            // The cap bound this grant only if the policy filled what the
+            // cap allowed: then the items it cut are demand the price must
+            // see (usage alone never passes a binding cap, and λ would never
+            // rise). Counted once per device per window: a turned-away
+            // device asks again every few seconds, and its retries are not
+            // more demand. A lease the cap left no room for at all is not
+            // counted: whether anything was admissible at the current price
+            // is unknown, so the price rises only on measured excess.
+            if affordable > 0
+                && decision.grants.len() == affordable
+                && self.held_devices.insert(req.device_id.clone())
+            {
+                let cut = (req.max_items - affordable) as f64;
+                for (pool, per_item) in &binding {
+                    *self.held_demand.entry(pool.clone()).or_default() += cut * per_item;
+                }
+            }
+        }
         self.counters.politeness_passes += decision
             .passed
             .iter()
@@ -298,6 +321,7 @@ impl Router {
                 }
             }
             *self.in_flight.entry(g.target.clone()).or_default() += 1;
+            self.pending_items += 1;
             let source = self
                 .d
                 .targets
@@ -383,12 +407,65 @@ impl Router {
         }
     }
 
+    /// How many items a lease may grant now without any capped pool going
+    /// over its cap in the current price window: per pool, the cap minus
+    /// the window's usage so far, minus what the items still in flight
+    /// will charge when deposited ([`deposit_usage`] of a changed row, the
+    /// larger), minus this lease's stamp, divided by one deposit's charge.
+    /// Also returns the pools that bind (the least room), each with one
+    /// item's charge there, so a cut lease can be counted as held demand.
+    /// A hard limit beside the price controller, which only steers the mix
+    /// (`ROUTING.md` §3 Prices; `docs/decisions/0006-budget-hard-cap.md`):
+    /// usage can pass a cap only by deposits that land in a later window
+    /// than their grant and by events the router itself emits.
+    pub(crate) fn affordable_items(&self) -> (usize, Vec<(String, f64)>) {
+        let mut n = usize::MAX;
+        let mut limits = Vec::new();
+        for (name, pool) in &self.d.pools {
+            let cap = pool.cap();
+            if cap >= UNCAPPED {
+                continue;
+            }
+            let per_item: f64 = deposit_usage(true)
+                .iter()
+                .filter(|(p, _)| p == name)
+                .map(|(_, u)| u)
+                .sum();
+            let stamp = if LEASE_STAMP.0 == name {
+                LEASE_STAMP.1
+            } else {
+                0.0
+            };
+            if per_item <= 0.0 && stamp <= 0.0 {
+                continue;
+            }
+            let used = self.d.usage.get(name).copied().unwrap_or(0.0);
+            let left = cap - used - self.pending_items as f64 * per_item - stamp;
+            let fits = if left < 0.0 {
+                0
+            } else if per_item <= 0.0 {
+                usize::MAX
+            } else {
+                (left / per_item).floor() as usize
+            };
+            n = n.min(fits);
+            limits.push((name.clone(), fits, per_item.max(stamp)));
+        }
+        let binding = limits
+            .into_iter()
+            .filter(|(_, fits, _)| *fits == n)
+            .map(|(p, _, per)| (p, per))
+            .collect();
+        (n, binding)
+    }
+
     /// Marks a leased item finished and releases its in-flight count.
     pub(crate) fn close_item(&mut self, lease_id: &str, index: usize) {
         if let Some(l) = self.leases.get_mut(lease_id) {
             if let Some(it) = l.items.get_mut(index) {
                 if !it.done {
                     it.done = true;
+                    self.pending_items = self.pending_items.saturating_sub(1);
                     if let Some(n) = self.in_flight.get_mut(&it.target) {
                         *n = n.saturating_sub(1);
                         if *n == 0 {

@@ -36,7 +36,7 @@ use routing::trust::Clusters;
 pub use view::{ArchetypeView, CellView, FieldView, SourceView};
 
 use crate::api::ApiError;
-use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS};
+use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS, UNCAPPED};
 use crate::events::Event;
 use crate::store::{Row, Store, StoreError, Table};
 use state::Durable;
@@ -116,6 +116,9 @@ pub struct Counters {
     pub ticks: u64,
     /// Candidates passed over for politeness.
     pub politeness_passes: u64,
+    /// Leases whose batch a capped pool's remaining window budget cut
+    /// (to fewer items than the device asked for, or none).
+    pub budget_held: u64,
 }
 
 /// Replaces the router's archetype choice in the refill (the lab's
@@ -154,6 +157,15 @@ pub struct Router {
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
     expired: HashMap<String, (String, f64)>,
     in_flight: HashMap<String, u32>,
+    /// Items granted and not yet deposited, expired or protested (their
+    /// deposits are still to be charged).
+    pending_items: u64,
+    /// Per capped pool, what the leases the cap cut in the open price
+    /// window would have charged: demand the window's usage cannot show,
+    /// added to it when the window's price is ticked.
+    held_demand: BTreeMap<String, f64>,
+    /// Devices whose lease the cap cut in the open price window.
+    held_devices: BTreeSet<String>,
     queues: BTreeMap<String, std::collections::VecDeque<Queued>>,
     limited: BTreeSet<String>,
     events: Vec<Event>,
@@ -223,7 +235,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
     for p in POOLS {
         pools.insert(
             p.to_string(),
-            Pool::with_cap(1e9).map_err(|e| OpenError::BadConfig(e.to_string()))?,
+            Pool::with_cap(UNCAPPED).map_err(|e| OpenError::BadConfig(e.to_string()))?,
         );
     }
     Ok(Durable {
@@ -298,6 +310,9 @@ impl Router {
             leases: HashMap::new(),
             expired: HashMap::new(),
             in_flight: HashMap::new(),
+            pending_items: 0,
+            held_demand: BTreeMap::new(),
+            held_devices: BTreeSet::new(),
             queues: BTreeMap::new(),
             limited: BTreeSet::new(),
             events: Vec::new(),
@@ -379,6 +394,13 @@ impl Router {
             .values()
             .map(|t| t.verification.open().len())
             .sum()
+    }
+
+    /// The open price window: its start (seconds, the router's clock) and
+    /// each pool's usage in it so far (units of the metering table). A tick
+    /// that closes the window moves the start and empties the usage.
+    pub fn price_window(&self) -> (f64, &BTreeMap<String, f64>) {
+        (self.d.window_start_s, &self.d.usage)
     }
 
     /// Settled rows.

@@ -134,6 +134,8 @@ impl Router {
         let windows =
             (((now_s - self.d.window_start_s) / w).floor() as usize).clamp(1, MAX_WINDOWS_PER_TICK);
         let usage = std::mem::take(&mut self.d.usage);
+        let held = std::mem::take(&mut self.held_demand);
+        self.held_devices.clear();
         let pools: Vec<String> = self.d.pools.keys().cloned().collect();
         for name in pools {
             let Some(pool) = self.d.pools.get_mut(&name) else {
@@ -141,7 +143,9 @@ impl Router {
             };
             let from = pool.price();
             let used = usage.get(&name).copied().unwrap_or(0.0);
-            pool.tick(&[used]);
+            // Demand the cap held back counts toward the price (the window's
+            // usage alone cannot pass the cap once the cap binds).
+            pool.tick(&[used + held.get(&name).copied().unwrap_or(0.0)]);
             for _ in 1..windows {
                 pool.tick(&[0.0]);
             }

@@ -666,11 +666,24 @@ impl<'w> Driver<'w> {
     }
 
     fn tick(&mut self, t: f64) -> Result<(), CrawlError> {
+        let (window_start, usage) = self.router.price_window();
+        let closing: Vec<(String, f64)> = self
+            .acc
+            .budget
+            .caps
+            .keys()
+            .map(|p| (p.clone(), usage.get(p).copied().unwrap_or(0.0)))
+            .collect();
         let t0 = Instant::now();
         let rep = self
             .router
             .tick(t)
             .map_err(|e| CrawlError::Router(e.to_string()))?;
+        if self.router.price_window().0 != window_start {
+            for (pool, used) in closing {
+                self.acc.budget.windows.push((t, pool, used));
+            }
+        }
         let el = t0.elapsed().as_secs_f64();
         self.acc.timing.router_s += el;
         self.acc.timing.tick_s += el;
@@ -743,11 +756,6 @@ impl<'w> Driver<'w> {
                 .event
                 .adapter_events
                 .push((t_s, source, version, restored)),
-            Event::PriceChanged {
-                t_s, pool, usage, ..
-            } => {
-                self.acc.budget.windows.push((t_s, pool, usage));
-            }
             _ => {}
         }
     }

@@ -106,13 +106,13 @@ pub struct TrustHistogram {
 pub struct Budget {
     /// Caps per window.
     pub caps: BTreeMap<String, f64>,
-    /// Windows whose usage the router reported (a price change): (t, pool, usage).
+    /// Every closed price window of a capped pool: (t closed, pool, usage).
     pub windows: Vec<(f64, String, f64)>,
     /// Per capped pool: windows over cap.
     pub over_cap: BTreeMap<String, u64>,
     /// Per capped pool: the largest usage / cap.
     pub max_ratio: BTreeMap<String, f64>,
-    /// Per capped pool: mean usage / cap over the second half of the run's reported windows.
+    /// Per capped pool: mean usage / cap over the second half of the run's windows.
     pub late_mean_ratio: BTreeMap<String, f64>,
 }
 
