@@ -79,6 +79,14 @@ pub struct LeaseResponse {
     pub expires_at: f64,
     /// The receipt of each item's decision, in item order.
     pub routing_trace: Vec<Receipt>,
+    /// With no items: seconds until work may next be admissible for this
+    /// device — the earliest of the next queue refill (from the router's
+    /// tick cadence) and the next politeness token of a candidate its host's
+    /// bucket held back. Absent when the router cannot tell (no tick yet)
+    /// or items were granted; a device asks again then instead of at its
+    /// own backoff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
 }
 
 /// What an executed attempt produced.

@@ -87,6 +87,19 @@ impl Bucket {
         Ok(true)
     }
 
+    /// Seconds from `t` until [`Bucket::admit`] could next succeed (0 when
+    /// it would now): the later of the pause's end and the refill of one
+    /// token. Reads only. A non-finite `t` gives +∞.
+    pub fn next_admit_s(&self, t: f64) -> f64 {
+        if !t.is_finite() {
+            return f64::INFINITY;
+        }
+        let last = self.t_last.unwrap_or(t);
+        let tokens = (self.tokens + self.rate * (t - last).max(0.0)).min(self.capacity);
+        let refill = ((1.0 - tokens) / self.rate).max(0.0);
+        refill.max(self.paused_until - t).max(0.0)
+    }
+
     /// A `Retry-After` (or 429) reported at time `t`: no admission before
     /// `t + seconds`. Errors: [`PolitenessError::BadTime`], [`PolitenessError::BadDuration`].
     pub fn pause(&mut self, t: f64, seconds: f64) -> Result<(), PolitenessError> {

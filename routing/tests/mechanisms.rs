@@ -78,3 +78,26 @@ fn trust_freshness_clamp_and_states() {
     assert_eq!(State::classify(State::Revoked, 0.95), State::Revoked);
     assert_eq!(State::classify(State::Suspended, 0.1), State::Suspended);
 }
+
+#[test]
+fn next_admit_names_when_a_bucket_admits_again() {
+    let mut b = Bucket::new(2.0, 0.5).unwrap();
+    assert_eq!(b.next_admit_s(0.0), 0.0, "a full bucket admits now");
+    assert!(b.admit(0.0).unwrap() && b.admit(0.0).unwrap());
+    assert!(!b.admit(0.0).unwrap());
+    // Empty at t = 0, half a token per second: one token at t = 2.
+    assert!((b.next_admit_s(0.0) - 2.0).abs() < 1e-12);
+    assert!((b.next_admit_s(1.5) - 0.5).abs() < 1e-12);
+    assert_eq!(b.next_admit_s(3.0), 0.0);
+    // The hint is exact: admit fails just before it and succeeds at it.
+    let mut probe = b.clone();
+    assert!(!probe.admit(1.999).unwrap());
+    let mut probe = b.clone();
+    assert!(probe.admit(2.0).unwrap());
+    // A pause longer than the refill wins; reading changes nothing.
+    b.pause(0.0, 10.0).unwrap();
+    assert!((b.next_admit_s(1.0) - 9.0).abs() < 1e-12);
+    assert_eq!(b.next_admit_s(f64::NAN), f64::INFINITY);
+    assert!(!b.admit(9.99).unwrap());
+    assert!(b.admit(10.0).unwrap());
+}

@@ -295,6 +295,19 @@ impl Router {
                 }
             }
         }
+        let politeness_wait = decision
+            .passed
+            .iter()
+            .filter(|(_, p)| *p == Pass::Politeness)
+            .filter_map(|(target, _)| {
+                let host = &self
+                    .d
+                    .sources
+                    .get(&self.d.targets.get(target)?.source)?
+                    .host;
+                Some(self.d.buckets.get(host)?.next_admit_s(now_s))
+            })
+            .fold(f64::INFINITY, f64::min);
         self.counters.politeness_passes += decision
             .passed
             .iter()
@@ -358,11 +371,19 @@ impl Router {
                 items,
             },
         );
+        let retry_after_s = if wire.is_empty() {
+            let refill = self.next_refill_s(now_s).unwrap_or(f64::INFINITY);
+            let wait = refill.min(politeness_wait);
+            wait.is_finite().then(|| wait.clamp(0.0, ttl))
+        } else {
+            None
+        };
         Ok(LeaseResponse {
             lease_id,
             items: wire,
             expires_at: expires_s,
             routing_trace: trace,
+            retry_after_s,
         })
     }
 

@@ -166,6 +166,9 @@ pub struct Router {
     held_demand: BTreeMap<String, f64>,
     /// Devices whose lease the cap cut in the open price window.
     held_devices: BTreeSet<String>,
+    /// When the last tick ran and the gap before it (the shell's period).
+    last_tick_s: Option<f64>,
+    tick_gap_s: Option<f64>,
     queues: BTreeMap<String, std::collections::VecDeque<Queued>>,
     limited: BTreeSet<String>,
     events: Vec<Event>,
@@ -313,6 +316,8 @@ impl Router {
             pending_items: 0,
             held_demand: BTreeMap::new(),
             held_devices: BTreeSet::new(),
+            last_tick_s: None,
+            tick_gap_s: None,
             queues: BTreeMap::new(),
             limited: BTreeSet::new(),
             events: Vec::new(),

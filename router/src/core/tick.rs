@@ -51,6 +51,12 @@ impl Router {
             return rep;
         }
         self.counters.ticks += 1;
+        if let Some(last) = self.last_tick_s {
+            if now_s > last {
+                self.tick_gap_s = Some(now_s - last);
+            }
+        }
+        self.last_tick_s = Some(now_s);
         // Leases: expired items go back; their open verifications are released.
         let expired: Vec<String> = self
             .leases
@@ -121,6 +127,14 @@ impl Router {
             .map(|(k, v)| (k.clone(), v.len()))
             .collect();
         rep
+    }
+
+    /// Seconds from `now_s` to the next queue refill, estimated from the
+    /// last two ticks (the shell ticks at a fixed period); `None` before
+    /// the second tick. A tick that is late reads as due now (0).
+    pub(crate) fn next_refill_s(&self, now_s: f64) -> Option<f64> {
+        let (last, gap) = (self.last_tick_s?, self.tick_gap_s?);
+        Some((last + gap - now_s).max(0.0))
     }
 
     /// Closes every elapsed price window: λ ← min(max(0, λ + α(usage − cap)), λ_max)

@@ -77,6 +77,12 @@ struct DevState {
     attempts: u64,
     deposits: u64,
     idle_since: Option<f64>,
+    /// The earliest instant work may have become admissible for this
+    /// device after its last empty answer: the next refill tick or the
+    /// router's politeness hint, whichever is first.
+    admissible_from: Option<f64>,
+    /// When the device last came online (meaningful while online).
+    online_since: f64,
     busy_until: f64,
 }
 
@@ -117,12 +123,15 @@ struct Acc {
     budget: Budget,
     busy_s: f64,
     wasted_s: f64,
+    wasted_conservative_s: f64,
     drought_busy_s: f64,
     drought_wasted_s: f64,
-    tick_busy: u64,
-    tick_online: u64,
-    window_busy: u64,
-    window_online: u64,
+    drought_wasted_conservative_s: f64,
+    /// Device-seconds online in closed online spells.
+    online_s: f64,
+    /// `busy_s` and online device-seconds at the previous sample.
+    sampled_busy_s: f64,
+    sampled_online_s: f64,
     work: WorkPerDecision,
     event: EventFigures,
     series: Vec<Sample>,
@@ -148,6 +157,15 @@ pub struct Driver<'w> {
     arrived: Vec<bool>,
     acc: Acc,
     retry_s: f64,
+}
+
+/// `a / b`, 0 when `b` is not positive.
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
 }
 
 fn ms(t: f64) -> u64 {
@@ -179,6 +197,8 @@ impl<'w> Driver<'w> {
                 attempts: 0,
                 deposits: 0,
                 idle_since: None,
+                admissible_from: None,
+                online_since: 0.0,
                 busy_until: 0.0,
             })
             .collect();
@@ -375,12 +395,14 @@ impl<'w> Driver<'w> {
         let a = self.world.devices[d].archetype;
         if !self.devs[d].online {
             self.online[a] += 1;
+            self.devs[d].online_since = t;
         }
         let st = &mut self.devs[d];
         st.online = true;
         st.epoch += 1;
         st.held = None;
         st.idle_since = None;
+        st.admissible_from = None;
         self.register(d, t);
         let e = self.devs[d].epoch;
         let jitter = 5.0 * coin(&[self.world.spec.seed, d as u64, ms(t), 11]);
@@ -391,12 +413,14 @@ impl<'w> Driver<'w> {
         let a = self.world.devices[d].archetype;
         if self.devs[d].online {
             self.online[a] -= 1;
+            self.acc.online_s += t - self.devs[d].online_since;
         }
         let st = &mut self.devs[d];
         st.online = false;
         st.epoch += 1;
         st.held = None;
         st.idle_since = None;
+        st.admissible_from = None;
         st.busy_until = st.busy_until.min(t);
     }
 
@@ -430,16 +454,33 @@ impl<'w> Driver<'w> {
         let e = self.devs[d].epoch;
         match r {
             Ok(resp) if resp.items.is_empty() => {
+                let tick = self.world.spec.tick_s;
+                // Queues change at refills (ticks); a politeness token comes
+                // back at the router's hint. Before the earlier of the two
+                // nothing new can be admissible for this device.
+                let next_tick = (t / tick).ceil() * tick;
+                let hint = resp.retry_after_s.unwrap_or(f64::INFINITY);
                 let st = &mut self.devs[d];
                 st.idle_since.get_or_insert(t);
-                let jitter = 0.75 + 0.5 * coin(&[self.world.spec.seed, d as u64, ms(t), 12]);
-                self.at(t + self.retry_s * jitter, Ev::Wake(d, e));
+                st.admissible_from = Some(next_tick.min(t + hint));
+                let u = coin(&[self.world.spec.seed, d as u64, ms(t), 12]);
+                let backoff = self.retry_s * (0.75 + 0.5 * u);
+                // Ask again just after the router's hint (a little spread, so
+                // the idle devices do not all arrive at one instant).
+                let wait = resp
+                    .retry_after_s
+                    .map_or(backoff, |h| (h + 0.01 + 0.1 * u).min(backoff));
+                self.at(t + wait, Ev::Wake(d, e));
             }
             Ok(resp) => {
+                let from = self.devs[d].admissible_from.take();
                 if let Some(since) = self.devs[d].idle_since.take() {
-                    self.acc.wasted_s += t - since;
+                    let wasted = (t - from.unwrap_or(since).max(since)).max(0.0);
+                    self.acc.wasted_s += wasted;
+                    self.acc.wasted_conservative_s += t - since;
                     if self.in_drought(t) {
-                        self.acc.drought_wasted_s += t - since;
+                        self.acc.drought_wasted_s += wasted;
+                        self.acc.drought_wasted_conservative_s += t - since;
                     }
                 }
                 self.granted(d, &resp.items, &resp.routing_trace, t);
@@ -551,6 +592,17 @@ impl<'w> Driver<'w> {
             self.at(done, Ev::Done(d, e));
             return;
         }
+    }
+
+    /// Device-seconds online up to `t`: closed spells plus the open ones.
+    fn online_time(&self, t: f64) -> f64 {
+        self.acc.online_s
+            + self
+                .devs
+                .iter()
+                .filter(|st| st.online)
+                .map(|st| (t - st.online_since).max(0.0))
+                .sum::<f64>()
     }
 
     fn in_drought(&self, t: f64) -> bool {
@@ -691,16 +743,6 @@ impl<'w> Driver<'w> {
         for ev in self.router.drain_events() {
             self.event(ev);
         }
-        for st in &self.devs {
-            if st.online {
-                self.acc.tick_online += 1;
-                self.acc.window_online += 1;
-                if st.busy_until > t {
-                    self.acc.tick_busy += 1;
-                    self.acc.window_busy += 1;
-                }
-            }
-        }
         if let Some((from, to)) = self.world.drought {
             if t >= from && t < to && self.acc.event.browsers_gone_s.is_none() {
                 let live = self
@@ -792,13 +834,13 @@ impl<'w> Driver<'w> {
                 n as f64 / settled as f64
             }
         };
-        let busy_share = if self.acc.window_online == 0 {
-            0.0
-        } else {
-            self.acc.window_busy as f64 / self.acc.window_online as f64
-        };
-        self.acc.window_busy = 0;
-        self.acc.window_online = 0;
+        let online = self.online_time(t);
+        let busy_share = ratio(
+            self.acc.busy_s - self.acc.sampled_busy_s,
+            online - self.acc.sampled_online_s,
+        );
+        self.acc.sampled_busy_s = self.acc.busy_s;
+        self.acc.sampled_online_s = online;
         self.acc.series.push(Sample {
             t_s: t,
             regret_failures: self.acc.regret_failures,
@@ -862,8 +904,11 @@ impl<'w> Driver<'w> {
             ev.largest_drop = Some(drop);
         }
         if w.drought.is_some() {
-            let all = self.acc.drought_busy_s + self.acc.drought_wasted_s;
-            ev.occupancy_during = (all > 0.0).then(|| self.acc.drought_busy_s / all);
+            let busy = self.acc.drought_busy_s;
+            let all = busy + self.acc.drought_wasted_s;
+            ev.occupancy_during = (all > 0.0).then(|| busy / all);
+            let all = busy + self.acc.drought_wasted_conservative_s;
+            ev.occupancy_during_conservative = (all > 0.0).then(|| busy / all);
         }
         if w.regime.is_some() {
             ev.blocked_attempts_after = Some(self.acc.blocked_attempts_after);
@@ -914,11 +959,15 @@ impl<'w> Driver<'w> {
         };
         timing.lease_us = (pct(0.5), pct(0.99));
         let false_alarms = self.acc.drift.iter().filter(|m| m.false_alarm).count() as u64;
-        let occupancy = if self.acc.busy_s + self.acc.wasted_s > 0.0 {
-            self.acc.busy_s / (self.acc.busy_s + self.acc.wasted_s)
-        } else {
-            0.0
+        let share = |busy: f64, wasted: f64| {
+            if busy + wasted > 0.0 {
+                busy / (busy + wasted)
+            } else {
+                0.0
+            }
         };
+        let occupancy = share(self.acc.busy_s, self.acc.wasted_s);
+        let occupancy_conservative = share(self.acc.busy_s, self.acc.wasted_conservative_s);
         ContenderReport {
             name: self.contender.name().into(),
             attempts: self.acc.attempts,
@@ -939,11 +988,8 @@ impl<'w> Driver<'w> {
             drift_false_alarms: false_alarms,
             budget,
             occupancy,
-            busy_share: if self.acc.tick_online == 0 {
-                0.0
-            } else {
-                self.acc.tick_busy as f64 / self.acc.tick_online as f64
-            },
+            occupancy_conservative,
+            busy_share: ratio(self.acc.busy_s, self.online_time(self.world.spec.end_s())),
             work: std::mem::take(&mut self.acc.work),
             event: ev,
             series: std::mem::take(&mut self.acc.series),

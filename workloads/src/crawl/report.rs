@@ -135,6 +135,9 @@ pub struct EventFigures {
     pub browser_grants_while_gone: Option<u64>,
     /// `drought`: occupancy (as [`ContenderReport::occupancy`]) counted over the drought only.
     pub occupancy_during: Option<f64>,
+    /// `drought`: [`ContenderReport::occupancy_conservative`] over the drought only.
+    #[serde(default)]
+    pub occupancy_during_conservative: Option<f64>,
     /// `adapter-bug`: adapter-disagreement events (time, source, version, devices restored).
     pub adapter_events: Vec<(f64, String, String, usize)>,
     /// `adapter-bug`: devices whose trust at the end is below their trust when the bug began.
@@ -222,8 +225,15 @@ pub struct ContenderReport {
     /// Budget against caps.
     pub budget: Budget,
     /// Busy share of online device time counted over the time when
-    /// admissible work existed (see `docs/routing-lab.md`).
+    /// admissible work existed: an idle gap counts from the earliest
+    /// instant work could have become admissible after the router's last
+    /// empty answer (the next refill tick, or the politeness hint if
+    /// sooner) to the lease that returned work (see `docs/routing-lab.md`).
     pub occupancy: f64,
+    /// The same with every idle gap that ended in work counted whole (an
+    /// upper bound on the idle time).
+    #[serde(default)]
+    pub occupancy_conservative: f64,
     /// Busy share of all online device time.
     pub busy_share: f64,
     /// Work per decision.
