@@ -409,6 +409,8 @@ fn a_capped_pool_is_never_overspent_and_the_demand_it_cut_raises_its_price() {
         .collect();
     assert_eq!(events.len(), 1);
     assert!(r.metrics_text().contains("router_price{pool=\"database\"}"));
+    // Both leases were cut: a to 3 items, b to none.
+    assert!(r.metrics_text().contains("router_budget_held_total 2"));
     // A new window has the whole cap again.
     assert_eq!(
         r.price_window().1.get("database").copied().unwrap_or(0.0),

@@ -226,6 +226,11 @@ impl Router {
             c.politeness_passes,
         );
         counter(
+            "budget_held_total",
+            "Leases a capped pool's remaining window budget cut.",
+            c.budget_held,
+        );
+        counter(
             "drift_confirmations_total",
             "Confirmed drifts (all time).",
             self.d.drift.confirmations(),
