@@ -295,19 +295,11 @@ impl Router {
                 }
             }
         }
-        let politeness_wait = decision
-            .passed
-            .iter()
-            .filter(|(_, p)| *p == Pass::Politeness)
-            .filter_map(|(target, _)| {
-                let host = &self
-                    .d
-                    .sources
-                    .get(&self.d.targets.get(target)?.source)?
-                    .host;
-                Some(self.d.buckets.get(host)?.next_admit_s(now_s))
-            })
-            .fold(f64::INFINITY, f64::min);
+        let politeness_wait = if decision.grants.is_empty() {
+            self.promise_token(&decision.passed, now_s)
+        } else {
+            f64::INFINITY
+        };
         self.counters.politeness_passes += decision
             .passed
             .iter()
@@ -385,6 +377,47 @@ impl Router {
             routing_trace: trace,
             retry_after_s,
         })
+    }
+
+    /// Seconds from `now_s` to the politeness token this device may use:
+    /// among the hosts whose bucket held back one of its candidates, the
+    /// soonest token not already promised to another empty answer (each
+    /// promise takes one refill interval, 1/rate, of that host), so idle
+    /// devices are told to come back one per token instead of all at the
+    /// first token. +∞ when no candidate was held back for politeness.
+    fn promise_token(&mut self, passed: &[(String, Pass)], now_s: f64) -> f64 {
+        let mut best: Option<(String, f64)> = None;
+        for (target, p) in passed {
+            if *p != Pass::Politeness {
+                continue;
+            }
+            let Some(host) = self
+                .d
+                .targets
+                .get(target)
+                .and_then(|t| self.d.sources.get(&t.source))
+                .map(|s| s.host.clone())
+            else {
+                continue;
+            };
+            let Some(bucket) = self.d.buckets.get(&host) else {
+                continue;
+            };
+            let mut at = now_s + bucket.next_admit_s(now_s);
+            if let Some(last) = self.promised.get(&host) {
+                at = at.max(last + 1.0 / bucket.rate());
+            }
+            if best.as_ref().is_none_or(|(_, b)| at < *b) {
+                best = Some((host, at));
+            }
+        }
+        match best {
+            Some((host, at)) if at.is_finite() => {
+                self.promised.insert(host, at);
+                at - now_s
+            }
+            _ => f64::INFINITY,
+        }
     }
 
     /// Finds the open item (`target`, `token`) of `lease_id` owned by `device`.

@@ -169,6 +169,8 @@ pub struct Router {
     /// When the last tick ran and the gap before it (the shell's period).
     last_tick_s: Option<f64>,
     tick_gap_s: Option<f64>,
+    /// Per host, the latest politeness token promised to an empty answer.
+    promised: HashMap<String, f64>,
     queues: BTreeMap<String, std::collections::VecDeque<Queued>>,
     limited: BTreeSet<String>,
     events: Vec<Event>,
@@ -318,6 +320,7 @@ impl Router {
             held_devices: BTreeSet::new(),
             last_tick_s: None,
             tick_gap_s: None,
+            promised: HashMap::new(),
             queues: BTreeMap::new(),
             limited: BTreeSet::new(),
             events: Vec::new(),
