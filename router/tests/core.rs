@@ -469,3 +469,46 @@ fn the_field_variances_come_from_the_configuration_and_bad_ones_are_refused() {
         }
     }
 }
+
+#[test]
+fn an_empty_lease_says_when_to_ask_again_and_promises_each_token_once() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let mut f = facts();
+    // One token at a time, one every 2 s.
+    f.sources[0].bucket = Some((1.0, 0.5));
+    r.put_facts(&f, 0.0).unwrap();
+    let devs: Vec<Dev> = (0..4)
+        .map(|i| register(&mut r, &format!("dev-{i}"), "browser", 0.0))
+        .collect();
+    r.tick(1.0).unwrap();
+    // Before a second tick the router cannot tell its cadence.
+    let first = lease(&mut r, &devs[0], 1, 1.0);
+    assert_eq!(first.items.len(), 1);
+    assert_eq!(first.retry_after_s, None, "granted: no hint");
+    let h1 = lease(&mut r, &devs[1], 1, 1.0);
+    let h2 = lease(&mut r, &devs[2], 1, 1.0);
+    assert!(h1.items.is_empty() && h2.items.is_empty());
+    // The next token comes at t = 3; the one after it at t = 5.
+    assert!((h1.retry_after_s.unwrap() - 2.0).abs() < 1e-9, "{h1:?}");
+    assert!((h2.retry_after_s.unwrap() - 4.0).abs() < 1e-9, "{h2:?}");
+    // The promised device gets the token when it comes back.
+    assert_eq!(lease(&mut r, &devs[1], 1, 3.0).items.len(), 1);
+    // Nothing queued at all: the hint is the next refill, from the cadence.
+    let mut q = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let d = register(&mut q, "dev-q", "browser", 0.0);
+    q.tick(1.0).unwrap();
+    assert_eq!(
+        lease(&mut q, &d, 1, 2.0).retry_after_s,
+        None,
+        "one tick: no cadence yet"
+    );
+    q.tick(31.0).unwrap();
+    let idle = lease(&mut q, &d, 1, 40.0);
+    assert!(idle.items.is_empty());
+    assert!(
+        (idle.retry_after_s.unwrap() - 21.0).abs() < 1e-9,
+        "{idle:?}"
+    );
+    // A late tick reads as due now.
+    assert_eq!(lease(&mut q, &d, 1, 70.0).retry_after_s, Some(0.0));
+}
