@@ -107,6 +107,18 @@ fn lease(r: &mut Router, d: &Dev, n: usize, now: f64) -> router::api::LeaseRespo
     .unwrap()
 }
 
+/// An executed failure of error class `class`.
+fn failed(class: &str) -> Outcome {
+    Outcome {
+        ok: false,
+        content_hash: None,
+        latency_ms: Some(100.0),
+        error_class: Some(class.into()),
+        retry_after_s: None,
+        crawl_delay_s: None,
+    }
+}
+
 fn deposit_req(
     d: &Dev,
     lease_id: &str,
@@ -313,14 +325,7 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
     let l = lease(&mut r, &a, 1, 2.0);
     let it = l.items[0].clone();
     let mut dep = deposit_req(&a, &l.lease_id, &it, "h");
-    dep.outcome = Outcome {
-        ok: false,
-        content_hash: None,
-        latency_ms: Some(100.0),
-        error_class: Some("cors".into()),
-        retry_after_s: None,
-        crawl_delay_s: None,
-    };
+    dep.outcome = failed("cors");
     let root = r.field().parse("").unwrap();
     let before = r
         .field()
@@ -347,14 +352,7 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
     assert_eq!(lc.items.len(), 1);
     // An ordinary failure does fold (the contrast that makes the check bite).
     let mut dep2 = deposit_req(&c, &lc.lease_id, &lc.items[0], "h");
-    dep2.outcome = Outcome {
-        ok: false,
-        content_hash: None,
-        latency_ms: Some(100.0),
-        error_class: Some("http_5xx".into()),
-        retry_after_s: None,
-        crawl_delay_s: None,
-    };
+    dep2.outcome = failed("http_5xx");
     let root_c = r
         .field()
         .posterior(&root, "container_plain", "reliability")
