@@ -13,15 +13,13 @@ use router::api::{
     ApiError, DepositRequest, LeaseItem, LeaseRequest, Outcome, ProtestRequest, RegisterRequest,
 };
 use router::config::{CellFact, Facts, SourceFact, TargetFact};
-use router::events::Event;
 use router::Router;
 use routing::field::Receipt;
 use routing::participant::{Participant, Verdict};
 
 use super::baseline::Contender;
 use super::report::{
-    auc, Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, TrustHistogram,
-    WorkPerDecision,
+    Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, WorkPerDecision,
 };
 use super::rng::coin;
 use super::store::LabStore;
@@ -30,6 +28,8 @@ use super::world::{
     CLOUD_COST,
 };
 use super::CrawlError;
+
+mod figures;
 
 /// Curiosity window of a device's local negative facts, seconds.
 pub const CURIOSITY_S: f64 = 1800.0;
@@ -157,15 +157,6 @@ pub struct Driver<'w> {
     arrived: Vec<bool>,
     acc: Acc,
     retry_s: f64,
-}
-
-/// `a / b`, 0 when `b` is not positive.
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 {
-        a / b
-    } else {
-        0.0
-    }
 }
 
 fn ms(t: f64) -> u64 {
@@ -594,17 +585,6 @@ impl<'w> Driver<'w> {
         }
     }
 
-    /// Device-seconds online up to `t`: closed spells plus the open ones.
-    fn online_time(&self, t: f64) -> f64 {
-        self.acc.online_s
-            + self
-                .devs
-                .iter()
-                .filter(|st| st.online)
-                .map(|st| (t - st.online_since).max(0.0))
-                .sum::<f64>()
-    }
-
     fn in_drought(&self, t: f64) -> bool {
         self.world.drought.is_some_and(|(a, b)| a <= t && t < b)
     }
@@ -624,35 +604,6 @@ impl<'w> Driver<'w> {
         match r {
             Ok(_) => self.acc.protests += 1,
             Err(e) => *self.acc.refused.entry(wire_err(&e)).or_default() += 1,
-        }
-    }
-
-    /// Regret of the routed choice against the oracle among the archetypes online now.
-    fn regret(&mut self, d: usize, k: usize, t: f64) {
-        let w = self.world;
-        let s = w.targets[k].source;
-        let a = w.devices[d].archetype;
-        let (fa, ca) = w.objective(s, a, t);
-        let mut best = (fa + ca, fa, ca);
-        for o in 0..4 {
-            if self.online[o] == 0 {
-                continue;
-            }
-            let (f, c) = w.objective(s, o, t);
-            if f + c < best.0 {
-                best = (f + c, f, c);
-            }
-        }
-        self.acc.regret_failures += fa - best.1;
-        self.acc.regret_cost += ca - best.2;
-        if let Some((rs, ra, from)) = w.regime {
-            if rs == s && ra == a {
-                if t >= from {
-                    self.acc.blocked_attempts_after += 1;
-                } else if t >= from - 3600.0 {
-                    self.acc.blocked_attempts_before += 1;
-                }
-            }
         }
     }
 
@@ -759,242 +710,5 @@ impl<'w> Driver<'w> {
             }
         }
         Ok(())
-    }
-
-    fn event(&mut self, ev: Event) {
-        match ev {
-            Event::DriftConfirmed {
-                t_s,
-                cell,
-                option,
-                dimension,
-                ..
-            } => {
-                let w = self.world;
-                let truth_changed = w.regime.is_some_and(|(s, a, from)| {
-                    t_s >= from
-                        && cell == format!("{}/{}", w.sources[s].name, w.sources[s].binding)
-                        && option == ARCHETYPES[a]
-                });
-                if truth_changed && self.acc.event.drift_delay_s.is_none() {
-                    self.acc.event.drift_delay_s = w.regime.map(|(_, _, from)| t_s - from);
-                }
-                self.acc.drift.push(DriftMark {
-                    t_s,
-                    cell,
-                    option,
-                    dimension,
-                    false_alarm: !truth_changed,
-                });
-            }
-            Event::AdapterDisagreement {
-                t_s,
-                source,
-                version,
-                restored,
-                ..
-            } => self
-                .acc
-                .event
-                .adapter_events
-                .push((t_s, source, version, restored)),
-            _ => {}
-        }
-    }
-
-    fn snapshot_trust(&mut self) {
-        for dev in &self.world.devices {
-            if let Some(tau) = self.router.trust(&dev.id) {
-                self.acc.trust_at_bug.insert(dev.id.clone(), tau);
-            }
-        }
-    }
-
-    fn sample(&mut self, t: f64) {
-        let w = self.world;
-        let (mut settled, mut correct, mut fresh) = (0usize, 0usize, 0usize);
-        for (k, target) in w.targets.iter().enumerate() {
-            if !self.arrived[target.source] {
-                continue;
-            }
-            if let Some(h) = self.router.settled(&target.name) {
-                settled += 1;
-                if w.genuine(k, h, t) {
-                    correct += 1;
-                }
-                if w.content(k, t) == h {
-                    fresh += 1;
-                }
-            }
-        }
-        let frac = |n: usize| {
-            if settled == 0 {
-                1.0
-            } else {
-                n as f64 / settled as f64
-            }
-        };
-        let online = self.online_time(t);
-        let busy_share = ratio(
-            self.acc.busy_s - self.acc.sampled_busy_s,
-            online - self.acc.sampled_online_s,
-        );
-        self.acc.sampled_busy_s = self.acc.busy_s;
-        self.acc.sampled_online_s = online;
-        self.acc.series.push(Sample {
-            t_s: t,
-            regret_failures: self.acc.regret_failures,
-            regret_cost: self.acc.regret_cost,
-            attempts: self.acc.attempts,
-            correct_fraction: frac(correct),
-            fresh_fraction: frac(fresh),
-            settled,
-            prices: self.router.prices(),
-            online: ARCHETYPES
-                .iter()
-                .enumerate()
-                .map(|(a, n)| (n.to_string(), self.online[a]))
-                .collect(),
-            busy_share,
-        });
-    }
-
-    fn finish(mut self) -> ContenderReport {
-        let w = self.world;
-        let (mut honest, mut liars) = (Vec::new(), Vec::new());
-        let mut hist = TrustHistogram {
-            honest: vec![0; 20],
-            liars: vec![0; 20],
-        };
-        for (i, dev) in w.devices.iter().enumerate() {
-            if self.devs[i].deposits < MIN_DEPOSITS_FOR_TRUST {
-                continue;
-            }
-            let Some(tau) = self.router.trust(&dev.id) else {
-                continue;
-            };
-            let bin = ((tau * 20.0).floor() as usize).min(19);
-            if dev.liar {
-                liars.push(tau);
-                hist.liars[bin] += 1;
-            } else {
-                honest.push(tau);
-                hist.honest[bin] += 1;
-            }
-        }
-        let mut ev = std::mem::take(&mut self.acc.event);
-        if w.bug.is_some() {
-            let before = &self.acc.trust_at_bug;
-            let mut lower = 0;
-            let mut drop: f64 = 0.0;
-            let (mut sb, mut sa) = (0.0, 0.0);
-            for (id, b) in before {
-                let a = self.router.trust(id).unwrap_or(*b);
-                if a < b - 1e-9 {
-                    lower += 1;
-                }
-                drop = drop.max(b - a);
-                sb += b;
-                sa += a;
-            }
-            let n = before.len().max(1) as f64;
-            ev.devices_lower_than_before = Some(lower);
-            ev.devices_before = Some(before.len());
-            ev.mean_trust_before_after = Some((sb / n, sa / n));
-            ev.largest_drop = Some(drop);
-        }
-        if w.drought.is_some() {
-            let busy = self.acc.drought_busy_s;
-            let all = busy + self.acc.drought_wasted_s;
-            ev.occupancy_during = (all > 0.0).then(|| busy / all);
-            let all = busy + self.acc.drought_wasted_conservative_s;
-            ev.occupancy_during_conservative = (all > 0.0).then(|| busy / all);
-        }
-        if w.regime.is_some() {
-            ev.blocked_attempts_after = Some(self.acc.blocked_attempts_after);
-            ev.blocked_attempts_hour_before = Some(self.acc.blocked_attempts_before);
-        }
-        let mut budget = std::mem::take(&mut self.acc.budget);
-        for (pool, cap) in budget.caps.clone() {
-            let ws: Vec<f64> = budget
-                .windows
-                .iter()
-                .filter(|(_, p, _)| *p == pool)
-                .map(|(_, _, u)| *u)
-                .collect();
-            let over = ws.iter().filter(|u| **u > cap).count() as u64;
-            let max = ws.iter().fold(0.0f64, |m, u| m.max(u / cap.max(1e-9)));
-            let late = &ws[ws.len() / 2..];
-            let mean = if late.is_empty() {
-                0.0
-            } else {
-                late.iter().sum::<f64>() / late.len() as f64 / cap.max(1e-9)
-            };
-            budget.over_cap.insert(pool.clone(), over);
-            budget.max_ratio.insert(pool.clone(), max);
-            budget.late_mean_ratio.insert(pool, mean);
-        }
-        let last = self.acc.series.last().cloned();
-        let mut timing = std::mem::take(&mut self.acc.timing);
-        timing.decisions += timing.lease_calls;
-        let busy_time = timing.lease_s + timing.tick_s;
-        timing.decisions_per_s = if busy_time > 0.0 {
-            timing.decisions as f64 / busy_time
-        } else {
-            0.0
-        };
-        timing.leases_per_s = if timing.lease_s > 0.0 {
-            timing.lease_calls as f64 / timing.lease_s
-        } else {
-            0.0
-        };
-        let mut us = std::mem::take(&mut self.acc.lease_us);
-        us.sort_unstable();
-        let pct = |p: f64| {
-            if us.is_empty() {
-                0.0
-            } else {
-                us[((us.len() - 1) as f64 * p).round() as usize] as f64
-            }
-        };
-        timing.lease_us = (pct(0.5), pct(0.99));
-        let false_alarms = self.acc.drift.iter().filter(|m| m.false_alarm).count() as u64;
-        let share = |busy: f64, wasted: f64| {
-            if busy + wasted > 0.0 {
-                busy / (busy + wasted)
-            } else {
-                0.0
-            }
-        };
-        let occupancy = share(self.acc.busy_s, self.acc.wasted_s);
-        let occupancy_conservative = share(self.acc.busy_s, self.acc.wasted_conservative_s);
-        ContenderReport {
-            name: self.contender.name().into(),
-            attempts: self.acc.attempts,
-            successes: self.acc.successes,
-            items: self.acc.items,
-            protests: self.acc.protests,
-            refused: std::mem::take(&mut self.acc.refused),
-            regret_failures: self.acc.regret_failures,
-            regret_cost: self.acc.regret_cost,
-            regret_total: self.acc.regret_failures + self.acc.regret_cost,
-            politeness_violations: self.acc.violations,
-            correct_fraction: last.as_ref().map(|s| s.correct_fraction).unwrap_or(1.0),
-            fresh_fraction: last.as_ref().map(|s| s.fresh_fraction).unwrap_or(1.0),
-            settled: last.as_ref().map(|s| s.settled).unwrap_or(0),
-            trust_auc: auc(&honest, &liars),
-            trust: hist,
-            drift: std::mem::take(&mut self.acc.drift),
-            drift_false_alarms: false_alarms,
-            budget,
-            occupancy,
-            occupancy_conservative,
-            busy_share: ratio(self.acc.busy_s, self.online_time(self.world.spec.end_s())),
-            work: std::mem::take(&mut self.acc.work),
-            event: ev,
-            series: std::mem::take(&mut self.acc.series),
-            events: self.router.counters().events.clone(),
-            timing,
-        }
     }
 }
