@@ -208,24 +208,7 @@ impl Router {
         let caps = rec.capabilities.clone();
         let trust = rec.trust;
         let limited = self.limited.contains(&req.device_id);
-        let item_cost: f64 = POOLS
-            .iter()
-            .map(|p| self.d.pools.get(*p).map(|x| x.price()).unwrap_or(0.0) * item_usage(p))
-            .sum();
-        let config = PolicyConfig {
-            temperature: self.d.temperature,
-            batch_base: self.cfg.batch_base.get(&archetype).copied().unwrap_or(1),
-            stamp_price: self
-                .d
-                .pools
-                .get(LEASE_STAMP.0)
-                .map(|p| p.price())
-                .unwrap_or(0.0),
-            item_cost,
-            bucket_capacity: self.cfg.host_bucket.0,
-            bucket_rate: self.cfg.host_bucket.1,
-            verify: self.cfg.verify,
-        };
+        let config = self.policy_config(&archetype);
         let mut queue = self.queues.remove(&archetype).unwrap_or_default();
         let take = self.cfg.candidates_per_lease.min(queue.len());
         // Only the front of the queue is offered: O(candidates), not O(queue).
@@ -275,26 +258,13 @@ impl Router {
                 return Err(ApiError::bad("lease", e.to_string()));
             }
         };
-        if affordable < req.max_items {
-            self.counters.budget_held += 1;
-            // The cap bound this grant only if the policy filled what the
-            // cap allowed: then the items it cut are demand the price must
-            // see (usage alone never passes a binding cap, and λ would never
-            // rise). Counted once per device per window: a turned-away
-            // device asks again every few seconds, and its retries are not
-            // more demand. A lease the cap left no room for at all is not
-            // counted: whether anything was admissible at the current price
-            // is unknown, so the price rises only on measured excess.
-            if affordable > 0
-                && decision.grants.len() == affordable
-                && self.held_devices.insert(req.device_id.clone())
-            {
-                let cut = (req.max_items - affordable) as f64;
-                for (pool, per_item) in &binding {
-                    *self.held_demand.entry(pool.clone()).or_default() += cut * per_item;
-                }
-            }
-        }
+        self.count_cut_demand(
+            &req.device_id,
+            req.max_items,
+            affordable,
+            decision.grants.len(),
+            &binding,
+        );
         let politeness_wait = if decision.grants.is_empty() {
             self.promise_token(&decision.passed, now_s)
         } else {
@@ -314,40 +284,7 @@ impl Router {
         }
         self.queues.insert(archetype, queue);
         let lease_id = ids::token();
-        let mut items = Vec::with_capacity(decision.grants.len());
-        let mut wire = Vec::with_capacity(decision.grants.len());
-        let mut trace = Vec::with_capacity(decision.grants.len());
-        for g in decision.grants {
-            let token = ids::token();
-            if g.tier == Tier::Verification {
-                if let Some(t) = self.d.targets.get_mut(&g.target) {
-                    let vc = self.cfg.verify;
-                    let _ = t.verification.begin(&req.device_id, now_s, &vc);
-                }
-            }
-            *self.in_flight.entry(g.target.clone()).or_default() += 1;
-            self.pending_items += 1;
-            let source = self
-                .d
-                .targets
-                .get(&g.target)
-                .map(|t| t.source.clone())
-                .unwrap_or_default();
-            wire.push(LeaseItem {
-                target: g.target.clone(),
-                source,
-                kind: tier_name(g.tier).into(),
-                deposit_token: token.clone(),
-            });
-            items.push(Item {
-                target: g.target,
-                tier: g.tier,
-                token,
-                done: false,
-                pending: false,
-            });
-            trace.push(g.receipt);
-        }
+        let (items, wire, trace) = self.record_grants(&req.device_id, decision.grants, now_s);
         if !items.is_empty() {
             *self.d.usage.entry(LEASE_STAMP.0.into()).or_default() += LEASE_STAMP.1;
             self.dirty = true;
@@ -459,6 +396,99 @@ impl Router {
         {
             it.pending = pending;
         }
+    }
+
+    /// The policy's constants for a device of `archetype`: the decision
+    /// temperature, its batch base, the stamp price and one item's priced
+    /// cost (Σ_pool λ·usage), the default bucket and the verification rule.
+    fn policy_config(&self, archetype: &str) -> PolicyConfig {
+        let price = |p: &str| self.d.pools.get(p).map(|x| x.price()).unwrap_or(0.0);
+        PolicyConfig {
+            temperature: self.d.temperature,
+            batch_base: self.cfg.batch_base.get(archetype).copied().unwrap_or(1),
+            stamp_price: price(LEASE_STAMP.0),
+            item_cost: POOLS.iter().map(|p| price(p) * item_usage(p)).sum(),
+            bucket_capacity: self.cfg.host_bucket.0,
+            bucket_rate: self.cfg.host_bucket.1,
+            verify: self.cfg.verify,
+        }
+    }
+
+    /// Counts a lease the budget cap cut (`affordable` < `asked`). The cap
+    /// bound the grant only if the policy filled what it allowed (`granted`
+    /// = `affordable` > 0): then the items it cut are demand the price must
+    /// see (usage alone never passes a binding cap, and λ would never
+    /// rise), added to each binding pool's held demand at one item's charge
+    /// there. Counted once per device per window: a turned-away device asks
+    /// again every few seconds, and its retries are not more demand. A lease
+    /// the cap left no room for at all adds nothing: whether anything was
+    /// admissible at the current price is unknown, so the price rises only
+    /// on measured excess (`docs/decisions/0006-budget-hard-cap.md`).
+    fn count_cut_demand(
+        &mut self,
+        device: &str,
+        asked: usize,
+        affordable: usize,
+        granted: usize,
+        binding: &[(String, f64)],
+    ) {
+        if affordable >= asked {
+            return;
+        }
+        self.counters.budget_held += 1;
+        if affordable > 0 && granted == affordable && self.held_devices.insert(device.to_string()) {
+            let cut = (asked - affordable) as f64;
+            for (pool, per_item) in binding {
+                *self.held_demand.entry(pool.clone()).or_default() += cut * per_item;
+            }
+        }
+    }
+
+    /// Books the policy's grants for `device`: opens each verification it
+    /// joins, counts each item in flight (and its deposit's charge as
+    /// pending), and returns the lease's items, their wire form and the
+    /// decision receipts, in grant order.
+    fn record_grants(
+        &mut self,
+        device: &str,
+        grants: Vec<routing::policy::Grant>,
+        now_s: f64,
+    ) -> (Vec<Item>, Vec<LeaseItem>, Vec<routing::field::Receipt>) {
+        let mut items = Vec::with_capacity(grants.len());
+        let mut wire = Vec::with_capacity(grants.len());
+        let mut trace = Vec::with_capacity(grants.len());
+        for g in grants {
+            let token = ids::token();
+            if g.tier == Tier::Verification {
+                if let Some(t) = self.d.targets.get_mut(&g.target) {
+                    let vc = self.cfg.verify;
+                    let _ = t.verification.begin(device, now_s, &vc);
+                }
+            }
+            *self.in_flight.entry(g.target.clone()).or_default() += 1;
+            self.pending_items += 1;
+            let source = self
+                .d
+                .targets
+                .get(&g.target)
+                .map(|t| t.source.clone())
+                .unwrap_or_default();
+            wire.push(LeaseItem {
+                target: g.target.clone(),
+                source,
+                kind: tier_name(g.tier).into(),
+                deposit_token: token.clone(),
+            });
+            items.push(Item {
+                target: g.target,
+                tier: g.tier,
+                token,
+                done: false,
+                pending: false,
+            });
+            trace.push(g.receipt);
+        }
+        (items, wire, trace)
     }
 
     /// How many items a lease may grant now without any capped pool going
