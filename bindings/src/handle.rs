@@ -153,6 +153,24 @@ pub(crate) struct HandleInner {
     pub(crate) binding: Binding,
 }
 
+/// Where a host's unfinished units wait ([`FleetHandle::backlog`]), units.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Backlog {
+    /// Held back by the cordon (deferrable roles while Cordoned).
+    pub held: u32,
+    /// Admitted and waiting for a seat.
+    pub queued: u32,
+    /// Running on a seat.
+    pub running: u32,
+}
+
+impl Backlog {
+    /// Nothing held, queued or running.
+    pub fn is_idle(&self) -> bool {
+        self.held == 0 && self.queued == 0 && self.running == 0
+    }
+}
+
 /// Submits units to a running fleet. `Clone + Send + Sync`; cheap to clone.
 /// Outlives the fleet harmlessly: after shutdown every submit is refused with
 /// the body handed back.
@@ -191,6 +209,19 @@ impl FleetHandle {
     /// re-keyed there (release, then lease). `DESIGN.md` §3 "Quota detection".
     pub fn rebudget(&self, bounds: fleet::pump::PumpBounds) {
         self.inner.host.rebudget(bounds);
+    }
+
+    /// Units the host has not finished yet, by where they wait: held back by
+    /// a cordon (the intake backlog), queued for a seat, running on a seat.
+    /// A snapshot under the pump's lock. All zero once a cordon's backlog
+    /// has drained and the host is idle, which is when a host may hand its
+    /// allocator's free memory back (`DESIGN.md` §3 "Posture").
+    pub fn backlog(&self) -> Backlog {
+        self.inner.host.with_pump(|p| Backlog {
+            held: p.backlog_by_role().iter().map(|(_, n)| *n).sum(),
+            queued: p.queued().len() as u32,
+            running: p.in_flight().len() as u32,
+        })
     }
 
     /// Marks an epoch (cycle) boundary: call it between cycles, before the

@@ -23,4 +23,4 @@ pub use crate::running::{Fleet, ShutdownError, ShutdownReport, PUMP_THREAD_NAME}
 pub use affinity::{AffinityError, AffinityMask, PinCores, PinDecision, PinReason};
 pub use boot::{boot, BootError, BootOptions, PinPlan};
 pub use checkpoint::{checkpoint, CHECKPOINT_SLICE};
-pub use handle::{unit_body, within, FleetHandle, SeatCtx, SubmitError, UnitBody};
+pub use handle::{unit_body, within, Backlog, FleetHandle, SeatCtx, SubmitError, UnitBody};

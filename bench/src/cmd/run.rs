@@ -228,6 +228,10 @@ pub struct RunArgs {
     /// Sample the run with pprof and write a flamegraph SVG.
     #[arg(long, value_name = "FILE.svg")]
     pub flamegraph: Option<PathBuf>,
+    /// Keep the allocator's free memory after a cordon drains (by default
+    /// it is handed back once per cordon; a `heap_release` timeline event).
+    #[arg(long)]
+    pub keep_heap: bool,
     /// A label for tables and plots.
     #[arg(long)]
     pub label: Option<String>,
@@ -289,6 +293,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     spec.quota_shrinks = args.quota_shrink_at.clone();
     spec.flamegraph = args.flamegraph.clone();
     spec.stream_to = args.stream.clone();
+    spec.release_heap = !args.keep_heap;
     spec.label = args.label.clone();
     spec.metrics_addr = args.metrics_addr;
     spec.operator_addr = args.operator_addr;

@@ -10,6 +10,7 @@ pub mod contend;
 pub mod cotenant;
 pub mod feeder;
 pub mod inject;
+mod release;
 pub mod requota;
 mod session;
 mod spec;

@@ -245,7 +245,24 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         opts.on_outcomes = Some(Box::new(move |rows| stats.lock().outcomes(rows)));
     }
     let stream_rows = streamed.clone();
+    let heap_events = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    let mut heap_release = spec
+        .release_heap
+        .then(|| {
+            fleet.as_ref().map(|f| {
+                crate::lab::release::HeapRelease::new(
+                    f.handle(),
+                    posture.clone(),
+                    t0,
+                    heap_events.clone(),
+                )
+            })
+        })
+        .flatten();
     opts.on_cycle_end = Some(Box::new(move |rec| {
+        if let Some(h) = heap_release.as_mut() {
+            h.at_cycle_end(rec.cycle);
+        }
         if let Some(stats) = &stream_rows {
             stats.lock().cycle(rec);
         }
@@ -383,7 +400,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         census,
         retunes,
         plan_changes,
-        quota_events,
+        quota_events: quota_events
+            .into_iter()
+            .chain(std::mem::take(&mut *heap_events.lock()))
+            .collect(),
         streamed_to: spec.stream_to.clone(),
         cotenant_mode: spec.cotenant,
         cotenant,

@@ -96,6 +96,10 @@ pub struct RunSpec {
     /// `DIR/outcomes.jsonl` as the run goes instead of keeping them (a long
     /// soak's memory stays flat); the report's `per_cycle` is then empty.
     pub stream_to: Option<PathBuf>,
+    /// After each cordon, once its backlog has drained, hand the allocator's
+    /// free memory back to the OS ([`crate::probe::heap`]; a fleet run
+    /// only: the baselines have no cordon).
+    pub release_heap: bool,
     /// The host's own work beside the contender ([`crate::lab::cotenant`]).
     pub cotenant: crate::lab::CoTenantMode,
     /// Busy threads in a separate process for the run (0: none;
@@ -135,6 +139,7 @@ impl RunSpec {
             unit_deadline: None,
             quota_watch: Some(fleet::quota::DEFAULT_WATCH_PERIOD),
             stream_to: None,
+            release_heap: true,
             cotenant: crate::lab::CoTenantMode::On,
             contend: 0,
             interval_us: None,

@@ -2,6 +2,7 @@
 //! other processes' load on the host.
 
 pub mod cgroup;
+pub mod heap;
 pub mod hostload;
 pub mod perf;
 pub mod threads;

@@ -466,16 +466,21 @@ pub enum TimelineKind {
     /// Re-detection saw the CPU quota change: the plan was re-derived (or
     /// the re-plan refused), see [`RunReport::plan_changes`].
     QuotaChange,
+    /// A cordon's backlog drained and the lab's host handed the allocator's
+    /// free memory back to the OS (`crate::probe::heap`); the detail gives
+    /// the resident set before and after.
+    HeapRelease,
 }
 
 impl TimelineKind {
     /// Every kind, in the order the timeline legend lists them.
-    pub const ALL: [TimelineKind; 5] = [
+    pub const ALL: [TimelineKind; 6] = [
         TimelineKind::PostureEnter,
         TimelineKind::PostureExit,
         TimelineKind::Throttle,
         TimelineKind::Retune,
         TimelineKind::QuotaChange,
+        TimelineKind::HeapRelease,
     ];
 
     /// The snake_case name used in JSON and on the page.
@@ -486,6 +491,7 @@ impl TimelineKind {
             TimelineKind::Throttle => "throttle",
             TimelineKind::Retune => "retune",
             TimelineKind::QuotaChange => "quota_change",
+            TimelineKind::HeapRelease => "heap_release",
         }
     }
 }

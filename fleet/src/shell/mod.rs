@@ -508,6 +508,13 @@ impl<P: Send + 'static> HostHandle<P> {
         }
     }
 
+    /// Reads the pump under the core's lock (a snapshot: the backlog, the
+    /// queues, the seats). Holds the lock only while `read` runs: keep it
+    /// short, submits on other threads wait for it.
+    pub fn with_pump<R>(&self, read: impl FnOnce(&HostPump<P>) -> R) -> R {
+        read(&self.core.lock().pump)
+    }
+
     /// Sends a posture-edge hint (a no-op if the shell is gone).
     pub fn posture_edge(&self, seq: u64) {
         let _ = self.tx.send(ShellMsg::PostureEdge { seq });
