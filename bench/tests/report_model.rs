@@ -158,7 +158,8 @@ fn timeline_kinds_are_snake_case_and_exhaustive() {
             "posture_exit",
             "throttle",
             "retune",
-            "quota_change"
+            "quota_change",
+            "heap_release"
         ]
     );
     for k in TimelineKind::ALL {
