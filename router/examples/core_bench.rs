@@ -89,6 +89,7 @@ fn main() {
                     device_id: id.clone(),
                     device_secret: secret.clone(),
                     max_items: 2,
+                    wait_s: None,
                 },
                 now,
             )

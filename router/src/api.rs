@@ -53,7 +53,20 @@ pub struct LeaseRequest {
     pub device_secret: String,
     /// Most items wanted (1..=64).
     pub max_items: usize,
+    /// Long poll, seconds (0..=[`MAX_LEASE_WAIT_S`]; absent or 0: answer at
+    /// once). When nothing is admissible, the service holds the request and
+    /// answers as soon as work may be (at the empty answer's
+    /// `retry_after_s`, or a queue refill), or with the empty answer when
+    /// the wait runs out. A device that waits does not re-poll: its next
+    /// item reaches it when it becomes admissible instead of a re-poll
+    /// later. The pure core ([`crate::core::Router::lease`]) only checks the
+    /// range; the HTTP shell does the waiting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_s: Option<f64>,
 }
+
+/// The longest long poll a lease may ask for, seconds.
+pub const MAX_LEASE_WAIT_S: f64 = 30.0;
 
 /// One granted item of a lease.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -101,6 +101,7 @@ fn lease(r: &mut Router, d: &Dev, n: usize, now: f64) -> router::api::LeaseRespo
             device_id: d.id.clone(),
             device_secret: d.secret.clone(),
             max_items: n,
+            wait_s: None,
         },
         now,
     )

@@ -335,3 +335,81 @@ fn every_acknowledged_deposit_survives_sigkill() {
     let v = view(&r);
     assert!(v["targets"].as_u64().unwrap() >= 400);
 }
+
+/// The lease's long poll over loopback: with a host whose bucket holds one
+/// token and refills two a second, a second lease finds nothing; held with
+/// `wait_s` it answers with the item once the token is back (well before
+/// the wait runs out); a short wait answers empty when it runs out; the
+/// poll's tries do not count against the device's request rate; an
+/// out-of-range wait is refused.
+#[test]
+fn a_long_poll_answers_when_the_politeness_token_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start(dir.path(), &["--tick-ms", "50"]);
+    let mut f = facts(8);
+    f["sources"][0]["bucket"] = json!([1.0, 2.0]);
+    assert_eq!(r.send("PUT", "/v1/facts", &f.to_string(), true).0, 200);
+    let a = r.register("dev-a", "browser");
+    settle_ticks();
+    let poll = |max: usize, wait: Option<f64>| {
+        let mut body = json!({"device_id": "dev-a", "device_secret": a, "max_items": max});
+        if let Some(w) = wait {
+            body["wait_s"] = json!(w);
+        }
+        let t0 = std::time::Instant::now();
+        let (s, v) = r.post("/v1/lease", &body);
+        (s, v, t0.elapsed())
+    };
+    let (s, first, _) = poll(4, None);
+    assert_eq!(s, 200, "{first}");
+    assert_eq!(
+        first["items"].as_array().unwrap().len(),
+        1,
+        "one token: one item {first}"
+    );
+    let (s, empty, _) = poll(4, None);
+    assert_eq!(s, 200);
+    assert!(empty["items"].as_array().unwrap().is_empty(), "{empty}");
+    let hint = empty["retry_after_s"]
+        .as_f64()
+        .expect("an empty answer carries its hint");
+    assert!(
+        hint > 0.0 && hint <= 1.0,
+        "the next token is at most 0.5 s away: {hint}"
+    );
+
+    let (s, held, took) = poll(4, Some(10.0));
+    assert_eq!(s, 200, "{held}");
+    assert_eq!(
+        held["items"].as_array().unwrap().len(),
+        1,
+        "the token came back while held: {held}"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "answered when the token came back, not when the 10 s wait ran out: {took:?}"
+    );
+
+    let (s, short, took) = poll(4, Some(0.2));
+    assert_eq!(s, 200, "{short}");
+    if short["items"].as_array().unwrap().is_empty() {
+        assert!(
+            took >= Duration::from_millis(150),
+            "held until its wait ran out: {took:?}"
+        );
+        assert!(short["retry_after_s"].as_f64().is_some(), "{short}");
+    }
+
+    let (s, v, _) = poll(1, Some(31.0));
+    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
+    let (s, v, _) = poll(1, Some(-1.0));
+    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
+
+    // Three held polls of up to 1 s each retry at every tick (50 ms): were each try
+    // charged, the device's request rate would refuse them with 429.
+    for _ in 0..3 {
+        let (s, v, _) = poll(8, Some(1.0));
+        assert_eq!(s, 200, "a held poll's tries are not rate-limited: {v}");
+    }
+    r.stop();
+}

@@ -116,6 +116,19 @@ fn a_drought_reroutes_within_one_tick_of_the_browsers_leaving() {
         "re-routed {delay} s after the browsers left"
     );
     assert_eq!(c.event.browser_grants_while_gone.unwrap_or(0), 0);
+    // Devices long-poll their leases: an idle device gets work when it
+    // becomes admissible, so the drought keeps the containers busy
+    // (ROUTING.md §5: occupancy ≥ 99 % whenever admissible work existed).
+    let during = c
+        .event
+        .occupancy_during
+        .expect("occupancy over the drought");
+    assert!(during >= 0.99, "occupancy during the drought {during}");
+    assert!(
+        c.occupancy >= 0.99,
+        "occupancy over the run {}",
+        c.occupancy
+    );
 }
 
 #[test]

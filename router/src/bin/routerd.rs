@@ -201,9 +201,12 @@ fn serve(args: ServeArgs) -> Result<()> {
             }
         });
         let last = shell.clone();
+        let closer = shell.clone();
         axum::serve(listener, app(shell))
-            .with_graceful_shutdown(async {
+            .with_graceful_shutdown(async move {
                 let _ = tokio::signal::ctrl_c().await;
+                // Held long polls answer now instead of holding the stop.
+                closer.begin_close();
             })
             .await
             .context("serving")?;

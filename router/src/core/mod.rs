@@ -12,6 +12,7 @@
 //! again every logged deposit after the snapshot: no acknowledged deposit
 //! is lost.
 
+mod admission;
 mod facts;
 mod fold;
 mod lease;

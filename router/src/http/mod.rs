@@ -22,6 +22,8 @@ use crate::config::Facts;
 use crate::events::Event;
 use crate::Router;
 
+mod long_poll;
+
 /// The operator page (`GET /`).
 pub const PAGE: &str = include_str!("page.html");
 
@@ -68,6 +70,11 @@ pub struct Shell {
     store: crate::core::SharedStore,
     /// Prepared deposits for the writer thread, in sequence order.
     writer: Mutex<std::sync::mpsc::Sender<WriterJob>>,
+    /// Counts ticks: held long polls wake on each (a refill may have made
+    /// work admissible).
+    ticks: tokio::sync::watch::Sender<u64>,
+    /// Set when the service stops: held long polls answer at once.
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shell {
@@ -102,6 +109,8 @@ impl Shell {
             operator_key,
             store,
             writer: Mutex::new(tx),
+            ticks: tokio::sync::watch::Sender::new(0),
+            closing: tokio::sync::watch::Sender::new(false),
         });
         let weak = Arc::downgrade(&shell);
         std::thread::Builder::new()
@@ -160,6 +169,13 @@ impl Shell {
             }
         }
         self.write_events(events);
+        self.ticks.send_modify(|n| *n += 1);
+    }
+
+    /// Starts a stop: every held long poll answers now (with what it has),
+    /// so a graceful shutdown does not wait out the polls.
+    pub fn begin_close(&self) {
+        self.closing.send_replace(true);
     }
 }
 
@@ -326,6 +342,7 @@ async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
 
 async fn lease(State(s): State<Arc<Shell>>, req: Request) -> Response {
     match parsed::<crate::api::LeaseRequest>(&s, req).await {
+        Ok(r) if r.wait_s.is_some_and(|w| w > 0.0) => long_poll::lease(s, r).await,
         Ok(r) => run(s, move |core, now| core.lease(&r, now)).await,
         Err(resp) => resp,
     }

@@ -35,6 +35,12 @@ mod figures;
 pub const CURIOSITY_S: f64 = 1800.0;
 /// Deposits a device needs before its trust counts in the AUC and histogram.
 pub const MIN_DEPOSITS_FOR_TRUST: u64 = 5;
+/// How long a simulated device's lease may be held by the router (its
+/// long poll, `LeaseRequest::wait_s`), seconds. Inside the hold the router
+/// tries again at each empty answer's hint and the answer reaches the
+/// device 1–5 ms later; when the hold runs out the device polls again
+/// 10–110 ms after it.
+pub const LONG_POLL_S: f64 = 20.0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -81,6 +87,9 @@ struct DevState {
     /// device after its last empty answer: the next refill tick or the
     /// router's politeness hint, whichever is first.
     admissible_from: Option<f64>,
+    /// While the router holds this device's long poll: when the poll's
+    /// wait runs out (its later tries are the router's, not the device's).
+    poll_until: Option<f64>,
     /// When the device last came online (meaningful while online).
     online_since: f64,
     busy_until: f64,
@@ -189,6 +198,7 @@ impl<'w> Driver<'w> {
                 deposits: 0,
                 idle_since: None,
                 admissible_from: None,
+                poll_until: None,
                 online_since: 0.0,
                 busy_until: 0.0,
             })
@@ -394,6 +404,7 @@ impl<'w> Driver<'w> {
         st.held = None;
         st.idle_since = None;
         st.admissible_from = None;
+        st.poll_until = None;
         self.register(d, t);
         let e = self.devs[d].epoch;
         let jitter = 5.0 * coin(&[self.world.spec.seed, d as u64, ms(t), 11]);
@@ -412,6 +423,7 @@ impl<'w> Driver<'w> {
         st.held = None;
         st.idle_since = None;
         st.admissible_from = None;
+        st.poll_until = None;
         st.busy_until = st.busy_until.min(t);
     }
 
@@ -430,9 +442,20 @@ impl<'w> Driver<'w> {
             device_id: spec.id.clone(),
             device_secret: secret,
             max_items: if spec.archetype == BROWSER { 4 } else { 2 },
+            wait_s: Some(LONG_POLL_S),
         };
+        // A try inside the router's hold of this device's long poll is the
+        // router's own (not charged to the device's request rate).
+        let held_poll = self.devs[d].poll_until.is_some_and(|until| t <= until);
+        if !held_poll {
+            self.devs[d].poll_until = Some(t + LONG_POLL_S);
+        }
         let t0 = Instant::now();
-        let r = self.router.lease(&req, t);
+        let r = if held_poll {
+            self.router.lease_again(&req, t)
+        } else {
+            self.router.lease(&req, t)
+        };
         let el = t0.elapsed();
         self.acc.timing.router_s += el.as_secs_f64();
         self.acc.timing.lease_s += el.as_secs_f64();
@@ -455,15 +478,27 @@ impl<'w> Driver<'w> {
                 st.idle_since.get_or_insert(t);
                 st.admissible_from = Some(next_tick.min(t + hint));
                 let u = coin(&[self.world.spec.seed, d as u64, ms(t), 12]);
-                let backoff = self.retry_s * (0.75 + 0.5 * u);
-                // Ask again just after the router's hint (a little spread, so
-                // the idle devices do not all arrive at one instant).
-                let wait = resp
-                    .retry_after_s
-                    .map_or(backoff, |h| (h + 0.01 + 0.1 * u).min(backoff));
-                self.at(t + wait, Ev::Wake(d, e));
+                let until = self.devs[d].poll_until.unwrap_or(t);
+                let next = match resp.retry_after_s {
+                    // The router holds the poll and tries again at its hint;
+                    // the answer reaches the device 1–5 ms later.
+                    Some(h) if t + h <= until => t + h + 0.001 + 0.004 * u,
+                    // The wait runs out first: the empty answer comes back
+                    // then, and the device polls again 10–110 ms later.
+                    Some(_) => {
+                        self.devs[d].poll_until = None;
+                        until + 0.01 + 0.1 * u
+                    }
+                    // No hint (no tick yet): the device's own backoff.
+                    None => {
+                        self.devs[d].poll_until = None;
+                        t + self.retry_s * (0.75 + 0.5 * u)
+                    }
+                };
+                self.at(next, Ev::Wake(d, e));
             }
             Ok(resp) => {
+                self.devs[d].poll_until = None;
                 let from = self.devs[d].admissible_from.take();
                 if let Some(since) = self.devs[d].idle_since.take() {
                     let wasted = (t - from.unwrap_or(since).max(since)).max(0.0);
@@ -485,6 +520,7 @@ impl<'w> Driver<'w> {
                 self.next_item(d, t);
             }
             Err(err) => {
+                self.devs[d].poll_until = None;
                 *self.acc.refused.entry(wire_err(&err)).or_default() += 1;
                 let wait = match err {
                     ApiError::UnknownDevice(_) => {

@@ -1,0 +1,80 @@
+//! The lease's long poll: an empty answer is held until work may be
+//! admissible, so a waiting device gets its next item when it becomes
+//! admissible instead of at its next re-poll.
+//!
+//! The core stays pure: each try is one [`crate::Router::lease`] at the
+//! clock's now. Between tries the request sleeps until the earliest of the
+//! empty answer's `retry_after_s` (the next refill or the politeness token
+//! promised to this device), the next tick, the wait's end and the service
+//! stopping. An answer with items, an error, the wait's end or a stop
+//! answers the request; the last empty answer is the one returned.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::response::Response;
+
+use super::{error, ok, Shell};
+use crate::api::{ApiError, LeaseRequest, MAX_LEASE_WAIT_S};
+
+/// The shortest sleep between two tries: a hint of 0 (a refill due now
+/// whose tick is a moment late) does not spin.
+const MIN_NAP: Duration = Duration::from_millis(5);
+
+/// Leases for `req` (whose `wait_s` is > 0), holding an empty answer as
+/// long as `wait_s` allows. Errors answer at once, as without a wait.
+pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
+    let wait = req.wait_s.unwrap_or(0.0);
+    let deadline = Instant::now()
+        + Duration::from_secs_f64(if wait.is_finite() {
+            wait.clamp(0.0, MAX_LEASE_WAIT_S)
+        } else {
+            0.0
+        });
+    let mut ticks = shell.ticks.subscribe();
+    let mut closing = shell.closing.subscribe();
+    let req = Arc::new(req);
+    let mut first = true;
+    loop {
+        ticks.borrow_and_update();
+        let s = shell.clone();
+        let r = req.clone();
+        let charge = std::mem::take(&mut first);
+        let joined = tokio::task::spawn_blocking(move || {
+            let now = (s.clock)();
+            let mut core = s.router.lock();
+            // Only the first try counts against the device's request rate.
+            let out = if charge {
+                core.lease(&r, now)
+            } else {
+                core.lease_again(&r, now)
+            };
+            (out, core.drain_events())
+        })
+        .await;
+        let (out, events) = match joined {
+            Ok(v) => v,
+            Err(_) => return error(&ApiError::Store("the request's worker failed".into())),
+        };
+        shell.write_events(events);
+        let resp = match out {
+            Ok(resp) => resp,
+            Err(e) => return error(&e),
+        };
+        let now = Instant::now();
+        if !resp.items.is_empty() || now >= deadline || *closing.borrow() {
+            return ok(resp);
+        }
+        let left = deadline - now;
+        let hint = resp
+            .retry_after_s
+            .filter(|h| h.is_finite() && *h >= 0.0)
+            .map_or(left, Duration::from_secs_f64);
+        let nap = hint.clamp(MIN_NAP, left.max(MIN_NAP)).min(left);
+        tokio::select! {
+            _ = tokio::time::sleep(nap) => {}
+            _ = ticks.changed() => {}
+            _ = closing.changed() => {}
+        }
+    }
+}
