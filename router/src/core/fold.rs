@@ -455,6 +455,11 @@ impl Router {
             version: other_version,
             ..me_key.clone()
         };
+        // Every comparison counts toward the source's rates (across adapter
+        // versions or within one): they tell a bug from churn.
+        self.d
+            .clusters
+            .record_comparison(source, me_key != other_key, agree);
         let clusters_move =
             self.d.clusters.moves_trust(&me_key) && self.d.clusters.moves_trust(&other_key);
         if !agree && !clusters_move {

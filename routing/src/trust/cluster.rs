@@ -4,6 +4,16 @@
 //! a share ≥ `share` of its source's disagreements, it is confirmed as an adapter bug:
 //! its later disagreements stop moving trust and the trust it moved is
 //! returned for restoration. Source: `ROUTING.md` §3 Trust.
+//!
+//! The share alone cannot tell a bug from churn: with two adapter versions
+//! in the population about half of all comparisons are across versions, so
+//! ordinary disagreements give each version's cluster a share near one
+//! half. Where the source also has same-version comparisons
+//! ([`Clusters::record_comparison`]), a cluster is confirmed only when
+//! disagreements across versions are also more frequent than within one:
+//! the cross-version disagreement rate at least twice the same-version
+//! rate and above it by [`EXCESS_Z`] standard errors (a two-proportion
+//! z-test, pooled). `docs/decisions/0008-adapter-clusters-against-churn.md`.
 
 use std::collections::BTreeMap;
 
@@ -29,6 +39,38 @@ pub struct Restoration {
     pub delta: f64,
 }
 
+/// How many standard errors the cross-version disagreement rate must
+/// exceed the same-version rate by before a cluster can be confirmed.
+pub const EXCESS_Z: f64 = 3.0;
+
+/// A source's comparisons and disagreements, across adapter versions and
+/// within one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+struct Rates {
+    cross: u64,
+    cross_disagree: u64,
+    same: u64,
+    same_disagree: u64,
+}
+
+impl Rates {
+    /// Whether cross-version disagreements stand out against same-version
+    /// ones; `true` where there is no same-version baseline to compare with.
+    fn cross_stands_out(&self) -> bool {
+        if self.same == 0 || self.cross == 0 {
+            return true;
+        }
+        let (nx, ns) = (self.cross as f64, self.same as f64);
+        let (px, ps) = (
+            self.cross_disagree as f64 / nx,
+            self.same_disagree as f64 / ns,
+        );
+        let p = (self.cross_disagree + self.same_disagree) as f64 / (nx + ns);
+        let se = (p * (1.0 - p) * (1.0 / nx + 1.0 / ns)).sqrt();
+        px >= 2.0 * ps && (px - ps) >= EXCESS_Z * se && px > ps
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct Cluster {
     count: u64,
@@ -44,6 +86,10 @@ pub struct Clusters {
     per_source: BTreeMap<String, u64>,
     #[serde(with = "cluster_list")]
     clusters: BTreeMap<AdapterKey, Cluster>,
+    /// Comparisons per source (absent in snapshots written before they were
+    /// counted: an empty map, which keeps the share rule alone).
+    #[serde(default)]
+    rates: BTreeMap<String, Rates>,
 }
 
 /// Serializes the cluster map as a list (JSON maps need string keys).
@@ -84,6 +130,7 @@ impl Clusters {
             min_count,
             per_source: BTreeMap::new(),
             clusters: BTreeMap::new(),
+            rates: BTreeMap::new(),
         }
     }
 
@@ -107,6 +154,22 @@ impl Clusters {
         *self.per_source.entry(source.to_string()).or_default() += 2;
     }
 
+    /// Counts one comparison on `source` (a deposit against the latest
+    /// earlier observation by another device), whether the two ran
+    /// different adapter versions and whether they agreed. These rates are
+    /// what tells an adapter bug (disagreements concentrated across
+    /// versions) from churn (disagreements as frequent within a version).
+    pub fn record_comparison(&mut self, source: &str, cross_version: bool, agree: bool) {
+        let r = self.rates.entry(source.to_string()).or_default();
+        if cross_version {
+            r.cross += 1;
+            r.cross_disagree += u64::from(!agree);
+        } else {
+            r.same += 1;
+            r.same_disagree += u64::from(!agree);
+        }
+    }
+
     /// Whether disagreements of `key` should still move trust (false once confirmed).
     pub fn moves_trust(&self, key: &AdapterKey) -> bool {
         !self.clusters.get(key).is_some_and(|c| c.confirmed)
@@ -127,7 +190,14 @@ impl Clusters {
         }
         *c.moved.entry(device.to_string()).or_default() +=
             if moved.is_finite() { moved } else { 0.0 };
-        if c.count >= self.min_count && c.count as f64 >= self.share * total as f64 / 2.0 {
+        let stands_out = self
+            .rates
+            .get(&key.source)
+            .is_none_or(Rates::cross_stands_out);
+        if c.count >= self.min_count
+            && c.count as f64 >= self.share * total as f64 / 2.0
+            && stands_out
+        {
             c.confirmed = true;
             return c
                 .moved
@@ -189,5 +259,92 @@ mod tests {
             q.record(&key("ok"), &format!("o{i}"), -0.01);
         }
         assert!(q.confirmed().is_empty(), "6 of 26 disagreements");
+    }
+
+    /// Feeds `n` comparisons per side: cross-version ones disagreeing at
+    /// `px`, same-version ones at `ps` (deterministic spacing), recording
+    /// each disagreement as the router does.
+    fn feed(c: &mut Clusters, n: u64, px: f64, ps: f64) -> Vec<Restoration> {
+        let mut restored = Vec::new();
+        let (mut ax, mut as_) = (0.0, 0.0);
+        for i in 0..n {
+            ax += px;
+            let dx = ax >= 1.0;
+            if dx {
+                ax -= 1.0;
+            }
+            c.record_comparison("s", true, !dx);
+            if dx {
+                restored.extend(c.record(&key("a"), &format!("a{i}"), -0.01));
+                restored.extend(c.record(&key("b"), &format!("b{i}"), -0.01));
+            }
+            as_ += ps;
+            let ds = as_ >= 1.0;
+            if ds {
+                as_ -= 1.0;
+            }
+            c.record_comparison("s", false, !ds);
+            if ds {
+                c.record_plain("s");
+            }
+        }
+        restored
+    }
+
+    /// Churn: two versions, disagreements as frequent within a version as
+    /// across (10 % each). Each version's share of the disagreements is one
+    /// half, which passes the share rule; the rates keep it unconfirmed.
+    #[test]
+    fn churn_across_versions_is_not_an_adapter_bug() {
+        let mut c = Clusters::new(0.5, 5);
+        let restored = feed(&mut c, 2_000, 0.10, 0.10);
+        assert!(c.confirmed().is_empty(), "{:?}", c.confirmed());
+        assert!(restored.is_empty());
+        assert!(c.moves_trust(&key("a")) && c.moves_trust(&key("b")));
+        // Without same-version comparisons the share rule alone decides (as
+        // for a snapshot written before comparisons were counted).
+        let mut legacy = Clusters::new(0.5, 5);
+        for i in 0..20 {
+            legacy.record_plain("s");
+            legacy.record(&key("a"), &format!("a{i}"), -0.01);
+            legacy.record(&key("b"), &format!("b{i}"), -0.01);
+        }
+        assert_eq!(legacy.confirmed().len(), 2);
+    }
+
+    /// A bug: across versions 40 % of comparisons disagree, within a version
+    /// 5 %. Both sides' clusters are confirmed (two versions cannot say which
+    /// side is wrong) and every move is handed back.
+    #[test]
+    fn disagreements_concentrated_across_versions_confirm_the_clusters() {
+        let mut c = Clusters::new(0.5, 5);
+        let restored = feed(&mut c, 200, 0.40, 0.05);
+        let versions: Vec<String> = c.confirmed().into_iter().map(|(k, _)| k.version).collect();
+        assert_eq!(versions, ["a", "b"]);
+        assert!(!restored.is_empty() && restored.iter().all(|r| r.delta > 0.0));
+        assert!(!c.moves_trust(&key("a")));
+    }
+
+    /// The z-test's edge: a small excess on few comparisons is noise.
+    #[test]
+    fn rates_need_a_significant_excess() {
+        let r = |cross, cross_disagree, same, same_disagree| Rates {
+            cross,
+            cross_disagree,
+            same,
+            same_disagree,
+        };
+        assert!(r(100, 40, 100, 5).cross_stands_out());
+        assert!(!r(100, 12, 100, 10).cross_stands_out(), "1.2x is not 2x");
+        assert!(
+            !r(10, 3, 10, 1).cross_stands_out(),
+            "3x on 10 comparisons is within noise"
+        );
+        assert!(!r(100, 10, 100, 10).cross_stands_out());
+        assert!(
+            r(100, 30, 0, 0).cross_stands_out(),
+            "no baseline: the share rule decides"
+        );
+        assert!(r(50, 50, 50, 0).cross_stands_out());
     }
 }
