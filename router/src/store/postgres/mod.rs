@@ -1,0 +1,321 @@
+//! The scale-out [`Store`]: PostgreSQL (or a server speaking its wire
+//! protocol) through `tokio-postgres`.
+//!
+//! The [`Store`] trait blocks, `tokio-postgres` is async: a [`PgStore`]
+//! owns one worker thread running a current-thread tokio runtime and the
+//! connection; each call sends a job to it and waits on a std channel. So a
+//! store works from a plain thread, from `tokio::task::spawn_blocking`, and
+//! does not panic even when called from inside an async task (it blocks
+//! that task's thread for the call, which the service never does). A call
+//! that meets a dropped connection fails with [`StoreError::Backend`]; the
+//! next call reconnects (every write is safe to retry).
+//!
+//! Every write is an idempotent upsert keyed by an id and a version
+//! (`INSERT … ON CONFLICT (key) DO UPDATE … WHERE excluded.version >=
+//! stored.version`; the deposit log `ON CONFLICT (token) DO NOTHING`), so
+//! each row is correct on its own and a retried call is harmless. A batch
+//! upsert runs in one transaction where the server has them; nothing needs
+//! one for correctness.
+//!
+//! A call returns after the server has committed (a batch: after
+//! `COMMIT`), so an acknowledged deposit is as durable as the server's
+//! `synchronous_commit` / `fsync` settings make a commit (durable with the
+//! defaults). A batch's statements are pipelined: one round trip per batch.
+//!
+//! Tables live in one schema (`public` by default): `schema_migrations`,
+//! `devices`, `targets`, `meta`, `deposits`, the same shape as the SQLite
+//! store, with keys and tokens in collation `"C"` so [`Store::load`] sorts
+//! by bytes whatever the database's locale.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::mpsc::sync_channel;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, Config, GenericClient, NoTls, Statement};
+
+use super::{
+    check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
+    SCHEMA_VERSION,
+};
+
+mod conn;
+use conn::{worker, Conn};
+
+/// Migrations, in order: `MIGRATIONS[i]` brings the schema to version
+/// `i + 1`. `{s}` stands for the quoted schema name.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE {s}.devices (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.targets (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.meta (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE {s}.deposits (
+        seq BIGINT PRIMARY KEY,
+        token TEXT COLLATE \"C\" NOT NULL UNIQUE,
+        payload TEXT NOT NULL
+    );
+"];
+
+/// A [`Store`] in a PostgreSQL schema. Dropping it closes the connection
+/// and joins its worker thread.
+pub struct PgStore {
+    jobs: Option<UnboundedSender<Job>>,
+    worker: Option<JoinHandle<()>>,
+    schema: String,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+type JobFuture<'a> = Pin<Box<dyn Future<Output = ()> + 'a>>;
+type Job = Box<dyn for<'a> FnOnce(Result<&'a mut Conn, StoreError>) -> JobFuture<'a> + Send>;
+type CallFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + 'a>>;
+
+fn make_job<F>(f: F) -> Job
+where
+    F: for<'a> FnOnce(Result<&'a mut Conn, StoreError>) -> JobFuture<'a> + Send + 'static,
+{
+    Box::new(f)
+}
+
+fn pe(e: tokio_postgres::Error) -> StoreError {
+    if let Some(db) = e.as_db_error() {
+        return StoreError::Backend(format!("postgres: {} ({})", db.message(), db.code().code()));
+    }
+    match std::error::Error::source(&e) {
+        Some(src) => StoreError::Backend(format!("postgres: {e}: {src}")),
+        None => StoreError::Backend(format!("postgres: {e}")),
+    }
+}
+
+fn stopped() -> StoreError {
+    StoreError::Backend("postgres: the store's worker thread has stopped".into())
+}
+
+fn to_u64(what: &str, v: i64) -> Result<u64, StoreError> {
+    u64::try_from(v).map_err(|_| StoreError::Backend(format!("postgres: stored {what} {v} < 0")))
+}
+
+fn ti(table: Table) -> usize {
+    match table {
+        Table::Devices => 0,
+        Table::Targets => 1,
+        Table::Meta => 2,
+    }
+}
+
+/// Checks a schema name: a lower-case SQL identifier of 1..=63 bytes.
+fn check_schema(schema: &str) -> Result<(), StoreError> {
+    let mut bytes = schema.bytes();
+    let ok_first = matches!(bytes.next(), Some(b'a'..=b'z' | b'_'));
+    let ok_rest = bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'));
+    if ok_first && ok_rest && schema.len() <= 63 {
+        Ok(())
+    } else {
+        Err(StoreError::Backend(format!(
+            "postgres: schema name {schema:?} must match [a-z_][a-z0-9_]{{0,62}}"
+        )))
+    }
+}
+
+impl PgStore {
+    /// Connects to `url` (a `postgres://` URL or a `key=value` string;
+    /// no TLS) and uses schema `public`. See [`PgStore::connect_with_schema`].
+    pub fn connect(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::connect_with_schema(url, "public")
+    }
+
+    /// Connects to `url` and keeps the tables in `schema` (created if
+    /// absent), running the missing migrations. A connect timeout of 10 s
+    /// applies unless the URL sets one.
+    ///
+    /// Errors: [`StoreError::SchemaTooNew`] when the schema was migrated by
+    /// a newer build (nothing is written); [`StoreError::Backend`] for a bad
+    /// URL, a schema name outside `[a-z_][a-z0-9_]{0,62}`, or a failed
+    /// connection or migration.
+    pub fn connect_with_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
+        check_schema(schema)?;
+        let mut cfg = Config::from_str(url)
+            .map_err(|e| StoreError::Backend(format!("postgres: bad connection string: {e}")))?;
+        if cfg.get_connect_timeout().is_none() {
+            cfg.connect_timeout(Duration::from_secs(10));
+        }
+        let (jobs, rx) = unbounded_channel();
+        let (ready_tx, ready_rx) = sync_channel(1);
+        let schema_owned = schema.to_string();
+        let worker = std::thread::Builder::new()
+            .name("router-pg".into())
+            .spawn(move || worker(cfg, schema_owned, rx, ready_tx))
+            .map_err(|e| StoreError::Backend(format!("postgres: cannot spawn worker: {e}")))?;
+        let started = ready_rx.recv().unwrap_or_else(|_| Err(stopped()));
+        if let Err(e) = started {
+            let _ = worker.join();
+            return Err(e);
+        }
+        Ok(PgStore {
+            jobs: Some(jobs),
+            worker: Some(worker),
+            schema: schema.to_string(),
+        })
+    }
+
+    /// The schema holding the tables.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
+    /// Runs `f` on the worker's connection and waits for its result.
+    fn call<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&'a mut Conn) -> CallFuture<'a, T> + Send + 'static,
+    {
+        let (tx, rx) = sync_channel(1);
+        let job = make_job(move |conn| {
+            Box::pin(async move {
+                let r = match conn {
+                    Ok(c) => f(c).await,
+                    Err(e) => Err(e),
+                };
+                let _ = tx.send(r);
+            })
+        });
+        self.jobs
+            .as_ref()
+            .ok_or_else(stopped)?
+            .send(job)
+            .map_err(|_| stopped())?;
+        rx.recv().unwrap_or_else(|_| Err(stopped()))
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.jobs.take();
+        if let Some(w) = self.worker.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+impl Store for PgStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.call(|c| Box::pin(c.version()))
+    }
+
+    fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
+        for r in rows {
+            check_row(r)?;
+        }
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let rows = rows.to_vec();
+        self.call(move |c| Box::pin(async move { c.upsert(table, &rows).await }))
+    }
+
+    fn get(&mut self, table: Table, key: &str) -> Result<Option<Row>, StoreError> {
+        if check_key(key).is_err() {
+            return Ok(None);
+        }
+        let key = key.to_string();
+        self.call(move |c| Box::pin(async move { c.get(table, &key).await }))
+    }
+
+    fn load(&mut self, table: Table) -> Result<Vec<Row>, StoreError> {
+        self.call(move |c| Box::pin(c.load(table)))
+    }
+
+    fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
+        check_deposit(entry)?;
+        let entry = entry.clone();
+        self.call(move |c| Box::pin(async move { c.append(&entry).await }))
+    }
+
+    /// One transaction for the batch (statements pipelined, one commit).
+    /// Entries apply in order as [`Store::append_deposit`] would. When a
+    /// statement fails (a seq logged under another token) the transaction
+    /// is rolled back and the entries are appended one by one, so each gets
+    /// its own result; a failed commit fails every entry not refused on its
+    /// own.
+    fn append_deposits(&mut self, entries: &[DepositEntry]) -> Vec<Result<bool, StoreError>> {
+        if entries.len() < 2 {
+            return entries.iter().map(|e| self.append_deposit(e)).collect();
+        }
+        let mut results: Vec<Option<Result<bool, StoreError>>> = entries
+            .iter()
+            .map(|e| check_deposit(e).err().map(Err))
+            .collect();
+        let valid: Vec<DepositEntry> = entries
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(e, _)| e.clone())
+            .collect();
+        let batch = self.call(move |c| {
+            Box::pin(async move {
+                let refs: Vec<&DepositEntry> = valid.iter().collect();
+                Ok(c.append_batch(&refs).await)
+            })
+        });
+        match batch {
+            Ok(Some(Ok(fresh))) => {
+                let mut fresh = fresh.into_iter();
+                for slot in results.iter_mut().filter(|r| r.is_none()) {
+                    *slot = fresh.next().map(Ok);
+                }
+                fill_failed(results, &StoreError::Backend("entry skipped".into()))
+            }
+            Ok(Some(Err(e))) | Err(e) => fill_failed(results, &e),
+            Ok(None) => entries
+                .iter()
+                .zip(results)
+                .map(|(e, r)| r.unwrap_or_else(|| self.append_deposit(e)))
+                .collect(),
+        }
+    }
+
+    fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError> {
+        let Ok(after) = i64::try_from(after) else {
+            return Ok(Vec::new()); // no stored seq exceeds i64::MAX
+        };
+        self.call(move |c| Box::pin(c.after(after)))
+    }
+
+    fn has_deposit(&mut self, token: &str) -> Result<bool, StoreError> {
+        if check_key(token).is_err() {
+            return Ok(false);
+        }
+        let token = token.to_string();
+        self.call(move |c| Box::pin(async move { c.has(&token).await }))
+    }
+
+    fn last_seq(&mut self) -> Result<u64, StoreError> {
+        self.call(|c| Box::pin(c.last()))
+    }
+}
