@@ -14,21 +14,20 @@
 //! the Tracy layer turns into one frame per cycle (`DESIGN.md` §3
 //! "Telemetry"). The unit spans are in [`units`].
 
+mod background;
 pub mod host;
 pub mod record;
 pub mod saturation;
 pub mod units;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleet::ledger::{BinWitness, ExactnessFuse, SharedLedger};
-use fleet::receipt::{Receipt, TerminalReason};
 use fleet::{FailReason, PathOutcome, WorkerRole};
-use futures::FutureExt;
 
 use crate::corpus::{Corpus, CycleCase};
+use background::Background;
 pub use host::{CycleHost, FleetHost, Solved, UnitFailure};
 pub use record::{
     BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, OverrunRecord, ReplayResult,
@@ -223,62 +222,16 @@ pub fn replay(
         overrun_paths: 0,
         first_mismatch: None,
     };
-    let mut background = BackgroundRecord::default();
-    let mut poolupd: VecDeque<Receipt> = VecDeque::new();
-    let mut crawl: VecDeque<Receipt> = VecDeque::new();
+    let mut background = Background::default();
 
     for (i, case) in corpus.cycles.iter().take(n).enumerate() {
         let cycle = case.index;
         let intended = i as u64 * interval_us;
-        // The registration crawl: collect resolved receipts from the front
-        // of its window, then submit while the window has room. It never
-        // blocks the cycles and never drops a unit: with the window full it
-        // simply stops submitting until the host resolves the oldest.
-        // Resolved pool updates are counted as they come, so a long run
-        // keeps only the ones still pending.
-        while let Some(front) = poolupd.front_mut() {
-            match front.now_or_never() {
-                Some(Ok(_)) => background.poolupd_completed += 1,
-                Some(Err(_)) => background.terminal += 1,
-                None => break,
-            }
-            poolupd.pop_front();
-        }
+        // The background work never blocks a cycle ([`background`]).
+        background.collect(probe.is_some());
         if let Some(probe) = &probe {
-            while let Some(front) = crawl.front_mut() {
-                match front.now_or_never() {
-                    Some(Ok(_)) => background.crawl_completed += 1,
-                    Some(Err(_)) => background.terminal += 1,
-                    None => break,
-                }
-                crawl.pop_front();
-            }
-            for _ in 0..opts.crawl_units_per_cycle {
-                if crawl.len() >= CRAWL_WINDOW {
-                    break;
-                }
-                match host.background(
-                    WorkerRole::Registrar,
-                    scale.us(CRAWL_UNIT_CPU_US),
-                    pools.clone(),
-                    probe.clone(),
-                ) {
-                    Ok(r) => {
-                        background.crawl_submitted += 1;
-                        crawl.push_back(r)
-                    }
-                    Err(reason) => {
-                        // Counted, never dropped silently; the crawl tries
-                        // again next cycle.
-                        note_refusal(
-                            &mut background.crawl_refused,
-                            WorkerRole::Registrar,
-                            &reason,
-                        );
-                        break;
-                    }
-                }
-            }
+            let cpu = scale.us(CRAWL_UNIT_CPU_US);
+            background.submit_crawl(host, opts.crawl_units_per_cycle, cpu, &pools, probe);
         }
         let now = now_us();
         if now < intended {
@@ -302,22 +255,7 @@ pub fn replay(
 
         if let Some(probe) = &probe {
             let cpu = scale.us(case.poolupd_cpu_us as u64);
-            match host.background(
-                WorkerRole::PoolStateUpdater,
-                cpu,
-                pools.clone(),
-                probe.clone(),
-            ) {
-                Ok(r) => {
-                    background.poolupd_submitted += 1;
-                    poolupd.push_back(r);
-                }
-                Err(reason) => note_refusal(
-                    &mut background.poolupd_refused,
-                    WorkerRole::PoolStateUpdater,
-                    &reason,
-                ),
-            }
+            background.submit_poolupd(host, cpu, &pools, probe);
         }
 
         let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
@@ -328,20 +266,7 @@ pub fn replay(
                 // path is Failed(Overrun), the book closes exact, and the
                 // next cycle solves on the states before this one.
                 overruns.resolve += 1;
-                let record = ledger
-                    .with(|l| {
-                        l.open(cycle as u64, &ids)?;
-                        for &id in &ids {
-                            l.record(cycle as u64, id, overrun_outcome())?;
-                        }
-                        l.close(cycle as u64)
-                    })
-                    .map_err(|trip| ReplayError::Unit {
-                        cycle,
-                        role: WorkerRole::Merge,
-                        reason: trip.to_string(),
-                    })?;
-                let rows = rows_of(cycle, Some(record));
+                let rows = close_overrun(&ledger, cycle, &ids)?;
                 let end_us = now_us();
                 let record = CycleRecord {
                     cycle,
@@ -371,25 +296,7 @@ pub fn replay(
             scale,
             sim_deadline: deadline,
         });
-        let (sender, merge) =
-            ledger
-                .open_cycle(cycle as u64, &ids)
-                .map_err(|trip| ReplayError::Unit {
-                    cycle,
-                    role: WorkerRole::Merge,
-                    reason: trip.to_string(),
-                })?;
-        let witnesses = case
-            .bins
-            .iter()
-            .map(|bin| {
-                BinWitness::new(
-                    sender.clone(),
-                    bin.iter().map(|&pi| case.paths[pi as usize].id),
-                )
-            })
-            .collect();
-        drop(sender);
+        let (witnesses, merge) = open_bins(&ledger, &case, &ids)?;
         let Solved {
             bins,
             merged,
@@ -433,22 +340,7 @@ pub fn replay(
         tracing::debug!(tracy.frame_mark = true);
         produced.cycle_done(&case, record, rows, &mut opts);
     }
-    // One deadline for the whole settle: a hung background unit costs it
-    // once, not once per receipt.
-    let until = Instant::now().checked_add(deadline);
-    let left = || until.map_or(deadline, |u| u.saturating_duration_since(Instant::now()));
-    for r in poolupd {
-        let answer = r.wait_deadline(left(), Some(WorkerRole::PoolStateUpdater));
-        if settle(answer, &mut background, &mut overruns) {
-            background.poolupd_completed += 1;
-        }
-    }
-    for r in crawl {
-        let answer = r.wait_deadline(left(), Some(WorkerRole::Registrar));
-        if settle(answer, &mut background, &mut overruns) {
-            background.crawl_completed += 1;
-        }
-    }
+    let background = background.settle(deadline, &mut overruns);
     overruns.paths = produced.overrun_paths;
     let first_mismatch = produced.first_mismatch;
     let paths = corpus
@@ -472,29 +364,57 @@ pub fn replay(
     })
 }
 
-/// Counts one refused background submit; the first of each kind is logged
-/// with the host's reason.
-fn note_refusal(count: &mut u64, role: WorkerRole, reason: &str) {
-    if *count == 0 {
-        tracing::warn!(%role, reason, "background submit refused (counted in the report's background figures)");
-    }
-    *count += 1;
+/// Closes `cycle` with every path `Failed(Overrun)` (its resolve overran:
+/// without its pool states the cycle cannot be solved); the book stays
+/// exact. Errors: a fuse trip, as [`ReplayError::Unit`] of the merge.
+fn close_overrun(
+    ledger: &SharedLedger,
+    cycle: u32,
+    ids: &[u32],
+) -> Result<Vec<OutcomeRow>, ReplayError> {
+    let record = ledger
+        .with(|l| {
+            l.open(cycle as u64, ids)?;
+            for &id in ids {
+                l.record(cycle as u64, id, overrun_outcome())?;
+            }
+            l.close(cycle as u64)
+        })
+        .map_err(|trip| ReplayError::Unit {
+            cycle,
+            role: WorkerRole::Merge,
+            reason: trip.to_string(),
+        })?;
+    Ok(rows_of(cycle, Some(record)))
 }
 
-/// Whether a background answer completed; an overrun (also counted as
-/// terminal: it never reported) or another terminal answer is counted here.
-fn settle(
-    answer: fleet::receipt::ReceiptResult,
-    background: &mut BackgroundRecord,
-    overruns: &mut OverrunRecord,
-) -> bool {
-    match answer {
-        Ok(_) => return true,
-        Err(TerminalReason::Overrun { .. }) => overruns.background += 1,
-        Err(_) => {}
-    }
-    background.terminal += 1;
-    false
+/// Opens the cycle's book: one witness per bin (owing that bin's paths)
+/// and the merge that drains them. Errors: a fuse trip, as
+/// [`ReplayError::Unit`] of the merge.
+fn open_bins(
+    ledger: &SharedLedger,
+    case: &CycleCase,
+    ids: &[u32],
+) -> Result<(Vec<BinWitness>, fleet::ledger::CycleMerge), ReplayError> {
+    let (sender, merge) =
+        ledger
+            .open_cycle(case.index as u64, ids)
+            .map_err(|trip| ReplayError::Unit {
+                cycle: case.index,
+                role: WorkerRole::Merge,
+                reason: trip.to_string(),
+            })?;
+    let witnesses = case
+        .bins
+        .iter()
+        .map(|bin| {
+            BinWitness::new(
+                sender.clone(),
+                bin.iter().map(|&pi| case.paths[pi as usize].id),
+            )
+        })
+        .collect();
+    Ok((witnesses, merge))
 }
 
 const fn overrun_outcome() -> PathOutcome {
