@@ -24,7 +24,10 @@ pub struct FeederLog {
     pub events: u64,
     /// Time throttled, µs, summed over the samples.
     pub throttled_us: u64,
-    /// Posture edges and throttled samples, ms since the run's start.
+    /// Posture edges and throttle episodes, ms since the run's start. An
+    /// episode is a run of consecutive throttled samples, noted once at its
+    /// first sample ([`Episode`]): a long quota shrink is one event, not
+    /// one per sample (which a one-hour soak would keep by the thousand).
     pub timeline: Vec<TimelineEvent>,
     /// Samples taken.
     pub samples: u64,
@@ -56,6 +59,7 @@ impl Feeder {
         let join = std::thread::Builder::new()
             .name("lab-throttle".into())
             .spawn(move || {
+                let mut episode: Option<Episode> = None;
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(period);
                     let now_ms = t0.elapsed().as_millis() as u64;
@@ -63,7 +67,7 @@ impl Feeder {
                         Ok(r) => r,
                         Err(e) => {
                             shared.lock().error = Some(e.to_string());
-                            return;
+                            break;
                         }
                     };
                     let sample = ThrottleSample::from(reading);
@@ -73,15 +77,11 @@ impl Feeder {
                     log.events += sample.events;
                     log.throttled_us += sample.throttled_us;
                     if sample.is_throttled() {
-                        log.timeline.push(TimelineEvent {
-                            t_ms: now_ms as f64,
-                            kind: TimelineKind::Throttle,
-                            detail: format!(
-                                "{} events, {:.1} ms throttled",
-                                sample.events,
-                                sample.throttled_us as f64 / 1e3
-                            ),
-                        });
+                        episode
+                            .get_or_insert_with(|| Episode::new(now_ms))
+                            .add(now_ms, sample);
+                    } else if let Some(e) = episode.take() {
+                        log.timeline.push(e.event());
                     }
                     if let Some(t) = edge {
                         let kind = if t.to == Posture::Cordoned {
@@ -99,6 +99,9 @@ impl Feeder {
                             w.notify(posture.seq());
                         }
                     }
+                }
+                if let Some(e) = episode.take() {
+                    shared.lock().timeline.push(e.event());
                 }
             })
             .expect("spawning the throttle feeder thread");
@@ -126,5 +129,90 @@ impl Feeder {
 impl Drop for Feeder {
     fn drop(&mut self) {
         self.halt();
+    }
+}
+
+/// A run of consecutive throttled samples: one timeline event at its first
+/// sample, with how long it lasted and what it summed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Episode {
+    /// The first throttled sample, ms since the run's start.
+    pub start_ms: u64,
+    /// The last throttled sample, ms since the run's start.
+    pub last_ms: u64,
+    /// Throttled samples in the run.
+    pub samples: u64,
+    /// Throttle events (periods throttled) summed.
+    pub events: u64,
+    /// Time throttled, µs, summed.
+    pub throttled_us: u64,
+}
+
+impl Episode {
+    /// An episode opening at `start_ms` (its first sample still to add).
+    pub fn new(start_ms: u64) -> Self {
+        Episode {
+            start_ms,
+            last_ms: start_ms,
+            samples: 0,
+            events: 0,
+            throttled_us: 0,
+        }
+    }
+
+    /// Adds one throttled sample taken at `now_ms`.
+    pub fn add(&mut self, now_ms: u64, sample: ThrottleSample) {
+        self.last_ms = self.last_ms.max(now_ms);
+        self.samples += 1;
+        self.events = self.events.saturating_add(sample.events);
+        self.throttled_us = self.throttled_us.saturating_add(sample.throttled_us);
+    }
+
+    /// The episode as one `throttle` timeline event at its first sample.
+    pub fn event(&self) -> TimelineEvent {
+        TimelineEvent {
+            t_ms: self.start_ms as f64,
+            kind: TimelineKind::Throttle,
+            detail: format!(
+                "{} throttled sample(s) over {:.1} s: {} events, {:.1} ms throttled",
+                self.samples,
+                (self.last_ms - self.start_ms) as f64 / 1e3,
+                self.events,
+                self.throttled_us as f64 / 1e3
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn consecutive_throttled_samples_are_one_event_at_the_first() {
+        let hit = |events, us| ThrottleSample {
+            events,
+            throttled_us: us,
+        };
+        let mut e = Episode::new(1_000);
+        e.add(1_000, hit(2, 1_500));
+        e.add(1_100, hit(1, 500));
+        e.add(43_000, hit(3, 2_000));
+        assert_eq!(
+            e,
+            Episode {
+                start_ms: 1_000,
+                last_ms: 43_000,
+                samples: 3,
+                events: 6,
+                throttled_us: 4_000
+            }
+        );
+        let ev = e.event();
+        assert_eq!((ev.t_ms, ev.kind), (1_000.0, TimelineKind::Throttle));
+        assert_eq!(
+            ev.detail,
+            "3 throttled sample(s) over 42.0 s: 6 events, 4.0 ms throttled"
+        );
     }
 }

@@ -459,7 +459,9 @@ pub enum TimelineKind {
     PostureEnter,
     /// The posture left cordon.
     PostureExit,
-    /// A throttle event (one or more throttled periods) was observed.
+    /// A throttle episode: consecutive throttled samples (one or more
+    /// throttled periods each), noted once at the first; the detail gives
+    /// its length and sums.
     Throttle,
     /// The posture policy was changed at runtime by an operator.
     Retune,
