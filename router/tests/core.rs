@@ -511,3 +511,53 @@ fn an_empty_lease_says_when_to_ask_again_and_promises_each_token_once() {
     // A late tick reads as due now.
     assert_eq!(lease(&mut q, &d, 1, 70.0).retry_after_s, Some(0.0));
 }
+
+/// A tick takes its snapshot under the router's lock and writes it outside
+/// it, so a snapshot taken earlier can reach the store after a later one
+/// (here: the operator's facts, written before they were acknowledged).
+/// The later snapshot wins whatever the order of the writes: the facts and
+/// the registration survive a restart.
+#[test]
+fn a_snapshot_written_late_never_overwrites_a_newer_one() {
+    let store = Shared::default();
+    let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
+    register(&mut r, "dev-a", "browser", 0.0);
+    let stale = r
+        .take_snapshot_now(0.5)
+        .expect("a registration dirties the state");
+    r.put_facts(&facts(), 1.0).unwrap();
+    Router::write_snapshot(&r.store_handle(), &stale).unwrap();
+    let known = r.targets();
+    assert_eq!(known, 6);
+    drop(r);
+    let r2 = Router::open(cfg(), Box::new(store), 10.0).unwrap();
+    assert_eq!(r2.targets(), known, "the acknowledged facts were lost");
+    assert!(r2.trust("dev-a").is_some());
+}
+
+/// Snapshot rows written before the snapshot sequence existed carry the
+/// deposit seq as their version (here 1,000, with no `snapshot_seq` in the
+/// payload): a reopened router's next snapshot still replaces them.
+#[test]
+fn an_older_snapshot_row_is_replaced_by_the_next_snapshot() {
+    let store = Shared::default();
+    let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
+    register(&mut r, "dev-a", "browser", 0.0);
+    r.persist(0.5).unwrap();
+    drop(r);
+    let mut raw = store.clone();
+    let mut row = raw
+        .get(Table::Meta, "snapshot")
+        .unwrap()
+        .expect("a snapshot row");
+    let mut payload: serde_json::Value = serde_json::from_str(&row.payload).unwrap();
+    payload.as_object_mut().unwrap().remove("snapshot_seq");
+    row.payload = payload.to_string();
+    row.version = 1_000;
+    raw.upsert(Table::Meta, &[row]).unwrap();
+    let mut r = Router::open(cfg(), Box::new(store.clone()), 1.0).unwrap();
+    r.put_facts(&facts(), 2.0).unwrap();
+    drop(r);
+    let r = Router::open(cfg(), Box::new(store), 3.0).unwrap();
+    assert_eq!(r.targets(), 6, "the facts' snapshot replaced the older row");
+}

@@ -259,6 +259,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         window_start_s: now_s,
         usage: BTreeMap::new(),
         t_s: now_s,
+        snapshot_seq: 0,
     })
 }
 
@@ -301,6 +302,9 @@ impl Router {
                 d.field = Field::restore_aged(d.field, dt_h)
                     .map_err(|e| OpenError::BadState(e.to_string()))?;
                 d.aged_to_s = now_s.max(d.aged_to_s);
+                // Rows written before the snapshot sequence carried the
+                // deposit seq as their version: continue above it.
+                d.snapshot_seq = d.snapshot_seq.max(row.version);
                 d
             }
         };
@@ -490,10 +494,12 @@ impl Router {
         }
         self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
+        self.d.snapshot_seq += 1;
+        let version = self.d.snapshot_seq;
         let payload = serde_json::to_string(&self.d).ok()?;
         let meta = vec![Row {
             key: SNAPSHOT_KEY.into(),
-            version: self.d.applied_seq,
+            version,
             payload,
         }];
         let devices = self
@@ -502,7 +508,7 @@ impl Router {
             .iter()
             .map(|(k, v)| Row {
                 key: k.clone(),
-                version: self.d.applied_seq,
+                version,
                 payload: serde_json::json!({
                     "archetype": v.archetype,
                     "trust": v.trust,

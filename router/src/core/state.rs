@@ -127,4 +127,10 @@ pub struct Durable {
     pub usage: BTreeMap<String, f64>,
     /// Router-clock time of this snapshot, seconds.
     pub t_s: f64,
+    /// Snapshots taken of this state so far: the version of the snapshot's
+    /// rows, so a snapshot written late (a tick writes outside the router's
+    /// lock) never overwrites a newer one (the stores keep the row with the
+    /// higher version). Absent in older snapshots: 0.
+    #[serde(default)]
+    pub snapshot_seq: u64,
 }
