@@ -24,6 +24,7 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
         keys(&v),
         set(&[
             "census",
+            "lent_reserve",
             "perf_per_thread",
             "background",
             "overruns",

@@ -19,7 +19,7 @@ pub mod pinned;
 pub mod running;
 pub mod serial;
 
-pub use crate::running::{Fleet, ShutdownError, ShutdownReport, PUMP_THREAD_NAME};
+pub use crate::running::{Fleet, LentReserve, ShutdownError, ShutdownReport, PUMP_THREAD_NAME};
 pub use affinity::{AffinityError, AffinityMask, PinCores, PinDecision, PinReason};
 pub use boot::{boot, BootError, BootOptions, PinPlan};
 pub use checkpoint::{checkpoint, CHECKPOINT_SLICE};

@@ -8,6 +8,7 @@ use fleet::posture::PostureOwner;
 use fleet::pump::{PumpCounts, PumpFailure, SeatId};
 use fleet::unit::UnitId;
 use fleet::waker::PostureWaker;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -28,12 +29,17 @@ pub(crate) struct Running {
     pub(crate) lost: crate::exec::LostSeats,
     pub(crate) seats: Vec<(String, JoinHandle<()>)>,
     pub(crate) io: Option<tokio::runtime::Runtime>,
+    /// The serial tier's lending guard (decision 0009), stopped first.
+    pub(crate) guard: Option<crate::serial::LendGuard>,
 }
 
 impl Running {
     /// Closes the host, waits up to the deadline for in-flight units and
     /// every thread, and joins what finished; returns what shutdown saw.
-    pub(crate) fn stop(self, handle: &FleetHandle) -> Result<ShutdownReport, ShutdownError> {
+    pub(crate) fn stop(mut self, handle: &FleetHandle) -> Result<ShutdownReport, ShutdownError> {
+        if let Some(g) = self.guard.take() {
+            g.stop();
+        }
         handle.inner.host.close();
         let until = Instant::now().checked_add(self.deadline);
         // The pump drains up to the same deadline; a little grace covers
@@ -188,6 +194,20 @@ pub struct Fleet {
     pub(crate) pins: PinPlan,
     pub(crate) lost: crate::exec::LostSeats,
     pub(crate) running: Option<Running>,
+    /// What the lending guard did, where the reserve is lent.
+    pub(crate) lent: Option<Arc<crate::serial::LendStats>>,
+}
+
+/// The reserved cores lent to a serial fleet at the idle class
+/// (`docs/decisions/0009-reserve-lent-at-idle-class.md`), as
+/// [`Fleet::lent_reserve`] reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LentReserve {
+    /// Times the cycle threads went back to the normal class because other
+    /// processes starved them.
+    pub promotions: u64,
+    /// Whether they are at the normal class now (a hold in progress).
+    pub promoted: bool,
 }
 
 impl std::fmt::Debug for Fleet {
@@ -206,9 +226,20 @@ impl Fleet {
         self.handle.clone()
     }
 
-    /// The plan the fleet was booted from.
+    /// The plan the fleet runs: the one it was booted from, except that a
+    /// plan lending the reserve runs unlent where the process may not take
+    /// a thread back from the idle class ([`Plan::reserve_lent`] says which).
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+
+    /// The lent reserve's guard figures; `None` where the reserve is not
+    /// lent (the pinned binding, or a plan that does not lend it).
+    pub fn lent_reserve(&self) -> Option<LentReserve> {
+        self.lent.as_ref().map(|s| LentReserve {
+            promotions: s.promotions.load(std::sync::atomic::Ordering::Relaxed),
+            promoted: s.promoted.load(std::sync::atomic::Ordering::Relaxed),
+        })
     }
 
     /// The posture owner (shared with the pump's guard).

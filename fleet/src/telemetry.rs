@@ -110,8 +110,15 @@ pub const RECEIPT_OVERRUNS_TOTAL: &str = "degenbot_fleet_receipt_overruns_total"
 /// the posture owner ([`record_degraded`]).
 pub const DEGRADED: &str = "degenbot_fleet_degraded";
 
+/// `degenbot_fleet_lent_promotions_total`: counter, times the serial
+/// tier's idle-class cycle threads were returned to the normal class
+/// because other processes starved them while they held work
+/// (`docs/decisions/0009-reserve-lent-at-idle-class.md`). Recorded by
+/// [`record_lent_promotion`].
+pub const LENT_PROMOTIONS_TOTAL: &str = "degenbot_fleet_lent_promotions_total";
+
 /// Every fleet metric. [`describe`] registers each row's help and unit.
-pub const METRICS: [MetricSpec; 11] = [
+pub const METRICS: [MetricSpec; 12] = [
     MetricSpec {
         name: PROFILE,
         kind: MetricKind::Gauge,
@@ -190,7 +197,19 @@ pub const METRICS: [MetricSpec; 11] = [
         help:
             "1 once a lane death latched the sticky cordon (deferrable roles held until a restart)",
     },
+    MetricSpec {
+        name: LENT_PROMOTIONS_TOTAL,
+        kind: MetricKind::Counter,
+        unit: Unit::Count,
+        labels: &[],
+        help: "Times the idle-class cycle threads went back to the normal class because other processes starved them",
+    },
 ];
+
+/// Count one return of the lent cycle threads to the normal class.
+pub fn record_lent_promotion() {
+    metrics::counter!(LENT_PROMOTIONS_TOTAL).increment(1);
+}
 
 /// Register every metric's help text and unit with the installed recorder.
 /// Call once after installing an exporter; harmless to repeat.

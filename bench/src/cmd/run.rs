@@ -69,6 +69,11 @@ pub struct ReplayArgs {
     /// noisy neighbour on the host; 0 for none, at most 256).
     #[arg(long, value_name = "THREADS", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=lab::contend::MAX_CONTEND_THREADS as i64))]
     pub contend: u32,
+    /// Whether a serial fleet lends its reserved cores at the idle class
+    /// where the quota cannot throttle the process (decision 0009): auto
+    /// (lend there) or off (keep them reserved).
+    #[arg(long, value_name = "auto|off", default_value = "auto", value_parser = parse_lend, action = clap::ArgAction::Set)]
+    pub lend_reserve: bool,
     /// Show no progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -103,6 +108,16 @@ fn parse_rate(s: &str) -> Result<ArrivalRate, String> {
         "stress" => Ok(ArrivalRate::Stress),
         other => Err(format!(
             "unknown rate {other:?}: use live (a cycle every 3.5 s at scale 1) or stress (the corpus's one per second)"
+        )),
+    }
+}
+
+fn parse_lend(s: &str) -> Result<bool, String> {
+    match s {
+        "auto" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!(
+            "unknown lending {other:?}: use auto (lend the reserved cores at the idle class where the quota cannot throttle) or off"
         )),
     }
 }
@@ -196,6 +211,7 @@ impl ReplayArgs {
         spec.progress = !self.quiet;
         spec.cotenant = self.cotenant;
         spec.contend = self.contend;
+        spec.lend_reserve = self.lend_reserve;
         spec.interval_us = self.interval_us();
         Ok(spec)
     }

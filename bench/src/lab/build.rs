@@ -49,6 +49,8 @@ pub(crate) struct Measured<'a> {
     /// Cores other processes kept busy during the run.
     pub other_cpus: Option<f64>,
     pub census: Option<Vec<CensusRow>>,
+    /// The lent reserve's guard figures (a serial fleet lending it).
+    pub lent_reserve: Option<fleet_bindings::LentReserve>,
     /// Operator retunes applied during the run, as timeline events.
     pub retunes: Vec<TimelineEvent>,
     /// Quota changes re-detection saw, and their timeline events.
@@ -387,6 +389,7 @@ pub(crate) fn build_report(
             .map(|r| serde_json::to_value(r).expect("census rows serialize"))
             .collect(),
         perf_per_thread: m.perf_per_thread,
+        lent_reserve: m.lent_reserve,
         background,
         overruns,
         quota_detection,

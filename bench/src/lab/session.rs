@@ -75,17 +75,25 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     };
     let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
     let plan = match spec.contender {
-        Contender::Fleet(profile) => Some(
-            Plan::resolve(quota, profile, &Default::default()).map_err(|source| {
-                match (&cgroup, spec.quota) {
-                    (Some(_), None) => LabError::CgroupPlan {
-                        cores: quota,
-                        source,
-                    },
-                    _ => LabError::Plan(source),
-                }
-            })?,
-        ),
+        Contender::Fleet(profile) => {
+            let plan =
+                Plan::resolve(quota, profile, &Default::default()).map_err(|source| {
+                    match (&cgroup, spec.quota) {
+                        (Some(_), None) => LabError::CgroupPlan {
+                            cores: quota,
+                            source,
+                        },
+                        _ => LabError::Plan(source),
+                    }
+                })?;
+            // The serial tier lends its reserved cores at the idle class
+            // where the quota can never throttle the process (decision 0009).
+            Some(if spec.lend_reserve {
+                plan.lend_reserve(&detected)
+            } else {
+                plan
+            })
+        }
         _ => None,
     };
     // Throttling is counted where the limit is: the child cgroup made for
@@ -220,7 +228,11 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     let monitor = ThreadMonitor::start(Duration::from_millis(2)).ok();
     let cpu0 = rusage_cpu_seconds();
 
-    let cores_granted = cores_granted(plan.as_ref(), quota, &detected);
+    let cores_granted = cores_granted(
+        fleet.as_ref().map(|f| f.plan()).or(plan.as_ref()),
+        quota,
+        &detected,
+    );
     let mut opts = ReplayOptions::new(spec.scale);
     opts.cycles = spec.cycles;
     opts.cores_granted = cores_granted;
@@ -352,6 +364,10 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         ..Default::default()
     });
     let census = fleet.as_ref().map(|f| f.census());
+    let lent_reserve = fleet.as_ref().and_then(|f| f.lent_reserve());
+    // The plan the fleet ran (a lending plan runs unlent where the process
+    // may not take a thread back from the idle class).
+    let plan = fleet.as_ref().map(|f| f.plan().clone()).or(plan);
     let perf_per_thread = seat_counters.map(|c| c.read().0).unwrap_or_default();
     let posture_counters = posture.counters();
     let retunes = operator
@@ -398,6 +414,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
         load_average,
         other_cpus,
         census,
+        lent_reserve,
         retunes,
         plan_changes,
         quota_events: quota_events

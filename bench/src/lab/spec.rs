@@ -107,6 +107,10 @@ pub struct RunSpec {
     pub contend: u32,
     /// Time between cycle arrivals at scale 1, µs (`None`: the corpus's).
     pub interval_us: Option<u64>,
+    /// Let a serial fleet lend its reserved cores at the idle class where
+    /// the quota cannot throttle the process ([`fleet::plan::Plan::lend_reserve`];
+    /// default on).
+    pub lend_reserve: bool,
     /// Show progress on stderr.
     pub progress: bool,
     /// Sample the run with pprof and write a flamegraph SVG here.
@@ -143,6 +147,7 @@ impl RunSpec {
             cotenant: crate::lab::CoTenantMode::On,
             contend: 0,
             interval_us: None,
+            lend_reserve: true,
             progress: false,
             flamegraph: None,
             metrics_addr: None,

@@ -92,6 +92,12 @@ pub struct RunReport {
     /// names, binding labels and pins); empty for the baselines.
     #[serde(default)]
     pub census: Vec<serde_json::Value>,
+    /// Where a serial fleet lent its reserved cores at the idle class
+    /// (`docs/decisions/0009-reserve-lent-at-idle-class.md`): how often its
+    /// guard took the cycle threads back to the normal class because other
+    /// processes starved them; `None` otherwise.
+    #[serde(default)]
+    pub lent_reserve: Option<fleet_bindings::LentReserve>,
     /// Software perf counters per fleet seat thread (`name (tid)` → counter →
     /// value: context switches, CPU migrations, task clock in ns); empty for
     /// the baselines or where perf events are not available.

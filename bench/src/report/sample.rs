@@ -272,6 +272,7 @@ pub fn sample_run_with_logs(
             checksum: "sha256:sample".into(),
         },
         census: Vec::new(),
+        lent_reserve: None,
         perf_per_thread: BTreeMap::new(),
         background: BTreeMap::new(),
         overruns: BTreeMap::new(),

@@ -99,6 +99,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         deadline: opts.shutdown_deadline,
         lost: lost.clone(),
         seats: Vec::new(),
+        guard: None,
         io: Some(io),
     };
     let lane = Lane {
@@ -146,6 +147,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         pins,
         lost,
         running: Some(running),
+        lent: None,
     })
 }
 

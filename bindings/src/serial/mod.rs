@@ -15,6 +15,14 @@
 //! cycle threads round-robin ([`fleet::plan::SeatLayout::cycle_thread_of`]).
 //! A long CPU unit yields its thread at every [`crate::checkpoint()`] past a
 //! slice.
+//!
+//! Where the plan lends the reserve ([`Plan::reserve_lent`]), the layout
+//! adds the reserved cores' cycle threads and every cycle thread runs at
+//! the idle class under a guard (the `lend` module; decision 0009).
+
+mod lend;
+
+pub(crate) use lend::{Guard as LendGuard, LendStats};
 
 use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
 use crate::exec::Lane;
@@ -31,6 +39,18 @@ use tokio::sync::mpsc;
 
 /// Boots the serial binding (see [`crate::boot`]).
 pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Fleet, BootError> {
+    // Lending needs the way back: a process that may not return a thread
+    // from the idle class runs the plan without lending.
+    let lend = plan.reserve_lent && lend::class_is_reversible();
+    if plan.reserve_lent && !lend {
+        tracing::warn!(
+            "the plan lends the reserved cores, but this process may not take a thread back from the idle class (CAP_SYS_NICE or RLIMIT_NICE >= 20 needed): the reserve stays unlent"
+        );
+    }
+    let plan = &Plan {
+        reserve_lent: lend,
+        ..plan.clone()
+    };
     let threads = plan.seat_layout().cycle_threads.max(1) as usize;
     let mut runtimes = (0..threads)
         .map(|_| {
@@ -107,6 +127,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         lost: lost.clone(),
         seats: Vec::new(),
         io: None,
+        guard: None,
     };
 
     let lane = Lane {
@@ -115,7 +136,8 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         waker: waker.clone(),
     };
     let mut ready = Vec::with_capacity(threads);
-    for (t, rx) in receivers.into_iter().enumerate() {
+    let slots: Vec<Arc<lend::CycleSlot>> = (0..threads).map(|_| Arc::default()).collect();
+    for ((t, rx), slot) in receivers.into_iter().enumerate().zip(slots.iter().cloned()) {
         let rt = match runtimes.next() {
             Some(rt) => rt,
             None => break,
@@ -126,8 +148,12 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         let (lane, thread_name) = (lane.clone(), name.clone());
         let spawned = spawn_named(&name, move || {
             let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
+            let counted = lend.then(|| {
+                slot.enter(true);
+                slot
+            });
             let _ = ready_tx.send(pinned);
-            cycle_thread(rt, lane, &thread_name, rx);
+            cycle_thread(rt, lane, &thread_name, rx, counted);
         });
         match spawned {
             Ok(t) => {
@@ -141,6 +167,24 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         }
     }
     let cycle_cpus: Vec<Option<usize>> = ready.iter().map(|rx| rx.recv().ok().flatten()).collect();
+    let lent = if lend {
+        let stats = Arc::new(lend::LendStats::default());
+        match lend::Guard::start(slots, stats.clone()) {
+            Ok(g) => {
+                running.guard = Some(g);
+                Some(stats)
+            }
+            Err(source) => {
+                let _ = running.stop(&handle);
+                return Err(BootError::Spawn {
+                    thread: lend::GUARD_THREAD_NAME.into(),
+                    source,
+                });
+            }
+        }
+    } else {
+        None
+    };
     Ok(Fleet {
         census: census_rows_cycle(plan, &[], &cycle_cpus),
         plan: plan.clone(),
@@ -150,22 +194,33 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         pins,
         lost,
         running: Some(running),
+        lent,
     })
 }
 
 /// A cycle thread: start each grant as a local task in arrival (grant)
-/// order; when the host closes, finish every unit still in flight.
+/// order; when the host closes, finish every unit still in flight. With a
+/// slot (the reserve lent), each unit's polls are counted for the guard.
 fn cycle_thread(
     rt: tokio::runtime::Runtime,
     lane: Lane,
     name: &str,
     mut rx: mpsc::UnboundedReceiver<Delivery<Job>>,
+    slot: Option<Arc<lend::CycleSlot>>,
 ) {
     let name: Arc<str> = Arc::from(name);
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async {
         while let Some(d) = rx.recv().await {
-            tokio::task::spawn_local(lane.clone().run_async(name.clone(), d));
+            let unit = lane.clone().run_async(name.clone(), d);
+            match &slot {
+                Some(slot) => {
+                    tokio::task::spawn_local(slot.clone().counted(unit));
+                }
+                None => {
+                    tokio::task::spawn_local(unit);
+                }
+            }
         }
     });
     rt.block_on(local);

@@ -51,7 +51,9 @@ pub struct SeatLayout {
     /// Ambient I/O runtime workers.
     pub ambient_workers: u32,
     /// Serial binding: the cycle threads the seats ride (the budget's `C`,
-    /// `solver_cpus` in the serial shape); 0 under the pinned binding.
+    /// `solver_cpus` in the serial shape, plus `reserve_cpus` where the plan
+    /// lends the reserve, [`Plan::reserve_lent`]); 0 under the pinned
+    /// binding.
     #[serde(default)]
     pub cycle_threads: u32,
 }
@@ -117,6 +119,7 @@ impl Plan {
         }
         let cycle_threads = match self.binding {
             Binding::Pinned => 0,
+            Binding::Serial if self.reserve_lent => b.solver_cpus.max(1) + b.reserve_cpus,
             Binding::Serial => b.solver_cpus.max(1),
         };
         let seats = counts
@@ -193,12 +196,19 @@ impl Plan {
             pinned_cpu: None,
             lost: false,
         });
+        let own = self.budget.solver_cpus.max(1);
         for t in 0..layout.cycle_threads {
             rows.push(CensusRow {
                 name: format!("serial-{t}"),
                 role: None,
                 count: 1,
-                sizing_rule: "C = ⌊Q⌋ − H − A cycle threads (≤ 6); the seats are dealt over them round-robin (decision 0003)".into(),
+                sizing_rule: if !self.reserve_lent {
+                    "C = ⌊Q⌋ − H − A cycle threads (≤ 6); the seats are dealt over them round-robin (decision 0003)".into()
+                } else if t < own {
+                    "C = ⌊Q⌋ − H − A cycle threads (≤ 6), idle class while the reserve is lent (decisions 0003, 0009)".into()
+                } else {
+                    "a reserved core lent at the idle class: the host's own threads preempt it at once (decision 0009)".into()
+                },
                 thread_name: serial_thread_name(t),
                 binding: CensusBinding::Pinned,
                 oversubscribed: over,

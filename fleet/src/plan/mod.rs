@@ -16,6 +16,7 @@ mod layout;
 pub use layout::{serial_thread_name, SeatLayout, SeatSpec, SERIAL_THREAD_NAME};
 
 use crate::budget::{BudgetError, BudgetOverrides, FleetBudget, HOST_FLOOR_CPUS};
+use crate::quota::QuotaReport;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;
@@ -152,6 +153,14 @@ pub struct Plan {
     pub quota_cpus: f64,
     /// The share table: the pinned table, or the serial seats' table.
     pub budget: FleetBudget,
+    /// Serial binding only: the reserved cores are lent to the fleet at the
+    /// idle scheduling class (`docs/decisions/0009-reserve-lent-at-idle-class.md`):
+    /// the layout adds `reserve_cpus` cycle threads and every cycle thread
+    /// runs at `SCHED_IDLE`, so each of the host's own threads preempts them
+    /// at once, under a guard that returns them to the normal class while
+    /// other processes starve them. Set only by [`Plan::lend_reserve`].
+    #[serde(default)]
+    pub reserve_lent: bool,
 }
 
 impl Plan {
@@ -209,6 +218,7 @@ impl Plan {
                 tier_refused,
                 quota_cpus,
                 budget: FleetBudget::derive_serial(quota_cpus, overrides)?,
+                reserve_lent: false,
             })
         };
         match (profile, pinned) {
@@ -220,6 +230,7 @@ impl Plan {
                 tier_refused: None,
                 quota_cpus,
                 budget,
+                reserve_lent: false,
             }),
             (Profile::Auto, Err(BudgetError::SolverShareTooSmall { .. })) => serial(refusal),
             (Profile::Pinned, Err(BudgetError::SolverShareTooSmall { .. })) => {
@@ -231,6 +242,7 @@ impl Plan {
                     tier_refused: refusal,
                     quota_cpus,
                     budget,
+                    reserve_lent: false,
                 })
             }
             (_, Err(e)) => Err(e.into()),
@@ -253,6 +265,44 @@ impl Plan {
         };
         let mut plan = Plan::resolve(quota_cpus, profile, &self.budget.overrides)?;
         plan.profile = self.profile;
+        // The cycle threads are fixed at boot, and so is their class.
+        plan.reserve_lent = self.reserve_lent;
         Ok(plan)
+    }
+
+    /// This plan with its reserved cores lent to the fleet where that is
+    /// safe (`docs/decisions/0009-reserve-lent-at-idle-class.md`): a serial
+    /// plan whose quota covers every CPU the process may run on, in a
+    /// cgroup that can never throttle it ([`QuotaReport::cannot_throttle`]).
+    /// Elsewhere (the pinned binding; a quota below the affinity mask, where
+    /// an idle-class thread would spend the quota the host's own threads
+    /// need; an unknown quota) the plan is returned unchanged.
+    ///
+    /// ```
+    /// use fleet::plan::{Plan, Profile};
+    /// use fleet::quota::{QuotaReport, QuotaSource};
+    ///
+    /// let two_cpus = QuotaReport {
+    ///     exact_cpus: None,
+    ///     affinity_cpus: 2,
+    ///     source: QuotaSource::Affinity,
+    ///     reason: String::new(),
+    ///     cgroup_dir: None,
+    ///     limiting_dir: None,
+    ///     affinity_list: vec![0, 1],
+    /// };
+    /// let plan = Plan::resolve(2.0, Profile::Auto, &Default::default()).unwrap();
+    /// let lent = plan.clone().lend_reserve(&two_cpus);
+    /// assert!(lent.reserve_lent);
+    /// // One cycle thread of its own plus the lent reserve core.
+    /// assert_eq!(lent.seat_layout().cycle_threads, 2);
+    /// assert_eq!(plan.seat_layout().cycle_threads, 1);
+    /// ```
+    pub fn lend_reserve(mut self, quota: &QuotaReport) -> Plan {
+        self.reserve_lent = self.binding == Binding::Serial
+            && quota.cannot_throttle()
+            && quota.affinity_cpus > 0
+            && self.quota_cpus >= f64::from(quota.affinity_cpus);
+        self
     }
 }

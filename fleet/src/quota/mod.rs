@@ -142,6 +142,20 @@ impl QuotaReport {
         self.limiting_dir.as_deref().or(self.cgroup_dir.as_deref())
     }
 
+    /// Whether the process's cgroup can never throttle it: the quota is
+    /// known, and either no level limits the CPU or the limit is at least
+    /// the CPUs of the affinity mask (running every allowed CPU flat out
+    /// stays within it). An unknown quota cannot be ruled out: `false`.
+    /// Where this holds, the serial tier may lend its reserved cores at the
+    /// idle class (`docs/decisions/0009-reserve-lent-at-idle-class.md`).
+    pub fn cannot_throttle(&self) -> bool {
+        match (&self.source, self.exact_cpus) {
+            (QuotaSource::Unknown { .. }, _) => false,
+            (_, None) => true,
+            (_, Some(q)) => self.affinity_cpus > 0 && q >= f64::from(self.affinity_cpus),
+        }
+    }
+
     /// Effective cores rounded up: the threads that must be schedulable.
     pub fn schedulable_cpus(&self) -> u32 {
         self.effective_cpus().ceil() as u32

@@ -1,0 +1,286 @@
+//! The reserved cores lent at the idle scheduling class, and the guard that
+//! takes them back from other processes.
+//!
+//! `docs/decisions/0009-reserve-lent-at-idle-class.md`. Where the plan lends
+//! the reserve ([`fleet::plan::Plan::reserve_lent`]), every cycle thread
+//! runs at `SCHED_IDLE`: each of the host's own (normal-class) threads
+//! preempts it the moment it wakes, wherever it lands, so the fleet uses
+//! the reserved core only while the host leaves it idle. The cost is that
+//! any other process's busy thread preempts it too; the guard
+//! (`work-fleet-lend-guard`) watches for that and returns every cycle
+//! thread to the normal class while it lasts:
+//!
+//! - every [`GUARD_PERIOD`] it reads each cycle thread's CPU clock and
+//!   whether the thread is inside a poll of one of its units;
+//! - a thread found inside the *same* poll at two checks whose CPU clock
+//!   advanced by less than [`STARVED_CPU_SHARE`] of the time between them
+//!   was runnable and not running: starved;
+//! - then every cycle thread goes back to the normal class for a hold
+//!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
+//!   returns within a hold of the last demotion), then to the idle class
+//!   again.
+//!
+//! A unit that blocks in a system call inside its poll also reads as
+//! starved; the guard then promotes for nothing but a hold (counted).
+
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The guard thread's name.
+pub(crate) const GUARD_THREAD_NAME: &str = "work-fleet-lend-guard";
+
+/// How often the guard checks the cycle threads.
+pub(crate) const GUARD_PERIOD: Duration = Duration::from_millis(10);
+
+/// A thread inside one poll that got less than this share of the wall
+/// time between two checks is starved.
+pub(crate) const STARVED_CPU_SHARE: f64 = 0.2;
+
+/// The first hold at the normal class after starvation.
+pub(crate) const FIRST_HOLD: Duration = Duration::from_secs(1);
+
+/// The longest hold (starvation that keeps coming back doubles it).
+pub(crate) const MAX_HOLD: Duration = Duration::from_secs(16);
+
+/// One cycle thread as the guard sees it.
+#[derive(Debug, Default)]
+pub(crate) struct CycleSlot {
+    /// The thread's kernel id (0 until it starts).
+    tid: AtomicI32,
+    /// Its CPU-time clock (`pthread_getcpuclockid`).
+    clock: AtomicI32,
+    published: AtomicBool,
+    /// Polls begun and ended: inside a poll while they differ.
+    begun: AtomicU64,
+    ended: AtomicU64,
+}
+
+impl CycleSlot {
+    /// On the cycle thread itself, first thing: publish its id and CPU
+    /// clock and, when `idle`, enter the idle class. Returns whether the
+    /// thread now runs at the idle class.
+    pub(crate) fn enter(&self, idle: bool) -> bool {
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: pthread_self is this thread; `clock` is a valid out-pointer.
+        let ok = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0;
+        // SAFETY: gettid has no preconditions.
+        self.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
+        self.clock.store(clock, Ordering::Relaxed);
+        self.published.store(ok, Ordering::Release);
+        idle && set_class(0, true)
+    }
+
+    /// Runs `fut`, counting each of its polls (the guard's "inside a poll").
+    pub(crate) async fn counted<F: std::future::Future>(self: Arc<Self>, fut: F) -> F::Output {
+        let mut fut = std::pin::pin!(fut);
+        std::future::poll_fn(|cx| {
+            self.begun.fetch_add(1, Ordering::Relaxed);
+            let r = fut.as_mut().poll(cx);
+            self.ended.fetch_add(1, Ordering::Relaxed);
+            r
+        })
+        .await
+    }
+
+    fn cpu_ns(&self) -> Option<u64> {
+        if !self.published.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid out-pointer; a stale clock id (the thread
+        // ended) makes the call fail, not misbehave.
+        let rc = unsafe { libc::clock_gettime(self.clock.load(Ordering::Relaxed), &mut ts) };
+        (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+    }
+}
+
+/// Sets thread `tid`'s class (0: the calling thread): idle or normal.
+/// Returns whether the kernel took it.
+fn set_class(tid: libc::pid_t, idle: bool) -> bool {
+    let policy = if idle {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_OTHER
+    };
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: a plain system call on a thread id with a valid parameter.
+    unsafe { libc::sched_setscheduler(tid, policy, &param) == 0 }
+}
+
+/// Whether this process may take a thread back from the idle class (an
+/// unprivileged one may not: it needs `CAP_SYS_NICE` or `RLIMIT_NICE` ≥ 20).
+/// Tried on a short-lived thread of its own.
+pub(crate) fn class_is_reversible() -> bool {
+    std::thread::Builder::new()
+        .name("work-fleet-lend-probe".into())
+        .spawn(|| set_class(0, true) && set_class(0, false))
+        .ok()
+        .and_then(|t| t.join().ok())
+        .unwrap_or(false)
+}
+
+/// What the guard did, shared with the fleet's status.
+#[derive(Debug, Default)]
+pub(crate) struct LendStats {
+    pub(crate) promotions: AtomicU64,
+    pub(crate) promoted: AtomicBool,
+}
+
+/// The running guard.
+pub(crate) struct Guard {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<()>,
+}
+
+impl Guard {
+    /// Starts the guard over `slots` (every cycle thread, each published).
+    pub(crate) fn start(
+        slots: Vec<Arc<CycleSlot>>,
+        stats: Arc<LendStats>,
+    ) -> std::io::Result<Guard> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(GUARD_THREAD_NAME.into())
+            .spawn(move || guard_loop(&slots, &stats, &flag))?;
+        Ok(Guard { stop, thread })
+    }
+
+    /// Stops the guard and waits for it (at most one period).
+    pub(crate) fn stop(self) {
+        self.stop.store(true, Ordering::Release);
+        self.thread.thread().unpark();
+        let _ = self.thread.join();
+    }
+}
+
+/// One check's view of one thread.
+#[derive(Clone, Copy)]
+struct Seen {
+    begun: u64,
+    ended: u64,
+    cpu_ns: u64,
+    at: Instant,
+}
+
+/// Whether the thread was inside the same poll at both checks and got
+/// less than [`STARVED_CPU_SHARE`] of the time between them.
+fn starved(prev: Seen, now: Seen) -> bool {
+    let same_poll = prev.begun == now.begun && prev.ended == now.ended && now.begun != now.ended;
+    let wall = now.at.saturating_duration_since(prev.at).as_nanos() as f64;
+    let cpu = now.cpu_ns.saturating_sub(prev.cpu_ns) as f64;
+    same_poll && wall > 0.0 && cpu < STARVED_CPU_SHARE * wall
+}
+
+/// The hold after a promotion at `now`: doubled when starvation came back
+/// within the last hold of the previous demotion.
+fn next_hold(hold: Duration, demoted_at: Option<Instant>, now: Instant) -> Duration {
+    match demoted_at {
+        Some(d) if now.saturating_duration_since(d) < hold => (hold * 2).min(MAX_HOLD),
+        _ => FIRST_HOLD,
+    }
+}
+
+fn set_all(slots: &[Arc<CycleSlot>], idle: bool) {
+    for s in slots {
+        if s.published.load(Ordering::Acquire) {
+            set_class(s.tid.load(Ordering::Relaxed), idle);
+        }
+    }
+}
+
+fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool) {
+    let mut seen: Vec<Option<Seen>> = vec![None; slots.len()];
+    let mut promoted_at: Option<Instant> = None;
+    let mut demoted_at: Option<Instant> = None;
+    let mut hold = FIRST_HOLD;
+    while !stop.load(Ordering::Acquire) {
+        std::thread::park_timeout(GUARD_PERIOD);
+        let at = Instant::now();
+        let mut any_starved = false;
+        for (slot, prev) in slots.iter().zip(seen.iter_mut()) {
+            let Some(cpu_ns) = slot.cpu_ns() else {
+                *prev = None;
+                continue;
+            };
+            let now = Seen {
+                begun: slot.begun.load(Ordering::Relaxed),
+                ended: slot.ended.load(Ordering::Relaxed),
+                cpu_ns,
+                at,
+            };
+            any_starved |= prev.is_some_and(|p| starved(p, now));
+            *prev = Some(now);
+        }
+        match promoted_at {
+            None if any_starved => {
+                hold = next_hold(hold, demoted_at, at);
+                set_all(slots, false);
+                promoted_at = Some(at);
+                stats.promotions.fetch_add(1, Ordering::Relaxed);
+                stats.promoted.store(true, Ordering::Relaxed);
+                fleet::telemetry::record_lent_promotion();
+                tracing::info!(
+                    hold_ms = hold.as_millis() as u64,
+                    "lent cycle threads starved by other processes: back at the normal class for the hold"
+                );
+            }
+            Some(p) if at.saturating_duration_since(p) >= hold => {
+                set_all(slots, true);
+                promoted_at = None;
+                demoted_at = Some(at);
+                stats.promoted.store(false, Ordering::Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(begun: u64, ended: u64, cpu_ms: u64, at: Instant) -> Seen {
+        Seen {
+            begun,
+            ended,
+            cpu_ns: cpu_ms * 1_000_000,
+            at,
+        }
+    }
+
+    #[test]
+    fn starvation_is_one_poll_spanning_two_checks_with_little_cpu() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        // Inside the same poll, 1 ms of CPU in 10 ms: starved.
+        assert!(starved(seen(5, 4, 0, t0), seen(5, 4, 1, t1)));
+        // Exactly the share is not below it.
+        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 2, t1)));
+        // Running flat out inside one long poll: not starved.
+        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 10, t1)));
+        // Idle between polls (waiting for work or for I/O): not starved.
+        assert!(!starved(seen(5, 5, 0, t0), seen(5, 5, 0, t1)));
+        // A different poll at the second check: progress was made.
+        assert!(!starved(seen(5, 4, 0, t0), seen(7, 6, 0, t1)));
+        assert!(!starved(seen(5, 4, 0, t0), seen(6, 5, 0, t1)));
+        // No time between the checks: nothing to judge.
+        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 0, t0)));
+    }
+
+    #[test]
+    fn the_hold_doubles_while_starvation_keeps_returning_and_resets_after_calm() {
+        let t = Instant::now();
+        assert_eq!(next_hold(FIRST_HOLD, None, t), FIRST_HOLD);
+        let back_soon = t + Duration::from_millis(20);
+        assert_eq!(next_hold(FIRST_HOLD, Some(t), back_soon), FIRST_HOLD * 2);
+        assert_eq!(next_hold(MAX_HOLD, Some(t), back_soon), MAX_HOLD);
+        let calm = t + FIRST_HOLD * 3;
+        assert_eq!(next_hold(FIRST_HOLD * 2, Some(t), calm), FIRST_HOLD);
+    }
+}

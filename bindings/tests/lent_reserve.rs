@@ -1,0 +1,180 @@
+//! The serial tier with its reserved core lent at the idle class
+//! (`docs/decisions/0009-reserve-lent-at-idle-class.md`): the cycle threads
+//! run at `SCHED_IDLE`, units still run and resolve, and when other
+//! normal-class threads keep every CPU busy the guard takes the cycle
+//! threads back to the normal class, so a unit completes instead of
+//! starving.
+
+mod common;
+
+use common::*;
+use fleet::plan::{Binding, Plan, Profile};
+use fleet::quota::{QuotaReport, QuotaSource};
+use fleet::receipt::UnitValue;
+use fleet::WorkerRole;
+use fleet_bindings::{boot, unit_body, BootOptions};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn lent_plan() -> Plan {
+    let cpus = 2;
+    let detection = QuotaReport {
+        exact_cpus: None,
+        affinity_cpus: cpus,
+        source: QuotaSource::Affinity,
+        reason: String::new(),
+        cgroup_dir: None,
+        limiting_dir: None,
+        affinity_list: vec![0, 1],
+    };
+    let plan = plan(2.0, Profile::Auto).lend_reserve(&detection);
+    assert_eq!(plan.binding, Binding::Serial);
+    assert!(plan.reserve_lent);
+    plan
+}
+
+/// Kernel ids and policies of this process's threads whose name starts
+/// with `prefix`.
+fn policies(prefix: &str) -> Vec<(String, i32)> {
+    std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let name = std::fs::read_to_string(e.path().join("comm")).ok()?;
+            let name = name.trim_end().to_string();
+            let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+            // SAFETY: a plain query on a thread id of this process.
+            let policy = unsafe { libc::sched_getscheduler(tid) };
+            name.starts_with(prefix).then_some((name, policy))
+        })
+        .collect()
+}
+
+fn can_renice() -> bool {
+    // SAFETY: no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Busy for `cpu` of this thread's CPU time (not wall time).
+fn burn(cpu: Duration) -> u64 {
+    let start = cpu_now();
+    let mut acc = 0u64;
+    while cpu_now() - start < cpu {
+        for _ in 0..1_000 {
+            acc = std::hint::black_box(acc.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    }
+    acc
+}
+
+fn cpu_now() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+#[test]
+fn the_lent_cycle_threads_run_at_the_idle_class_and_units_resolve() {
+    let plan = lent_plan();
+    let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
+    if !can_renice() {
+        // An unprivileged process may not take a thread back from the idle
+        // class: the fleet runs the plan unlent.
+        assert!(!fleet.plan().reserve_lent);
+        assert!(fleet.lent_reserve().is_none());
+        eprintln!("not root: checked only that the reserve stays unlent");
+        return;
+    }
+    assert!(fleet.plan().reserve_lent);
+    assert_eq!(
+        fleet.lent_reserve().map(|l| (l.promotions, l.promoted)),
+        Some((0, false))
+    );
+    let cycle = policies("work-fleet-seri");
+    assert_eq!(cycle.len(), 2, "two cycle threads: {cycle:?}");
+    assert!(
+        cycle.iter().all(|(_, p)| *p == libc::SCHED_IDLE),
+        "every cycle thread at the idle class: {cycle:?}"
+    );
+    // A thread takes its name once it runs: wait for the guard's.
+    let t0 = Instant::now();
+    let mut guard = policies("work-fleet-lend");
+    while guard.is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+        guard = policies("work-fleet-lend");
+    }
+    assert_eq!(guard.len(), 1, "one guard thread: {guard:?}");
+    assert_eq!(guard[0].1, libc::SCHED_OTHER, "the guard is normal class");
+    let h = fleet.handle();
+    let receipts: Vec<_> = (0..8u64)
+        .map(|i| {
+            h.submit(
+                WorkerRole::Resolve,
+                None,
+                unit_body(move |_ctx| async move { Box::new(i * 2) as UnitValue }),
+            )
+            .unwrap()
+        })
+        .collect();
+    for (i, r) in receipts.into_iter().enumerate() {
+        assert_eq!(*wait(r).unwrap().downcast::<u64>().unwrap(), i as u64 * 2);
+    }
+    fleet.shutdown().expect("clean shutdown");
+    assert!(policies("work-fleet-lend").is_empty(), "the guard ended");
+}
+
+/// Normal-class spinners on every CPU starve an idle-class thread
+/// (it gets a fraction of a percent). The guard must see the unit's cycle
+/// thread inside one poll without CPU and return the cycle threads to the
+/// normal class: the unit's 20 ms of CPU completes, and a promotion is
+/// counted. Without the guard it would take seconds of wall time.
+#[test]
+fn the_guard_takes_starved_cycle_threads_back_to_the_normal_class() {
+    if !can_renice() {
+        eprintln!("skipped: lending needs CAP_SYS_NICE (run as root)");
+        return;
+    }
+    let plan = lent_plan();
+    let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
+    assert!(fleet.plan().reserve_lent);
+    let stop = Arc::new(AtomicBool::new(false));
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners: Vec<_> = (0..cpus)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    std::hint::black_box(burn(Duration::from_micros(200)));
+                }
+            })
+        })
+        .collect();
+    // Let the spinners take the CPUs first.
+    std::thread::sleep(Duration::from_millis(50));
+    let h = fleet.handle();
+    let r = h
+        .submit(
+            WorkerRole::Resolve,
+            None,
+            unit_body(|_ctx| async move { Box::new(burn(Duration::from_millis(20))) as UnitValue }),
+        )
+        .unwrap();
+    let done = wait(r);
+    let lent = fleet.lent_reserve().expect("lent");
+    stop.store(true, Ordering::Relaxed);
+    for s in spinners {
+        s.join().unwrap();
+    }
+    assert!(done.is_ok(), "the unit completed: {done:?}");
+    assert!(
+        lent.promotions >= 1,
+        "the guard promoted the starved cycle threads: {lent:?}"
+    );
+    fleet.shutdown().expect("clean shutdown");
+}
