@@ -32,6 +32,15 @@ pub struct ProfileBudget {
     pub threads_created_per_cycle_max: f64,
     /// Whether every outcome must equal the golden one.
     pub parity: bool,
+    /// Whether a serial fleet may lend its reserved cores at the idle class
+    /// (decision 0009; default true). Off, the run gates the serial binding
+    /// against the one-core bound of its own cycle thread.
+    #[serde(default = "lend_by_default")]
+    pub lend_reserve: bool,
+}
+
+fn lend_by_default() -> bool {
+    true
 }
 
 /// The budgets file: profiles by name (`A`, `B`, …).
@@ -209,6 +218,7 @@ mod tests {
             throttled_share_max: 1.0,
             threads_created_per_cycle_max: 0.0,
             parity: true,
+            lend_reserve: true,
         }
     }
 

@@ -73,6 +73,7 @@ pub fn run(args: GateArgs) -> Result<()> {
     let (path, corpus) = replay.load_corpus()?;
     let mut spec = replay.spec(Contender::Fleet(profile), path)?;
     spec.label = Some(format!("gate {} ({})", args.profile, budget.fleet_profile));
+    spec.lend_reserve &= budget.lend_reserve;
     spec.injection = Injection {
         delay_ms: args.inject_delay_ms,
         wrong_outcome: args.inject_wrong_outcome,
