@@ -27,6 +27,10 @@ pub struct PlanStatus {
     pub tier_refused: Option<TierRefusal>,
     /// The quota the plan used, cores.
     pub quota_cpus: f64,
+    /// Whether the serial tier lends its reserved cores at the idle class
+    /// ([`Plan::reserve_lent`]).
+    #[serde(default)]
+    pub reserve_lent: bool,
 }
 
 /// The budget part: every [`FleetBudget`] field plus the table rows.
@@ -91,6 +95,7 @@ pub fn runtime_status(plan: &Plan, quota: &QuotaReport, census: Option<&Census>)
             oversubscribed: plan.oversubscribed,
             tier_refused: plan.tier_refused.clone(),
             quota_cpus: plan.quota_cpus,
+            reserve_lent: plan.reserve_lent,
         },
         budget: BudgetStatus {
             budget: plan.budget.clone(),

@@ -56,7 +56,9 @@ pub fn status(args: &PlanArgs) -> Result<RuntimeStatus> {
     };
     let quota = args.quota.unwrap_or_else(|| report.effective_cpus());
     let profile = args.profile.unwrap_or(cfg.profile);
-    let plan = Plan::resolve(quota, profile, &cfg.budget)?;
+    // As `run` does: a serial plan lends its reserve where the quota cannot
+    // throttle (decision 0009).
+    let plan = Plan::resolve(quota, profile, &cfg.budget)?.lend_reserve(&report);
     Ok(runtime_status(&plan, &report, None))
 }
 
@@ -126,6 +128,14 @@ pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
         .as_ref()
         .map_or("none".to_string(), |r| r.to_string());
     let _ = writeln!(out, "  tier refused:   {refused}");
+    if p.binding == fleet::plan::Binding::Serial {
+        let lent = if p.reserve_lent {
+            "yes: every cycle thread at the idle class, the guard takes them back from other processes (decision 0009)"
+        } else {
+            "no: the quota may throttle, or is unknown"
+        };
+        let _ = writeln!(out, "  reserve lent:   {lent}");
+    }
     let b = &st.budget.budget;
     let _ = writeln!(
         out,
