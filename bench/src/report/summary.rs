@@ -374,6 +374,14 @@ pub fn render_run_summary(r: &RunReport) -> String {
             );
         }
     }
+    if let Some(l) = r.lent_reserve {
+        let _ = writeln!(
+            s,
+            "lending:    the reserved core lent at the idle class (decision 0009); the guard took the cycle threads back from other processes {} time(s){}",
+            l.promotions,
+            if l.promoted { ", and held them at the end" } else { "" }
+        );
+    }
     let _ = writeln!(
         s,
         "threads:    {} at start, peak {}, {} created during the run, peak runnable {}",
