@@ -1,9 +1,9 @@
 //! The serial tier with its reserved core lent at the idle class
 //! (`docs/decisions/0009-reserve-lent-at-idle-class.md`): the cycle threads
-//! run at `SCHED_IDLE`, units still run and resolve, and when other
-//! normal-class threads keep every CPU busy the guard takes the cycle
-//! threads back to the normal class, so a unit completes instead of
-//! starving.
+//! run at `SCHED_IDLE`, units still run and resolve, and when normal-class
+//! threads keep every CPU busy (another process's, or the host's own past
+//! its reserve) the guard takes the cycle threads back to the normal class,
+//! so a unit completes instead of starving.
 
 mod common;
 
@@ -128,37 +128,20 @@ fn the_lent_cycle_threads_run_at_the_idle_class_and_units_resolve() {
     assert!(policies("work-fleet-lend").is_empty(), "the guard ended");
 }
 
-/// Normal-class spinners on every CPU starve an idle-class thread
-/// (it gets a fraction of a percent). The guard must see the unit's cycle
-/// thread inside one poll without CPU and return the cycle threads to the
-/// normal class: the unit's 20 ms of CPU completes, and a promotion is
-/// counted. Without the guard it would take seconds of wall time.
-#[test]
-fn the_guard_takes_starved_cycle_threads_back_to_the_normal_class() {
-    if !can_renice() {
-        eprintln!("skipped: lending needs CAP_SYS_NICE (run as root)");
-        return;
-    }
+/// Runs a starved unit: 20 ms of CPU submitted while `spin` keeps every
+/// CPU busy; returns whether it completed and the guard's figures.
+fn starved_unit(
+    spin: impl FnOnce(usize) -> Box<dyn FnOnce()>,
+) -> (bool, fleet_bindings::LentReserve) {
     let plan = lent_plan();
     let fleet = boot(&plan, BootOptions::for_plan(&plan)).expect("boot");
     assert!(fleet.plan().reserve_lent);
-    let stop = Arc::new(AtomicBool::new(false));
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let spinners: Vec<_> = (0..cpus)
-        .map(|_| {
-            let stop = stop.clone();
-            std::thread::spawn(move || {
-                let deadline = Instant::now() + Duration::from_secs(30);
-                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
-                    std::hint::black_box(burn(Duration::from_micros(200)));
-                }
-            })
-        })
-        .collect();
+    let stop = spin(cpus);
     // Let the spinners take the CPUs first.
     std::thread::sleep(Duration::from_millis(50));
-    let h = fleet.handle();
-    let r = h
+    let r = fleet
+        .handle()
         .submit(
             WorkerRole::Resolve,
             None,
@@ -167,14 +150,81 @@ fn the_guard_takes_starved_cycle_threads_back_to_the_normal_class() {
         .unwrap();
     let done = wait(r);
     let lent = fleet.lent_reserve().expect("lent");
-    stop.store(true, Ordering::Relaxed);
-    for s in spinners {
-        s.join().unwrap();
-    }
-    assert!(done.is_ok(), "the unit completed: {done:?}");
-    assert!(
-        lent.promotions >= 1,
-        "the guard promoted the starved cycle threads: {lent:?}"
-    );
+    stop();
     fleet.shutdown().expect("clean shutdown");
+    (done.is_ok(), lent)
+}
+
+/// Busy children (`sh` loops), killed on drop.
+struct Children(Vec<std::process::Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Busy loops in other processes on every CPU starve an idle-class thread
+/// (it gets a fraction of a percent). The guard must see the unit's cycle
+/// thread inside one poll without CPU while the process runs less than its
+/// CPUs, and return the cycle threads to the normal class: the unit's 20 ms
+/// of CPU completes and a promotion is counted. Without the guard the unit
+/// took 6.9 s of wall time here.
+#[test]
+fn the_guard_takes_the_cycle_threads_back_from_another_process() {
+    if !can_renice() {
+        eprintln!("skipped: lending needs CAP_SYS_NICE (run as root)");
+        return;
+    }
+    let (done, lent) = starved_unit(|cpus| {
+        let children = Children(
+            (0..cpus)
+                .map(|_| {
+                    std::process::Command::new("sh")
+                        .args(["-c", "while :; do :; done"])
+                        .spawn()
+                        .expect("sh")
+                })
+                .collect(),
+        );
+        Box::new(move || drop(children))
+    });
+    assert!(done, "the unit completed");
+    assert!(lent.promotions >= 1, "the guard promoted: {lent:?}");
+}
+
+/// The host's own threads spinning on every CPU go past its one-core
+/// reserve into the fleet's: the fleet is owed its core back, so the guard
+/// promotes here too.
+#[test]
+fn the_guard_takes_the_cycle_threads_back_from_a_host_past_its_reserve() {
+    if !can_renice() {
+        eprintln!("skipped: lending needs CAP_SYS_NICE (run as root)");
+        return;
+    }
+    let (done, lent) = starved_unit(|cpus| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let spinners: Vec<_> = (0..cpus)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let deadline = Instant::now() + Duration::from_secs(30);
+                    while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                        std::hint::black_box(burn(Duration::from_micros(200)));
+                    }
+                })
+            })
+            .collect();
+        Box::new(move || {
+            stop.store(true, Ordering::Relaxed);
+            for s in spinners {
+                s.join().unwrap();
+            }
+        })
+    });
+    assert!(done, "the unit completed");
+    assert!(lent.promotions >= 1, "the guard promoted: {lent:?}");
 }

@@ -15,6 +15,12 @@
 //! - a thread found inside the *same* poll at two checks whose CPU clock
 //!   advanced by less than [`STARVED_CPU_SHARE`] of the time between them
 //!   was runnable and not running: starved;
+//! - and the starvation is one the fleet is owed a remedy for: another
+//!   process ran (the whole process used less than its CPUs less
+//!   [`OWN_WORK_SLACK_CPUS`] since the last check), or the host's own
+//!   threads (the process less the cycle threads) used more than the
+//!   reserve plus that slack. A host within its reserve that keeps the
+//!   lent core busy is what lending yields to: no promotion;
 //! - then every cycle thread goes back to the normal class for a hold
 //!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
 //!   returns within a hold of the last demotion), then to the idle class
@@ -37,6 +43,10 @@ pub(crate) const GUARD_PERIOD: Duration = Duration::from_millis(10);
 /// A thread inside one poll that got less than this share of the wall
 /// time between two checks is starved.
 pub(crate) const STARVED_CPU_SHARE: f64 = 0.2;
+
+/// Slack, cores, in telling who starved the cycle threads (see
+/// [`owed`]).
+pub(crate) const OWN_WORK_SLACK_CPUS: f64 = 0.5;
 
 /// The first hold at the normal class after starvation.
 pub(crate) const FIRST_HOLD: Duration = Duration::from_secs(1);
@@ -138,16 +148,24 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
-    /// Starts the guard over `slots` (every cycle thread, each published).
+    /// Starts the guard over `slots` (every cycle thread, each published),
+    /// on `cpus` CPUs (the lent plan's ⌊Q⌋, which covers every CPU the
+    /// process may use) of which `reserve` are the host's own.
     pub(crate) fn start(
         slots: Vec<Arc<CycleSlot>>,
         stats: Arc<LendStats>,
+        cpus: u32,
+        reserve: u32,
     ) -> std::io::Result<Guard> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let shares = Shares {
+            cpus: f64::from(cpus),
+            reserve: f64::from(reserve),
+        };
         let thread = std::thread::Builder::new()
             .name(GUARD_THREAD_NAME.into())
-            .spawn(move || guard_loop(&slots, &stats, &flag))?;
+            .spawn(move || guard_loop(&slots, &stats, &flag, shares))?;
         Ok(Guard { stop, thread })
     }
 
@@ -177,6 +195,42 @@ fn starved(prev: Seen, now: Seen) -> bool {
     same_poll && wall > 0.0 && cpu < STARVED_CPU_SHARE * wall
 }
 
+/// The CPUs the guard judges against.
+#[derive(Debug, Clone, Copy)]
+struct Shares {
+    /// Every CPU the process may use.
+    cpus: f64,
+    /// The host's own (the reserve lent to the fleet).
+    reserve: f64,
+}
+
+/// Whether starvation between two checks `wall_ns` apart is owed a remedy:
+/// the process used fewer than `cpus − slack` cores (another process ran),
+/// or its threads other than the cycle threads used more than `reserve +
+/// slack` (the host's own work went past its reserve into the fleet's
+/// cores). CPU figures are the deltas over the same time, ns.
+fn owed(process_ns: u64, cycle_ns: u64, wall_ns: u64, s: Shares) -> bool {
+    if wall_ns == 0 {
+        return false;
+    }
+    let wall = wall_ns as f64;
+    let process = process_ns as f64;
+    let host = process_ns.saturating_sub(cycle_ns) as f64;
+    process < (s.cpus - OWN_WORK_SLACK_CPUS) * wall
+        || host > (s.reserve + OWN_WORK_SLACK_CPUS) * wall
+}
+
+/// The process's CPU time, ns (all its threads).
+fn process_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The hold after a promotion at `now`: doubled when starvation came back
 /// within the last hold of the previous demotion.
 fn next_hold(hold: Duration, demoted_at: Option<Instant>, now: Instant) -> Duration {
@@ -194,14 +248,20 @@ fn set_all(slots: &[Arc<CycleSlot>], idle: bool) {
     }
 }
 
-fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool) {
+fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, shares: Shares) {
     let mut seen: Vec<Option<Seen>> = vec![None; slots.len()];
+    let mut process = (process_cpu_ns(), Instant::now());
     let mut promoted_at: Option<Instant> = None;
     let mut demoted_at: Option<Instant> = None;
     let mut hold = FIRST_HOLD;
     while !stop.load(Ordering::Acquire) {
         std::thread::park_timeout(GUARD_PERIOD);
         let at = Instant::now();
+        let now_cpu = process_cpu_ns();
+        let process_ns = now_cpu.saturating_sub(process.0);
+        let wall_ns = at.saturating_duration_since(process.1).as_nanos() as u64;
+        process = (now_cpu, at);
+        let mut cycle_ns = 0u64;
         let mut any_starved = false;
         for (slot, prev) in slots.iter().zip(seen.iter_mut()) {
             let Some(cpu_ns) = slot.cpu_ns() else {
@@ -214,11 +274,15 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool) {
                 cpu_ns,
                 at,
             };
-            any_starved |= prev.is_some_and(|p| starved(p, now));
+            if let Some(p) = *prev {
+                any_starved |= starved(p, now);
+                cycle_ns += now.cpu_ns.saturating_sub(p.cpu_ns);
+            }
             *prev = Some(now);
         }
+        let external = owed(process_ns, cycle_ns, wall_ns, shares);
         match promoted_at {
-            None if any_starved => {
+            None if any_starved && external => {
                 hold = next_hold(hold, demoted_at, at);
                 set_all(slots, false);
                 promoted_at = Some(at);
@@ -271,6 +335,30 @@ mod tests {
         assert!(!starved(seen(5, 4, 0, t0), seen(6, 5, 0, t1)));
         // No time between the checks: nothing to judge.
         assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 0, t0)));
+    }
+
+    #[test]
+    fn starvation_is_owed_a_remedy_when_another_process_or_an_overrun_host_caused_it() {
+        let ms = 1_000_000;
+        let two = Shares {
+            cpus: 2.0,
+            reserve: 1.0,
+        };
+        // 10 ms on 2 CPUs, (process, cycle threads) CPU in ms.
+        // The host used its reserve core, the fleet the other: lending
+        // yielding to the host, not owed.
+        assert!(!owed(20 * ms, 10 * ms, 10 * ms, two));
+        // The host at reserve + slack exactly: not owed.
+        assert!(!owed(20 * ms, 5 * ms, 10 * ms, two));
+        // The host's own threads took both cores: owed (the fleet keeps C).
+        assert!(owed(20 * ms, 2 * ms, 10 * ms, two));
+        // The process used one core: another process had the other.
+        assert!(owed(10 * ms, 5 * ms, 10 * ms, two));
+        assert!(owed(0, 0, 10 * ms, two));
+        // At the slack's edge (1.5 cores used, 1 of them the fleet's).
+        assert!(!owed(15 * ms, 10 * ms, 10 * ms, two));
+        // No time between the checks: nothing to judge.
+        assert!(!owed(0, 0, 0, two));
     }
 
     #[test]

@@ -169,7 +169,12 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
     let cycle_cpus: Vec<Option<usize>> = ready.iter().map(|rx| rx.recv().ok().flatten()).collect();
     let lent = if lend {
         let stats = Arc::new(lend::LendStats::default());
-        match lend::Guard::start(slots, stats.clone()) {
+        match lend::Guard::start(
+            slots,
+            stats.clone(),
+            threads as u32,
+            plan.budget.reserve_cpus,
+        ) {
             Ok(g) => {
                 running.guard = Some(g);
                 Some(stats)
