@@ -98,15 +98,21 @@ impl CycleSlot {
         if !self.published.load(Ordering::Acquire) {
             return None;
         }
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid out-pointer; a stale clock id (the thread
-        // ended) makes the call fail, not misbehave.
-        let rc = unsafe { libc::clock_gettime(self.clock.load(Ordering::Relaxed), &mut ts) };
-        (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
+        clock_ns(self.clock.load(Ordering::Relaxed))
     }
+}
+
+/// Reads clock `id`, ns; `None` when the call fails (a thread's CPU clock
+/// whose thread ended).
+fn clock_ns(id: libc::clockid_t) -> Option<u64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; a stale clock id makes the call
+    // fail, not misbehave.
+    let rc = unsafe { libc::clock_gettime(id, &mut ts) };
+    (rc == 0).then(|| ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64)
 }
 
 /// Sets thread `tid`'s class (0: the calling thread): idle or normal.
@@ -222,13 +228,7 @@ fn owed(process_ns: u64, cycle_ns: u64, wall_ns: u64, s: Shares) -> bool {
 
 /// The process's CPU time, ns (all its threads).
 fn process_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid out-pointer.
-    unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID).unwrap_or(0)
 }
 
 /// The hold after a promotion at `now`: doubled when starvation came back
