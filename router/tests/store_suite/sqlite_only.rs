@@ -1,0 +1,110 @@
+use super::*;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn file_settings() {
+    let b = SqliteBackend::new();
+    let s = b.open().unwrap();
+    let raw = b.raw();
+    let mode: String = raw
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let versions: Vec<i64> = raw
+        .prepare("SELECT version FROM schema_migrations ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(versions, (1..=SCHEMA_VERSION as i64).collect::<Vec<_>>());
+    drop(s);
+}
+
+#[test]
+fn not_a_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("router.db");
+    std::fs::write(&f, vec![0x5a; 8192]).unwrap();
+    let err = SqliteStore::open(&f).unwrap_err();
+    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+    assert_eq!(std::fs::read(&f).unwrap(), vec![0x5a; 8192]);
+    // A directory where the file should be.
+    let err = SqliteStore::open(tmp.path()).unwrap_err();
+    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+}
+
+/// The child half of `acked_deposits_survive_sigkill`: appends deposits
+/// forever, printing each acknowledged seq. Ignored unless run by it.
+#[test]
+#[ignore = "run by acked_deposits_survive_sigkill"]
+fn sigkill_child() {
+    let Some(dir) = std::env::var_os("ROUTER_SIGKILL_DIR") else {
+        return;
+    };
+    let mut s = SqliteStore::open_dir(std::path::Path::new(&dir)).unwrap();
+    let payload = "x".repeat(200);
+    for seq in 1.. {
+        s.append_deposit(&dep(seq, &format!("tok-{seq}"), &payload))
+            .unwrap();
+        s.upsert(
+            Table::Targets,
+            &[row(&format!("t{}", seq % 50), seq, &payload)],
+        )
+        .unwrap();
+        println!("acked {seq}");
+    }
+}
+
+#[test]
+fn acked_deposits_survive_sigkill() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "sqlite_only::sigkill_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("ROUTER_SIGKILL_DIR", &dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    let t0 = Instant::now();
+    let mut acked = 0u64;
+    for line in out.lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("acked ") {
+            acked = n.parse().unwrap();
+            if acked >= 300 || t0.elapsed() > Duration::from_secs(20) {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap(); // SIGKILL, mid-write
+    child.wait().unwrap();
+    assert!(acked >= 10, "the child acknowledged only {acked} deposits");
+    let mut s = SqliteStore::open_dir(&dir).unwrap();
+    let logged = s.deposits_after(0).unwrap();
+    assert!(logged.len() as u64 >= acked, "{} < {acked}", logged.len());
+    for (i, e) in logged.iter().enumerate() {
+        assert_eq!(e.seq, i as u64 + 1);
+    }
+    for seq in acked.saturating_sub(49)..=acked {
+        let r = s
+            .get(Table::Targets, &format!("t{}", seq % 50))
+            .unwrap()
+            .unwrap();
+        assert!(r.version >= seq);
+    }
+    eprintln!(
+        "SIGKILL after {acked} acknowledged deposits: all {} logged",
+        logged.len()
+    );
+}
