@@ -1,3 +1,6 @@
+//! The model check: random operation sequences give every backend the
+//! same observable state as the in-memory store.
+
 use super::*;
 use proptest::prelude::*;
 

@@ -1,3 +1,7 @@
+//! Checks only the PostgreSQL store has: bad schemas and URLs, concurrent
+//! first opens, use from plain threads and from inside a runtime, and
+//! reconnecting after the connection drops.
+
 use super::*;
 
 fn server() -> Option<&'static support::pg::PgServer> {

@@ -1,3 +1,7 @@
+//! Checks only the SQLite store has: its file settings (WAL, synchronous),
+//! a file that is not a database, and acknowledged deposits surviving a
+//! SIGKILL of the writing process.
+
 use super::*;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
