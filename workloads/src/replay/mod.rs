@@ -16,9 +16,12 @@
 
 mod background;
 pub mod host;
+mod produced;
 pub mod record;
 pub mod saturation;
 pub mod units;
+
+use produced::Produced;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -214,14 +217,7 @@ pub fn replay(
     let now_us = || t0.elapsed().as_micros() as u64;
     let ledger = SharedLedger::new(opts.fuse.take().unwrap_or_else(ExactnessFuse::aborting));
     let mut pools = Arc::new(corpus.pools.clone());
-    let mut produced = Produced {
-        retain: opts.retain,
-        records: Vec::with_capacity(if opts.retain { n } else { 0 }),
-        outcomes: Vec::new(),
-        cycles: 0,
-        overrun_paths: 0,
-        first_mismatch: None,
-    };
+    let mut produced = Produced::new(opts.retain, n);
     let mut background = Background::default();
 
     for (i, case) in corpus.cycles.iter().take(n).enumerate() {
@@ -250,7 +246,20 @@ pub fn replay(
         let _in_cycle = cycle_span.enter();
         let start_us = now_us();
         backlog.cycle(cycle, intended, start_us);
-        let process_lower_bound_us = lower_bound_us(case, opts.scale, opts.cores_process);
+        // The cycle's record once it ends (`end_us`) with its bins.
+        let record = {
+            let granted = lower_bound_us(case, opts.scale, opts.cores_granted);
+            let process = lower_bound_us(case, opts.scale, opts.cores_process);
+            move |end_us, bins| CycleRecord {
+                cycle,
+                intended_start_us: intended,
+                start_us,
+                end_us,
+                lower_bound_us: granted,
+                process_lower_bound_us: process,
+                bins,
+            }
+        };
         let case = Arc::new(case.clone());
 
         if let Some(probe) = &probe {
@@ -268,16 +277,7 @@ pub fn replay(
                 overruns.resolve += 1;
                 let rows = close_overrun(&ledger, cycle, &ids)?;
                 let end_us = now_us();
-                let record = CycleRecord {
-                    cycle,
-                    intended_start_us: intended,
-                    start_us,
-                    end_us,
-                    lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
-                    process_lower_bound_us,
-                    bins: Vec::new(),
-                };
-                produced.cycle_done(&case, record, rows, &mut opts);
+                produced.cycle_done(&case, record(end_us, Vec::new()), rows, &mut opts);
                 continue;
             }
             Err(UnitFailure::Failed(reason)) => {
@@ -289,79 +289,80 @@ pub fn replay(
             }
         };
 
-        let shared = Arc::new(CycleShared {
-            case: case.clone(),
-            pools: pools.clone(),
-            threshold,
-            scale,
-            sim_deadline: deadline,
-        });
-        let (witnesses, merge) = open_bins(&ledger, &case, &ids)?;
-        let Solved {
-            bins,
-            merged,
-            walk_overruns,
-            merge_overrun,
-        } = host
-            .solve_within(shared, witnesses, merge, deadline)
-            .map_err(|reason| ReplayError::Unit {
-                cycle,
-                role: WorkerRole::Solver,
-                reason,
-            })?;
-        overruns.walk += u64::from(walk_overruns);
-        overruns.merge += u64::from(merge_overrun);
+        let (bins, rows) = solve_cycle(
+            host,
+            &ledger,
+            CycleShared {
+                case: case.clone(),
+                pools: pools.clone(),
+                threshold,
+                scale,
+                sim_deadline: deadline,
+            },
+            &ids,
+            &mut overruns,
+        )?;
         let end_us = now_us();
-        let bins = bins
-            .into_iter()
-            .enumerate()
-            .map(|(b, r)| {
-                // A dead walk: its witness delivered LaneDeath for what it owed.
-                r.unwrap_or(BinRecord {
-                    bin: b as u32,
-                    paths: case.bins[b].len() as u32,
-                    walk_us: 0,
-                    sim_latency_us: vec![],
-                })
-            })
-            .collect();
-        let rows = rows_of(cycle, merged);
 
-        let record = CycleRecord {
-            cycle,
-            intended_start_us: intended,
-            start_us,
-            end_us,
-            lower_bound_us: lower_bound_us(&case, opts.scale, opts.cores_granted),
-            process_lower_bound_us,
-            bins,
-        };
+        let record = record(end_us, bins);
         cycle_span.record("makespan_ms", record.makespan_us() as f64 / 1e3);
         tracing::debug!(tracy.frame_mark = true);
         produced.cycle_done(&case, record, rows, &mut opts);
     }
     let background = background.settle(deadline, &mut overruns);
-    overruns.paths = produced.overrun_paths;
-    let first_mismatch = produced.first_mismatch;
     let paths = corpus
         .cycles
         .iter()
         .take(n)
         .map(|c| c.paths.len() as u64)
         .sum();
-    Ok(ReplayResult {
-        cycles: produced.records,
-        outcomes: produced.outcomes,
-        cycles_replayed: produced.cycles,
-        paths,
-        parity: first_mismatch.is_none(),
-        first_mismatch,
-        background,
-        overruns,
-        wall_us: now_us(),
-        saturation: backlog.verdict(),
-        peak_start_late_ms: backlog.peak_late_ms(),
-    })
+    Ok(produced.into_result(paths, background, overruns, now_us(), &backlog))
+}
+
+/// Solves one resolved cycle on `host`: opens its bins in the ledger,
+/// walks and merges them within the shared deadline, counts walk and merge
+/// overruns into `overruns`, and returns each bin's record (a dead walk's
+/// bin with no time) and the cycle's outcome rows. Errors: the ledger's
+/// (a fuse trip) or the host's, as [`ReplayError::Unit`] of the solver.
+fn solve_cycle(
+    host: &dyn CycleHost,
+    ledger: &SharedLedger,
+    shared: CycleShared,
+    ids: &[u32],
+    overruns: &mut OverrunRecord,
+) -> Result<(Vec<BinRecord>, Vec<OutcomeRow>), ReplayError> {
+    let case = shared.case.clone();
+    let cycle = case.index;
+    let deadline = shared.sim_deadline;
+    let (witnesses, merge) = open_bins(ledger, &case, ids)?;
+    let Solved {
+        bins,
+        merged,
+        walk_overruns,
+        merge_overrun,
+    } = host
+        .solve_within(Arc::new(shared), witnesses, merge, deadline)
+        .map_err(|reason| ReplayError::Unit {
+            cycle,
+            role: WorkerRole::Solver,
+            reason,
+        })?;
+    overruns.walk += u64::from(walk_overruns);
+    overruns.merge += u64::from(merge_overrun);
+    let bins = bins
+        .into_iter()
+        .enumerate()
+        .map(|(b, r)| {
+            // A dead walk: its witness delivered LaneDeath for what it owed.
+            r.unwrap_or(BinRecord {
+                bin: b as u32,
+                paths: case.bins[b].len() as u32,
+                walk_us: 0,
+                sim_latency_us: vec![],
+            })
+        })
+        .collect();
+    Ok((bins, rows_of(cycle, merged)))
 }
 
 /// Closes `cycle` with every path `Failed(Overrun)` (its resolve overran:
@@ -435,47 +436,6 @@ fn rows_of(cycle: u32, record: Option<fleet::ledger::CycleRecord>) -> Vec<Outcom
             })
             .collect()
     })
-}
-
-/// What the replay produced so far: kept whole, or streamed to the hooks.
-struct Produced {
-    retain: bool,
-    records: Vec<CycleRecord>,
-    outcomes: Vec<OutcomeRow>,
-    cycles: u64,
-    overrun_paths: u64,
-    first_mismatch: Option<Mismatch>,
-}
-
-impl Produced {
-    /// One cycle ended: parity against its golden outcomes, the hooks, and
-    /// (when retaining) the record and rows.
-    fn cycle_done(
-        &mut self,
-        case: &CycleCase,
-        record: CycleRecord,
-        rows: Vec<OutcomeRow>,
-        opts: &mut ReplayOptions,
-    ) {
-        self.cycles += 1;
-        self.overrun_paths += rows
-            .iter()
-            .filter(|o| o.outcome == overrun_outcome())
-            .count() as u64;
-        if self.first_mismatch.is_none() {
-            self.first_mismatch = compare_cycle(case, &rows);
-        }
-        if let Some(f) = opts.on_cycle_end.as_mut() {
-            f(&record);
-        }
-        if let Some(f) = opts.on_outcomes.as_mut() {
-            f(&rows);
-        }
-        if self.retain {
-            self.records.push(record);
-            self.outcomes.extend(rows);
-        }
-    }
 }
 
 /// The first difference between one cycle's produced outcomes and its
