@@ -52,9 +52,12 @@ pub const COLUMNS: [Column; 19] = [
     },
     Column {
         header: "binding",
-        meaning: "what executed the units: the fleet's serial or pinned binding, or none for a design it replaces",
+        meaning: "what executed the units: the fleet's serial or pinned binding (serial+lent: the reserved core lent at the idle class, decision 0009), or none for a design it replaces",
         text: true,
-        cell: |r| r.binding.clone(),
+        cell: |r| match r.lent_reserve {
+            Some(_) => format!("{}+lent", r.binding),
+            None => r.binding.clone(),
+        },
     },
     Column {
         header: "p50 ms",
