@@ -271,6 +271,31 @@ fn held_units_wait_in_a_gauged_backlog_and_a_tick_drains_them_after_the_cordon_l
     assert_eq!(p.progress(), Progress::Idle);
 }
 
+/// A cordon that held thousands of units grew the backlog's buffer; once
+/// the backlog drains the buffer is handed back (at most
+/// `BACKLOG_RETAINED` slots per role stay), so memory does not step up
+/// with every cordon. Before, the 5,000 slots stayed allocated for good.
+#[test]
+fn a_drained_backlog_hands_back_the_buffer_a_cordon_grew() {
+    let n: u32 = 5_000;
+    let mut p = HostPump::new(layout(vec![(Verifier, 1)], n + 8, 1), PumpConfig::default());
+    for id in 1..=u64::from(n) {
+        enq(&mut p, UnitMeta::pooled(id, Verifier), CORDONED);
+    }
+    assert_eq!(p.counts().backlog, u64::from(n));
+    assert!(p.backlog_capacity() >= n as usize);
+    // The cordon lifts: the tick moves every held unit to the queue.
+    p.step(PumpInput::BackstopTick, NOMINAL);
+    assert_eq!(p.counts().backlog, 0);
+    let most = fleet::pump::BACKLOG_RETAINED * fleet::role::ALL_ROLES.len();
+    assert!(
+        p.backlog_capacity() <= most,
+        "{} slots still allocated (at most {most})",
+        p.backlog_capacity()
+    );
+    assert!(p.counts().conserved());
+}
+
 #[test]
 fn queued_units_of_a_held_role_return_to_the_backlog_under_cordon() {
     let mut p = HostPump::new(

@@ -52,6 +52,12 @@ use std::collections::VecDeque;
 
 const ROLES: usize = ALL_ROLES.len();
 
+/// Slots a role's backlog keeps allocated once it has drained. A cordon can
+/// hold thousands of units (one soak's 300 s cordon held about 8,000); the
+/// buffer they grew is handed back when the backlog empties, so memory
+/// does not step up with every cordon.
+pub const BACKLOG_RETAINED: usize = 64;
+
 /// A unit waiting in a queue or the backlog.
 #[derive(Debug, Clone)]
 struct Held<P> {
@@ -449,6 +455,9 @@ impl<P> HostPump<P> {
                 let h = self.backlog[ri].pop_front().expect("non-empty");
                 self.queues[ri].push_back(h);
                 moved = true;
+            }
+            if self.backlog[ri].is_empty() && self.backlog[ri].capacity() > BACKLOG_RETAINED {
+                self.backlog[ri].shrink_to(BACKLOG_RETAINED);
             }
         }
         self.moved_since_tick |= moved;

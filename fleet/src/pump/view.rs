@@ -37,6 +37,14 @@ impl<P> HostPump<P> {
         self.suppressed
     }
 
+    /// Slots the backlog holds allocated over every role: at least its
+    /// length; an emptied role's backlog keeps at most
+    /// [`BACKLOG_RETAINED`] (the memory a cordon's backlog grew is handed
+    /// back once it drains).
+    pub fn backlog_capacity(&self) -> usize {
+        self.backlog.iter().map(|q| q.capacity()).sum()
+    }
+
     /// The intake backlog gauge: units held per role, for every role.
     pub fn backlog_by_role(&self) -> Vec<(WorkerRole, u32)> {
         ALL_ROLES
