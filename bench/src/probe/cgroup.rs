@@ -86,6 +86,7 @@ impl ChildCgroup {
             return Err(CgroupError::BadQuota { cores });
         }
         let (base, version) = find_cpu_hierarchy(mount_root)?;
+        sweep_stale(&base, mount_root);
         let pid = std::process::id();
         let dir = base.join(format!("fleet-lab-{pid}"));
         if !dir.exists() {
@@ -224,6 +225,38 @@ fn find_cpu_hierarchy(root: &Path) -> Result<(PathBuf, CgroupVersion), CgroupErr
     })
 }
 
+/// Removes the empty `fleet-lab-<pid>` cgroups of runs that are gone (a
+/// run killed with SIGKILL cannot remove its own): a directory whose pid
+/// has no `proc/<pid>` under `root` and that holds no process. Best effort:
+/// anything else is left alone.
+fn sweep_stale(base: &Path, root: &Path) {
+    let Ok(entries) = fs::read_dir(base) else {
+        return;
+    };
+    let proc_root = if root == Path::new("/sys/fs/cgroup") {
+        PathBuf::from("/proc")
+    } else {
+        root.join("proc")
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("fleet-lab-"))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == std::process::id() || proc_root.join(pid.to_string()).exists() {
+            continue;
+        }
+        let procs = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+        if procs.trim().is_empty() {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
 fn install_ctrlc_cleanup() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
@@ -232,7 +265,7 @@ fn install_ctrlc_cleanup() {
             for (dir, parent) in live {
                 let _ = remove_child(&dir, &parent);
             }
-            eprintln!("fleet-lab: interrupted; child cgroups removed");
+            eprintln!("fleet-lab: interrupted or terminated; child cgroups removed");
             std::process::exit(130);
         });
     });
@@ -261,6 +294,27 @@ mod tests {
             msg.contains("cpu.cfs_quota_us") && msg.contains("subtree_control"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn stale_cgroups_of_runs_that_are_gone_are_swept_and_nothing_else() {
+        let root = tempfile::tempdir().unwrap();
+        let base = root.path().join("cg");
+        let mk = |name: &str| {
+            let d = base.join(name);
+            fs::create_dir_all(&d).unwrap();
+            d
+        };
+        let dead = mk("fleet-lab-4000001");
+        let alive = mk("fleet-lab-4000002");
+        fs::create_dir_all(root.path().join("proc/4000002")).unwrap();
+        let own = mk(&format!("fleet-lab-{}", std::process::id()));
+        let other = mk("someone-else-4000003");
+        let busy = mk("fleet-lab-4000004");
+        fs::write(busy.join("cgroup.procs"), "4242\n").unwrap();
+        sweep_stale(&base, root.path());
+        assert!(!dead.exists(), "a dead run's empty cgroup is removed");
+        assert!(alive.exists() && own.exists() && other.exists() && busy.exists());
     }
 
     #[test]
