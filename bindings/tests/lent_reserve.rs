@@ -138,8 +138,9 @@ fn the_lent_cycle_threads_run_at_the_idle_class_and_units_resolve() {
     assert!(policies("work-fleet-lend").is_empty(), "the guard ended");
 }
 
-/// Runs a starved unit: 20 ms of CPU submitted while `spin` keeps every
-/// CPU busy; returns whether it completed and the guard's figures.
+/// Runs a starved unit: 100 ms of CPU submitted while `spin` keeps every
+/// CPU busy (it returns once they are spinning); returns whether it
+/// completed and the guard's figures.
 fn starved_unit(
     spin: impl FnOnce(usize) -> Box<dyn FnOnce()>,
 ) -> (bool, fleet_bindings::LentReserve) {
@@ -155,7 +156,9 @@ fn starved_unit(
         .submit(
             WorkerRole::Resolve,
             None,
-            unit_body(|_ctx| async move { Box::new(burn(Duration::from_millis(20))) as UnitValue }),
+            unit_body(
+                |_ctx| async move { Box::new(burn(Duration::from_millis(100))) as UnitValue },
+            ),
         )
         .unwrap();
     let done = wait(r);
@@ -163,6 +166,17 @@ fn starved_unit(
     stop();
     fleet.shutdown().expect("clean shutdown");
     (done.is_ok(), lent)
+}
+
+/// CPU time a process has had, clock ticks (`utime` in `/proc/PID/stat`).
+fn utime_ticks(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let after = s.rsplit_once(')')?.1.to_string();
+            after.split_whitespace().nth(11)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Busy children (`sh` loops), killed on drop.
@@ -180,9 +194,9 @@ impl Drop for Children {
 /// Busy loops in other processes on every CPU starve an idle-class thread
 /// (it gets a fraction of a percent). The guard must see the unit's cycle
 /// thread inside one poll without CPU while the process runs less than its
-/// CPUs, and return the cycle threads to the normal class: the unit's 20 ms
-/// of CPU completes and a promotion is counted. Without the guard the unit
-/// took 6.9 s of wall time here.
+/// CPUs, and return the cycle threads to the normal class: the unit's
+/// 100 ms of CPU completes and a promotion is counted. Without the guard a
+/// 20 ms unit took 6.9 s of wall time here.
 #[test]
 fn the_guard_takes_the_cycle_threads_back_from_another_process() {
     if !can_renice() {
@@ -200,6 +214,13 @@ fn the_guard_takes_the_cycle_threads_back_from_another_process() {
                 })
                 .collect(),
         );
+        // Each child has had CPU (it is spinning) before the unit comes.
+        let t0 = Instant::now();
+        while children.0.iter().any(|c| utime_ticks(c.id()) == 0)
+            && t0.elapsed() < Duration::from_secs(5)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         Box::new(move || drop(children))
     });
     assert!(done, "the unit completed");
