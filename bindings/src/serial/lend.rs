@@ -84,12 +84,18 @@ impl CycleSlot {
 
     /// Runs `fut`, counting each of its polls (the guard's "inside a poll").
     pub(crate) async fn counted<F: std::future::Future>(self: Arc<Self>, fut: F) -> F::Output {
+        /// Ends the poll even when it unwinds.
+        struct Ended<'a>(&'a AtomicU64);
+        impl Drop for Ended<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         let mut fut = std::pin::pin!(fut);
         std::future::poll_fn(|cx| {
             self.begun.fetch_add(1, Ordering::Relaxed);
-            let r = fut.as_mut().poll(cx);
-            self.ended.fetch_add(1, Ordering::Relaxed);
-            r
+            let _ended = Ended(&self.ended);
+            fut.as_mut().poll(cx)
         })
         .await
     }
