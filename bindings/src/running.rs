@@ -370,6 +370,19 @@ pub(crate) fn census_rows_cycle(
         pinned_cpu: None,
         lost: false,
     });
+    if plan.reserve_lent {
+        rows.push(CensusRow {
+            name: "lend-guard-0".into(),
+            role: None,
+            count: 1,
+            sizing_rule: "the lent reserve's guard: returns the cycle threads to the normal class while other work starves them (decision 0009)".into(),
+            thread_name: crate::serial::LEND_GUARD_THREAD_NAME.into(),
+            binding: CensusBinding::Pinned,
+            oversubscribed: plan.oversubscribed,
+            pinned_cpu: None,
+            lost: false,
+        });
+    }
     rows
 }
 

@@ -120,6 +120,15 @@ fn the_lent_cycle_threads_run_at_the_idle_class_and_units_resolve() {
     }
     assert_eq!(guard.len(), 1, "one guard thread: {guard:?}");
     assert_eq!(guard[0].1, libc::SCHED_OTHER, "the guard is normal class");
+    // Every fleet thread has its census row, the guard's included.
+    let census: Vec<String> = fleet.census().into_iter().map(|r| r.thread_name).collect();
+    for name in [
+        "work-fleet-serial-0",
+        "work-fleet-serial-1",
+        "work-fleet-lend-guard",
+    ] {
+        assert!(census.iter().any(|t| t == name), "{name} in {census:?}");
+    }
     let h = fleet.handle();
     let receipts: Vec<_> = (0..8u64)
         .map(|i| {

@@ -22,7 +22,7 @@
 
 mod lend;
 
-pub(crate) use lend::{Guard as LendGuard, LendStats};
+pub(crate) use lend::{Guard as LendGuard, LendStats, GUARD_THREAD_NAME as LEND_GUARD_THREAD_NAME};
 
 use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
 use crate::exec::Lane;
