@@ -232,6 +232,16 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     );
     kv("reserve burst lateness", late(r.reserve_task_lateness_us));
     kv("background", background_text(&r.background));
+    if let Some(l) = r.lent_reserve {
+        kv(
+            "reserved core",
+            format!(
+                "lent at the idle class (decision 0009); the guard took the cycle threads back {} time(s){}",
+                l.promotions,
+                if l.promoted { ", and held them at the end" } else { "" }
+            ),
+        );
+    }
     kv("receipt overruns", overruns_text(&r.overruns));
     kv("resident set", rss_text(r.rss.as_ref()));
     if let Some(q) = &r.quota_detection {
