@@ -344,3 +344,28 @@ fn the_run_details_say_how_busy_other_processes_kept_the_host() {
     let page = render_html(&[r]).unwrap();
     assert!(page.contains("other processes not measured"));
 }
+
+/// A detail only some runs have (the lent reserve of a serial fleet) gets
+/// its row, with "—" for the runs without it; a page of such runs renders
+/// (it once indexed every run by the first run's rows and panicked).
+#[test]
+fn a_detail_only_some_runs_have_gets_a_row_with_a_dash_for_the_others() {
+    let mut lent = sample_run("fleet auto", SampleShape::FLEET, 20, 0.1, 1);
+    lent.lent_reserve = Some(fleet_bindings::LentReserve {
+        promotions: 2,
+        promoted: false,
+    });
+    let plain = sample_run("fleet pinned", SampleShape::FLEET, 20, 0.1, 2);
+    for runs in [vec![plain.clone(), lent.clone()], vec![lent, plain]] {
+        let page = render_html(&runs).expect("renders");
+        let row = page
+            .split("<tr>")
+            .find(|r| r.contains("<th>reserved core</th>"))
+            .expect("a reserved-core row");
+        assert!(
+            row.contains("took the cycle threads back 2 time(s)"),
+            "{row}"
+        );
+        assert!(row.contains("<td>—</td>"), "{row}");
+    }
+}

@@ -361,12 +361,26 @@ fn details_table(out: &mut String, runs: &[RunReport]) {
         }
         out.push_str("</tr>\n");
     };
-    for (i, (key, _)) in per_run[0].iter().enumerate() {
-        row(
-            out,
-            key,
-            per_run.iter().map(|rows| rows[i].1.clone()).collect(),
-        );
+    // Every key any run has, in first-seen order; a run without a row
+    // (a detail only some runs have, e.g. the lent reserve) shows "—".
+    let mut keys: Vec<&str> = Vec::new();
+    for rows in &per_run {
+        for (k, _) in rows {
+            if !keys.contains(&k.as_str()) {
+                keys.push(k);
+            }
+        }
+    }
+    for key in keys {
+        let cells = per_run
+            .iter()
+            .map(|rows| {
+                rows.iter()
+                    .find(|(k, _)| k == key)
+                    .map_or_else(|| "—".to_string(), |(_, v)| v.clone())
+            })
+            .collect();
+        row(out, key, cells);
     }
     for name in counters {
         let cells = runs
