@@ -69,9 +69,8 @@ pub(crate) struct CycleSlot {
 
 impl CycleSlot {
     /// On the cycle thread itself, first thing: publish its id and CPU
-    /// clock and, when `idle`, enter the idle class. Returns whether the
-    /// thread now runs at the idle class.
-    pub(crate) fn enter(&self, idle: bool) -> bool {
+    /// clock and enter the idle class.
+    pub(crate) fn enter(&self) {
         let mut clock: libc::clockid_t = 0;
         // SAFETY: pthread_self is this thread; `clock` is a valid out-pointer.
         let ok = unsafe { libc::pthread_getcpuclockid(libc::pthread_self(), &mut clock) } == 0;
@@ -79,7 +78,7 @@ impl CycleSlot {
         self.tid.store(unsafe { libc::gettid() }, Ordering::Relaxed);
         self.clock.store(clock, Ordering::Relaxed);
         self.published.store(ok, Ordering::Release);
-        idle && set_class(0, true)
+        set_class(0, true);
     }
 
     /// Runs `fut`, counting each of its polls (the guard's "inside a poll").

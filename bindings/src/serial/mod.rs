@@ -149,7 +149,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         let spawned = spawn_named(&name, move || {
             let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
             let counted = lend.then(|| {
-                slot.enter(true);
+                slot.enter();
                 slot
             });
             let _ = ready_tx.send(pinned);
