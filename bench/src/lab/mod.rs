@@ -9,11 +9,14 @@ mod build;
 pub mod contend;
 pub mod cotenant;
 pub mod feeder;
+mod hooks;
 pub mod inject;
+mod probes;
 mod release;
 pub mod requota;
 mod session;
 mod spec;
+mod stages;
 
 pub use cotenant::{CoTenantMode, Lateness};
 pub use inject::Injection;
