@@ -30,6 +30,12 @@ const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (allocator: syst
     about = "The fleet lab: plan, replay, compare and gate the worker fleet"
 )]
 struct Cli {
+    /// Keep transparent huge pages for this process. By default they are
+    /// turned off (`prctl(PR_SET_THP_DISABLE)`): the kernel's collapse of
+    /// sparse 2 MiB ranges would grow the resident set minutes after a
+    /// heap release with no allocation behind it (docs/lab.md, "Soaks").
+    #[arg(long, global = true)]
+    allow_thp: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -161,6 +167,11 @@ fn main() -> ExitCode {
     }
     install_subscriber();
     let cli = Cli::parse();
+    if !cli.allow_thp {
+        if let Err(e) = fleet_bench::probe::heap::deny_transparent_huge_pages() {
+            eprintln!("fleet-lab: warning: transparent huge pages stay on: {e}");
+        }
+    }
     let result = match cli.command {
         Command::Run(args) => cmd::run::run(args),
         Command::Parity(args) => cmd::parity::run(args),

@@ -394,7 +394,10 @@ pub(crate) fn build_report(
         overruns,
         quota_detection,
         plan_changes: m.plan_changes,
-        rss: crate::report::RssFigures::from_kib_samples(&m.threads.rss_kib),
+        rss: crate::report::RssFigures::from_kib_samples(&m.threads.rss_kib).map(|mut r| {
+            r.huge_pages_denied = crate::probe::heap::transparent_huge_pages_denied();
+            r
+        }),
         streamed_to: m.streamed_to.map(|p| p.display().to_string()),
         cotenant_lateness_us: m.cotenant.probe,
         reserve_task_lateness_us: m.cotenant.reserve,

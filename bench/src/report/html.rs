@@ -318,8 +318,13 @@ pub fn rss_text(rss: Option<&crate::report::RssFigures>) -> String {
         || "growth not measured (one sample)".to_string(),
         |g| format!("growth {g:.1} KB/min"),
     );
+    let huge = match r.huge_pages_denied {
+        Some(true) => "; transparent huge pages off",
+        Some(false) => "; transparent huge pages allowed",
+        None => "",
+    };
     format!(
-        "{:.1} MB at the start, {:.1} MB at the end, peak {:.1} MB; {growth} over {} samples",
+        "{:.1} MB at the start, {:.1} MB at the end, peak {:.1} MB; {growth} over {} samples{huge}",
         r.start_mb,
         r.end_mb,
         r.peak_mb,

@@ -217,6 +217,12 @@ pub struct RssFigures {
     pub growth_kb_per_min: Option<f64>,
     /// The samples: `[seconds since the run started, MB]`.
     pub samples: Vec<[f64; 2]>,
+    /// Whether transparent huge pages were off for the process
+    /// (`fleet-lab` turns them off unless `--allow-thp`:
+    /// [`crate::probe::heap::deny_transparent_huge_pages`]); `null` where
+    /// unknown or in reports written before it was recorded.
+    #[serde(default)]
+    pub huge_pages_denied: Option<bool>,
 }
 
 impl RssFigures {
@@ -246,6 +252,7 @@ impl RssFigures {
             peak_mb: samples.iter().map(|(_, k)| mb(*k)).fold(0.0, f64::max),
             growth_kb_per_min,
             samples: samples.iter().map(|(t, k)| [*t, mb(*k)]).collect(),
+            huge_pages_denied: None,
         })
     }
 }
