@@ -32,13 +32,13 @@ pub fn discover_cycles(pools: &PoolSet) -> Vec<Vec<Hop>> {
     let mut by_in: BTreeMap<&str, Vec<(u32, bool, &str)>> = BTreeMap::new();
     for p in &pools.pools {
         by_in
-            .entry(p.token0.as_str())
+            .entry(&*p.token0)
             .or_default()
-            .push((p.id, true, p.token1.as_str()));
+            .push((p.id, true, &*p.token1));
         by_in
-            .entry(p.token1.as_str())
+            .entry(&*p.token1)
             .or_default()
-            .push((p.id, false, p.token0.as_str()));
+            .push((p.id, false, &*p.token0));
     }
     let empty = Vec::new();
     let from_weth = by_in.get(WETH).unwrap_or(&empty);
@@ -90,7 +90,7 @@ mod tests {
         Pool {
             id,
             venue: Venue::UniswapV2,
-            address: format!("0x{id}"),
+            address: format!("0x{id}").into(),
             token0: t0.into(),
             token1: t1.into(),
             reserve0: 10,
@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(cycles.len(), 2 + 4, "{cycles:?}");
         for c in &cycles {
             // Every cycle's token chain closes at WETH.
-            let mut t = WETH.to_string();
+            let mut t: &str = WETH;
             for h in c {
                 let p = set.get(h.pool);
                 let (i, o) = if h.zero_for_one {
@@ -122,8 +122,8 @@ mod tests {
                 } else {
                     (&p.token1, &p.token0)
                 };
-                assert_eq!(*i, t);
-                t = o.clone();
+                assert_eq!(&**i, t);
+                t = o;
             }
             assert_eq!(t, WETH);
         }

@@ -6,6 +6,8 @@
 //! Reserves are read from JSON integer tokens straight into `u128`
 //! (serde_json parses 128-bit integers without going through `f64`).
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use crate::math;
@@ -39,6 +41,12 @@ impl Venue {
 }
 
 /// One constant-product pair.
+///
+/// The identity (address and tokens) is shared, immutable text
+/// (`Arc<str>`): every cycle's resolve copies the whole set to move its
+/// reserves, and a held pool-state update keeps its cycle's copy until it
+/// runs, so a copy is one allocation of fixed-size rows, never three
+/// strings per pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pool {
     /// Dense id within its [`PoolSet`] (its position).
@@ -46,11 +54,11 @@ pub struct Pool {
     /// The venue.
     pub venue: Venue,
     /// Pair contract address, `0x…` as on chain (provenance only).
-    pub address: String,
+    pub address: Arc<str>,
     /// Token0 address, lower-case `0x…`.
-    pub token0: String,
+    pub token0: Arc<str>,
     /// Token1 address, lower-case `0x…`.
-    pub token1: String,
+    pub token1: Arc<str>,
     /// Reserve of token0, token units (< 2^112).
     pub reserve0: u128,
     /// Reserve of token1, token units (< 2^112).
@@ -127,6 +135,37 @@ impl PoolSet {
     }
 }
 
+/// The newest resolved pool states, shared between the replay (which
+/// replaces them after each cycle's resolve) and the background work that
+/// reads them (`DESIGN.md` §5: the pool-state update and the registration
+/// crawl are deferrable).
+///
+/// A background unit takes the states current when it *runs*, as a state
+/// writer persists the current state, so a unit held through a cordon pins
+/// no snapshot of its own: a cordon's backlog costs its units, not one pool
+/// set per held cycle. Cloning is an `Arc` clone of the shared cell.
+#[derive(Clone, Debug)]
+pub struct CurrentPools(Arc<parking_lot::Mutex<Arc<PoolSet>>>);
+
+impl CurrentPools {
+    /// A cell holding `set`.
+    pub fn new(set: Arc<PoolSet>) -> Self {
+        CurrentPools(Arc::new(parking_lot::Mutex::new(set)))
+    }
+
+    /// The states current now (an `Arc` clone under a short lock).
+    pub fn get(&self) -> Arc<PoolSet> {
+        self.0.lock().clone()
+    }
+
+    /// Replaces the current states with `set`; the previous set is freed
+    /// once no running unit reads it.
+    pub fn set(&self, set: Arc<PoolSet>) {
+        let old = std::mem::replace(&mut *self.0.lock(), set);
+        drop(old);
+    }
+}
+
 /// WETH's mainnet address, lower case: the start token of every cycle.
 pub const WETH: &str = "0xc02aaa39b223fe8d0a0e5c4f27ead9083c756cc2";
 
@@ -180,9 +219,9 @@ pub fn derive_filtered(univ2_json: &str, sushi_json: &str) -> Result<Vec<Pool>, 
             out.push(Pool {
                 id: out.len() as u32,
                 venue,
-                address: p.address.clone(),
-                token0: p.token0.address.to_ascii_lowercase(),
-                token1: p.token1.address.to_ascii_lowercase(),
+                address: p.address.as_str().into(),
+                token0: p.token0.address.to_ascii_lowercase().into(),
+                token1: p.token1.address.to_ascii_lowercase().into(),
                 reserve0: p.reserve0,
                 reserve1: p.reserve1,
             });
@@ -202,7 +241,7 @@ mod tests {
         let pools = derive_filtered(j, "[]").unwrap();
         assert_eq!(pools[0].reserve0, (1u128 << 112) - 1);
         assert_eq!(pools[0].reserve1, 9_007_199_254_740_993); // 2^53 + 1: not representable in f64
-        assert_eq!(pools[0].token0, WETH);
+        assert_eq!(&*pools[0].token0, WETH);
     }
 
     #[test]
@@ -212,6 +251,38 @@ mod tests {
             {"index":1,"address":"0xC","token0":{"address":"0xD","symbol":"D","decimal":6},
             "token1":{"address":"0xE","symbol":"E","decimal":2},"reserve0":1000000,"reserve1":99}]"#;
         assert!(derive_filtered(j, "[]").unwrap().is_empty());
+    }
+
+    #[test]
+    fn current_pools_hands_out_the_newest_set_and_frees_the_old() {
+        let first = Arc::new(PoolSet::default());
+        let weak = Arc::downgrade(&first);
+        let cell = CurrentPools::new(first);
+        let reader = cell.clone();
+        let held = reader.get();
+        assert!(held.is_empty());
+        let mut next = PoolSet::default();
+        next.pools.push(Pool {
+            id: 0,
+            venue: Venue::UniswapV2,
+            address: "0xA".into(),
+            token0: "0x0".into(),
+            token1: "0x1".into(),
+            reserve0: 1,
+            reserve1: 2,
+        });
+        cell.set(Arc::new(next));
+        assert_eq!(
+            reader.get().len(),
+            1,
+            "a clone of the cell sees the replacement"
+        );
+        assert!(weak.upgrade().is_some(), "a running reader keeps its set");
+        drop(held);
+        assert!(
+            weak.upgrade().is_none(),
+            "the replaced set is freed with its last reader"
+        );
     }
 
     #[test]

@@ -41,15 +41,16 @@ impl SpawnCounter {
 
 /// A background job (pool update or crawl step) for a baseline's own pool:
 /// `spawn` runs the returned closure on the pool; the receipt resolves when
-/// the job's CPU has been spent.
+/// the job's CPU has been spent on the pool states current when it runs.
 pub(crate) fn background_job(
     cpu_us: u64,
-    pools: std::sync::Arc<fleet_workloads::pools::PoolSet>,
+    pools: fleet_workloads::pools::CurrentPools,
     probe: fleet_workloads::corpus::PathCase,
     spawn: impl FnOnce(Box<dyn FnOnce() + Send>),
 ) -> fleet::receipt::Receipt {
     let (tx, rx) = fleet::receipt::receipt_pair();
     spawn(Box::new(move || {
+        let pools = pools.get();
         fleet_workloads::cpu::burn_cpu_us(cpu_us, &pools, &probe.hops);
         tx.complete(Box::new(()));
     }));

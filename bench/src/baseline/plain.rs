@@ -6,7 +6,7 @@ use fleet::ledger::{BinWitness, CycleMerge};
 use fleet::receipt::Receipt;
 use fleet::{FailReason, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
-use fleet_workloads::pools::PoolSet;
+use fleet_workloads::pools::{CurrentPools, PoolSet};
 use fleet_workloads::replay::host::Merged;
 use fleet_workloads::replay::record::BinRecord;
 use fleet_workloads::replay::units::{
@@ -103,7 +103,7 @@ impl CycleHost for PlainTokio {
         &self,
         _role: WorkerRole,
         cpu_us: u64,
-        pools: Arc<PoolSet>,
+        pools: CurrentPools,
         probe: PathCase,
     ) -> Result<Receipt, String> {
         Ok(super::background_job(cpu_us, pools, probe, |job| {
@@ -187,7 +187,7 @@ impl CycleHost for RayonTokio {
         &self,
         _role: WorkerRole,
         cpu_us: u64,
-        pools: Arc<PoolSet>,
+        pools: CurrentPools,
         probe: PathCase,
     ) -> Result<Receipt, String> {
         Ok(super::background_job(cpu_us, pools, probe, |job| {

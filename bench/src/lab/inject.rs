@@ -9,7 +9,7 @@ use fleet::ledger::{BinWitness, CycleMerge};
 use fleet::receipt::Receipt;
 use fleet::{FailReason, PathOutcome, WorkerRole};
 use fleet_workloads::corpus::{CycleCase, PathCase};
-use fleet_workloads::pools::PoolSet;
+use fleet_workloads::pools::{CurrentPools, PoolSet};
 use fleet_workloads::replay::host::{Merged, Solved, UnitFailure};
 use fleet_workloads::replay::record::BinRecord;
 use fleet_workloads::replay::units::{CycleShared, Scale};
@@ -134,7 +134,7 @@ impl CycleHost for InjectedHost {
         &self,
         role: WorkerRole,
         cpu_us: u64,
-        pools: Arc<PoolSet>,
+        pools: CurrentPools,
         probe: PathCase,
     ) -> Result<Receipt, String> {
         if self.injection.refuse_background {

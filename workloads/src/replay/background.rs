@@ -8,7 +8,6 @@
 //! under one deadline.
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fleet::receipt::{Receipt, TerminalReason};
@@ -19,7 +18,7 @@ use super::host::CycleHost;
 use super::record::{BackgroundRecord, OverrunRecord};
 use super::CRAWL_WINDOW;
 use crate::corpus::PathCase;
-use crate::pools::PoolSet;
+use crate::pools::CurrentPools;
 
 /// The pending background receipts and their counts.
 #[derive(Default)]
@@ -62,7 +61,7 @@ impl Background {
         host: &dyn CycleHost,
         units: u32,
         cpu_us: u64,
-        pools: &Arc<PoolSet>,
+        pools: &CurrentPools,
         probe: &PathCase,
     ) {
         for _ in 0..units {
@@ -91,7 +90,7 @@ impl Background {
         &mut self,
         host: &dyn CycleHost,
         cpu_us: u64,
-        pools: &Arc<PoolSet>,
+        pools: &CurrentPools,
         probe: &PathCase,
     ) {
         match host.background(

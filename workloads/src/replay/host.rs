@@ -14,7 +14,7 @@ use fleet_bindings::FleetHandle;
 use futures::FutureExt;
 
 use crate::corpus::{CycleCase, PathCase};
-use crate::pools::PoolSet;
+use crate::pools::{CurrentPools, PoolSet};
 use crate::replay::record::BinRecord;
 use crate::replay::units::{background_body, resolve_body, walk_body, CycleShared, Scale};
 
@@ -112,7 +112,7 @@ pub trait CycleHost {
         &self,
         role: WorkerRole,
         cpu_us: u64,
-        pools: Arc<PoolSet>,
+        pools: CurrentPools,
         probe: PathCase,
     ) -> Result<Receipt, String>;
     /// OS threads this host has spawned itself so far (a baseline counts
@@ -274,7 +274,7 @@ impl CycleHost for FleetHost {
         &self,
         role: WorkerRole,
         cpu_us: u64,
-        pools: Arc<PoolSet>,
+        pools: CurrentPools,
         probe: PathCase,
     ) -> Result<Receipt, String> {
         self.fleet

@@ -30,6 +30,7 @@ use fleet::ledger::{BinWitness, ExactnessFuse, SharedLedger};
 use fleet::{FailReason, PathOutcome, WorkerRole};
 
 use crate::corpus::{Corpus, CycleCase};
+use crate::pools::CurrentPools;
 use background::Background;
 pub use host::{CycleHost, FleetHost, Solved, UnitFailure};
 pub use record::{
@@ -217,6 +218,8 @@ pub fn replay(
     let now_us = || t0.elapsed().as_micros() as u64;
     let ledger = SharedLedger::new(opts.fuse.take().unwrap_or_else(ExactnessFuse::aborting));
     let mut pools = Arc::new(corpus.pools.clone());
+    // What the background units read when they run (never a snapshot each).
+    let current = CurrentPools::new(pools.clone());
     let mut produced = Produced::new(opts.retain, n);
     let mut background = Background::default();
 
@@ -227,7 +230,7 @@ pub fn replay(
         background.collect(probe.is_some());
         if let Some(probe) = &probe {
             let cpu = scale.us(CRAWL_UNIT_CPU_US);
-            background.submit_crawl(host, opts.crawl_units_per_cycle, cpu, &pools, probe);
+            background.submit_crawl(host, opts.crawl_units_per_cycle, cpu, &current, probe);
         }
         let now = now_us();
         if now < intended {
@@ -264,7 +267,7 @@ pub fn replay(
 
         if let Some(probe) = &probe {
             let cpu = scale.us(case.poolupd_cpu_us as u64);
-            background.submit_poolupd(host, cpu, &pools, probe);
+            background.submit_poolupd(host, cpu, &current, probe);
         }
 
         let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
@@ -288,6 +291,7 @@ pub fn replay(
                 })
             }
         };
+        current.set(pools.clone());
 
         let (bins, rows) = solve_cycle(
             host,

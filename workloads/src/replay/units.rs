@@ -32,7 +32,7 @@ use tracing::field::Empty;
 use tracing::Instrument;
 
 use crate::corpus::{CycleCase, PathCase, SimCase};
-use crate::pools::PoolSet;
+use crate::pools::{CurrentPools, PoolSet};
 use crate::replay::record::BinRecord;
 
 /// Scales a corpus duration (µs at scale 1) to this run's scale.
@@ -314,10 +314,12 @@ pub fn walk_body(shared: Arc<CycleShared>, bin: usize, witness: BinWitness) -> U
     })
 }
 
-/// Background CPU of a deferrable role (a pool update or a crawl step).
-pub fn background_body(cpu_us: u64, pools: Arc<PoolSet>, probe: PathCase) -> UnitBody {
+/// Background CPU of a deferrable role (a pool update or a crawl step),
+/// spent on the pool states current when the unit runs ([`CurrentPools`]).
+pub fn background_body(cpu_us: u64, pools: CurrentPools, probe: PathCase) -> UnitBody {
     Box::new(move |_ctx: SeatCtx| {
         async move {
+            let pools = pools.get();
             crate::cpu::burn_cpu_us_async(cpu_us, &pools, &probe.hops).await;
             Box::new(()) as UnitValue
         }
