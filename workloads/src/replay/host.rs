@@ -106,8 +106,10 @@ pub trait CycleHost {
             merge_overrun: false,
         })
     }
-    /// Submits background CPU for a deferrable role; the receipt resolves
-    /// when it ran (or terminally).
+    /// Submits `cpu_us` of background CPU for a deferrable role, spent along
+    /// `probe`'s hops on the states `pools` holds when the unit runs (never
+    /// a copy taken at submit: decision 0011); the receipt resolves when it
+    /// ran (or terminally). Errors: the host's refusal, as text.
     fn background(
         &self,
         role: WorkerRole,
