@@ -1,8 +1,9 @@
 //! `fleet-lab run --stream DIR`: each cycle's row and outcomes go to disk as
 //! the run goes, nothing per cycle is kept in memory, and the report's
 //! figures (cycles, outcome counts, parity, latency counts) equal those of
-//! the same run kept whole; the resident set size is sampled into the
-//! report either way.
+//! the same run kept whole; the latency interval logs are written to disk
+//! as the run goes too; the resident set size is sampled into the report
+//! either way.
 
 use std::path::Path;
 use std::process::Command;
@@ -82,6 +83,40 @@ fn a_streamed_run_writes_rows_as_it_goes_and_reports_the_same_figures() {
         outcomes, kept_outcomes,
         "the same outcomes, in the same order"
     );
+    // Each metric's interval log was written to the stream directory as the
+    // run went, and the report directory holds the same log, whole.
+    for (file, field) in [
+        ("makespan.hlog", "makespan_ms"),
+        ("bin_walk.hlog", "bin_walk_ms"),
+        ("sim_latency.hlog", "sim_latency_ms"),
+        (
+            "makespan_over_lower_bound.hlog",
+            "makespan_over_lower_bound",
+        ),
+        (
+            "makespan_over_process_bound.hlog",
+            "makespan_over_process_bound",
+        ),
+    ] {
+        let live = std::fs::read(stream.join(file)).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("streamed").join(file)).unwrap(),
+            live,
+            "{file}"
+        );
+        let total = fleet_bench::report::read_log_histogram(&live).unwrap();
+        assert_eq!(
+            total.len(),
+            streamed[field]["count"].as_u64().unwrap(),
+            "{file}"
+        );
+        let kept_log = std::fs::read(dir.path().join("kept").join(file)).unwrap();
+        let kept_total = fleet_bench::report::read_log_histogram(&kept_log).unwrap();
+        assert_eq!(kept_total.len(), total.len(), "{file}");
+        assert!(String::from_utf8(live)
+            .unwrap()
+            .contains("out of range (not recorded): 0"));
+    }
     // The resident set is sampled at least at the start and the end.
     for r in [&streamed, &kept] {
         let rss = &r["rss"];

@@ -237,7 +237,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "CYCLE:CORES[:CYCLES]", value_parser = parse_shrink)]
     pub quota_shrink_at: Vec<QuotaShrink>,
     /// Stream each cycle's row and outcomes to DIR/cycles.jsonl and
-    /// DIR/outcomes.jsonl as the run goes instead of keeping them in memory
+    /// DIR/outcomes.jsonl, and each second's latency intervals to
+    /// DIR/<metric>.hlog, as the run goes instead of keeping them in memory
     /// (for long soaks); the report's per_cycle is then empty.
     #[arg(long, value_name = "DIR")]
     pub stream: Option<PathBuf>,

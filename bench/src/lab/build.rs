@@ -19,9 +19,9 @@ use crate::lab::spec::{profile_name, Contender};
 use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
-    CoTenantInfo, CorpusRef, CounterValue, CycleRow, LatencyRecorder, Machine, Metric, Mismatch,
-    OutcomeCounts, PlanChange, PostureCounts, QuotaDetection, RunReport, SaturationFigures,
-    ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
+    CoTenantInfo, CorpusRef, CounterValue, CycleRow, LatencyRecorder, LiveLog, Machine, Metric,
+    Mismatch, OutcomeCounts, PlanChange, PostureCounts, QuotaDetection, RunReport,
+    SaturationFigures, ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
 };
 
 /// Everything measured around a replay.
@@ -115,6 +115,9 @@ pub(crate) struct CycleStats {
         Box<dyn std::io::Write + Send>,
         Box<dyn std::io::Write + Send>,
     )>,
+    /// Where a streamed run's closed intervals go, one log per recorder in
+    /// [`CycleStats::recorders`] order (empty when kept).
+    live: Vec<LiveLog>,
     /// The first error writing to the sink (the run goes on; the report says so).
     sink_error: Option<String>,
 }
@@ -126,12 +129,24 @@ impl CycleStats {
     }
 
     /// Figures that write each row and outcome as a JSON line to `cycles`
-    /// and `outcomes` and keep only the histograms and counts.
+    /// and `outcomes`, each closed latency interval to its metric's log in
+    /// `dir` (`makespan.hlog`, …; see [`LiveLog`]), and keep only the
+    /// histograms and counts.
+    ///
+    /// Errors: the I/O error creating a log, with its path.
     pub(crate) fn streamed(
         cycles: Box<dyn std::io::Write + Send>,
         outcomes: Box<dyn std::io::Write + Send>,
-    ) -> Self {
-        Self::with(None, Some((cycles, outcomes)))
+        dir: &Path,
+    ) -> Result<Self, (std::path::PathBuf, std::io::Error)> {
+        let mut stats = Self::with(None, Some((cycles, outcomes)));
+        let start = SystemTime::now();
+        for metric in stats.recorders().map(|r| r.metric()) {
+            let log = LiveLog::create(dir, metric, start)
+                .map_err(|e| (dir.join(metric.file_name()), e))?;
+            stats.live.push(log);
+        }
+        Ok(stats)
     }
 
     fn with(
@@ -151,6 +166,7 @@ impl CycleStats {
             outcomes: OutcomeCounts::default(),
             kept,
             sink,
+            live: Vec::new(),
             sink_error: None,
         }
     }
@@ -173,9 +189,7 @@ impl CycleStats {
         // One interval per second of run time in the logs.
         let now = Duration::from_micros(c.end_us);
         if now.saturating_sub(self.last_interval) >= Duration::from_secs(1) {
-            for r in self.recorders() {
-                r.close_interval(now);
-            }
+            self.close_intervals(now);
             self.last_interval = now;
         }
         let row = CycleRow {
@@ -217,6 +231,28 @@ impl CycleStats {
         }
     }
 
+    /// Closes every recorder's interval at `now`: into its live log when
+    /// streamed (a write error is kept for the report), else kept.
+    fn close_intervals(&mut self, now: Duration) {
+        let mut live = std::mem::take(&mut self.live);
+        if live.is_empty() {
+            for r in self.recorders() {
+                r.close_interval(now);
+            }
+        } else {
+            let mut failed = None;
+            for (r, log) in self.recorders().into_iter().zip(&mut live) {
+                if let Err(e) = r.close_interval_into(now, log) {
+                    failed.get_or_insert_with(|| format!("{}: {e}", log.path().display()));
+                }
+            }
+            if let Some(e) = failed {
+                self.sink_error.get_or_insert(e);
+            }
+        }
+        self.live = live;
+    }
+
     fn recorders(&mut self) -> [&mut LatencyRecorder; 5] {
         [
             &mut self.makespan,
@@ -246,11 +282,9 @@ pub(crate) fn build_report(
         s
     });
     let end = Duration::from_micros(replay.wall_us);
-    for r in stats.recorders() {
-        r.close_interval(end);
-    }
+    stats.close_intervals(end);
     if let Some(e) = &stats.sink_error {
-        eprintln!("fleet-lab: warning: streaming the cycle rows stopped early: {e}");
+        eprintln!("fleet-lab: warning: streaming to disk stopped early: {e}");
     }
     let CycleStats {
         makespan,
@@ -260,6 +294,7 @@ pub(crate) fn build_report(
         sims,
         outcomes,
         kept,
+        live,
         ..
     } = stats;
     let (per_cycle, jsonl) = kept.unwrap_or_default();
@@ -394,7 +429,7 @@ pub(crate) fn build_report(
         overruns,
         quota_detection,
         plan_changes: m.plan_changes,
-        rss: crate::report::RssFigures::from_kib_samples(&m.threads.rss_kib).map(|mut r| {
+        rss: crate::report::RssFigures::from_series(&m.threads.rss).map(|mut r| {
             r.huge_pages_denied = crate::probe::heap::transparent_huge_pages_denied();
             r
         }),
@@ -421,10 +456,25 @@ pub(crate) fn build_report(
         sim_io_mean_late_us: m.sim_io_mean_late_us,
     };
     let start = SystemTime::now() - m.wall;
-    let logs = [&makespan, &ratio, &process_ratio, &bins, &sims]
-        .iter()
-        .filter_map(|r| r.to_hdr_log(start, end).ok())
-        .collect();
+    let recorders = [&makespan, &ratio, &process_ratio, &bins, &sims];
+    let logs = if live.is_empty() {
+        recorders
+            .iter()
+            .filter_map(|r| r.to_hdr_log(start, end).ok())
+            .collect()
+    } else {
+        live.into_iter()
+            .zip(recorders)
+            .filter_map(|(log, r)| {
+                let path = log.path().to_path_buf();
+                log.finish(r, end)
+                    .map_err(|e| {
+                        eprintln!("fleet-lab: warning: closing {}: {e}", path.display());
+                    })
+                    .ok()
+            })
+            .collect()
+    };
     RunArtifacts {
         report,
         logs,

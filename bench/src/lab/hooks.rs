@@ -142,8 +142,9 @@ pub(crate) fn install(opts: &mut ReplayOptions, inp: HookInputs<'_>) -> Result<H
     })
 }
 
-/// Creates `dir` (if missing) and its `cycles.jsonl` and `outcomes.jsonl`
-/// (replacing files of those names) for a streamed run.
+/// Creates `dir` (if missing) and its `cycles.jsonl`, `outcomes.jsonl` and
+/// one interval log per latency metric (replacing files of those names) for
+/// a streamed run.
 fn open_stream(dir: &std::path::Path) -> Result<CycleStats, LabError> {
     let err = |path: std::path::PathBuf| move |source| LabError::Stream { path, source };
     std::fs::create_dir_all(dir).map_err(err(dir.to_path_buf()))?;
@@ -152,8 +153,6 @@ fn open_stream(dir: &std::path::Path) -> Result<CycleStats, LabError> {
         let f = std::fs::File::create(&path).map_err(err(path))?;
         Ok(Box::new(std::io::BufWriter::new(f)))
     };
-    Ok(CycleStats::streamed(
-        file("cycles.jsonl")?,
-        file("outcomes.jsonl")?,
-    ))
+    CycleStats::streamed(file("cycles.jsonl")?, file("outcomes.jsonl")?, dir)
+        .map_err(|(path, source)| LabError::Stream { path, source })
 }

@@ -93,8 +93,10 @@ pub struct RunSpec {
     /// a change re-plans the fleet from the next cycle boundary.
     pub quota_watch: Option<Duration>,
     /// Stream each cycle's row and outcomes to `DIR/cycles.jsonl` and
-    /// `DIR/outcomes.jsonl` as the run goes instead of keeping them (a long
-    /// soak's memory stays flat); the report's `per_cycle` is then empty.
+    /// `DIR/outcomes.jsonl`, and the latency intervals to `DIR/<metric>.hlog`
+    /// ([`crate::report::LiveLog`]), as the run goes instead of keeping them
+    /// (a long soak's memory stays flat); the report's `per_cycle` is then
+    /// empty.
     pub stream_to: Option<PathBuf>,
     /// After each cordon, once its backlog has drained, hand the allocator's
     /// free memory back to the OS ([`crate::probe::heap`]; a fleet run

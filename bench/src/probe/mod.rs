@@ -5,4 +5,5 @@ pub mod cgroup;
 pub mod heap;
 pub mod hostload;
 pub mod perf;
+pub mod rss;
 pub mod threads;

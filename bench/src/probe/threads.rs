@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::rss::RssSeries;
+
 /// The name prefix of the lab's own threads.
 pub const LAB_THREAD_PREFIX: &str = "lab-";
 
@@ -126,8 +128,9 @@ pub struct ThreadFigures {
     /// process's CPU to get the workload's).
     pub own_cpu_seconds: f64,
     /// Resident set size samples: (seconds since sampling began, KiB), the
-    /// first at the start, then every [`RSS_EVERY`], the last at the end.
-    pub rss_kib: Vec<(f64, u64)>,
+    /// first at the start, then every [`RSS_EVERY`], the last at the end;
+    /// bounded (see [`RssSeries`]), so a long run's sampling does not grow.
+    pub rss: RssSeries,
 }
 
 /// A background sampler of `/proc/self/task` (its own thread is excluded
@@ -160,8 +163,8 @@ impl ThreadMonitor {
                     if now >= next_rss || stopping {
                         if let Some(kib) = rss_kib() {
                             figures
-                                .rss_kib
-                                .push((now.duration_since(began).as_secs_f64(), kib));
+                                .rss
+                                .push(now.duration_since(began).as_secs_f64(), kib);
                         }
                         next_rss = now + RSS_EVERY;
                     }
@@ -279,7 +282,8 @@ mod tests {
         assert!(f.peak >= f.at_start + 3, "{f:?}");
         assert!(f.samples > 0);
         // At least the first and the last read of the resident set.
-        assert!(f.rss_kib.len() >= 2, "{:?}", f.rss_kib);
-        assert!(f.rss_kib.iter().all(|(_, kib)| *kib > 0));
+        let samples = f.rss.samples();
+        assert!(samples.len() >= 2, "{samples:?}");
+        assert!(samples.iter().all(|(_, kib)| *kib > 0));
     }
 }

@@ -246,6 +246,38 @@ impl LatencyRecorder {
         self.current_start += length;
     }
 
+    /// Closes the current interval at `now` as [`close_interval`] does, but
+    /// hands it to `log` instead of keeping it, so a streamed run holds no
+    /// interval in memory (see [`super::live`]). The next interval starts
+    /// at `now` even when writing fails.
+    ///
+    /// Errors: the I/O error writing the log.
+    ///
+    /// [`close_interval`]: LatencyRecorder::close_interval
+    pub fn close_interval_into(
+        &mut self,
+        now: Duration,
+        log: &mut super::live::LiveLog,
+    ) -> std::io::Result<()> {
+        let length = now.saturating_sub(self.current_start);
+        let written = log.append(&self.current, self.current_start, length);
+        self.current.reset();
+        self.current_start += length;
+        written
+    }
+
+    /// Closed intervals kept in memory (0 when every interval went to a
+    /// [`super::live::LiveLog`]).
+    pub fn closed_intervals(&self) -> usize {
+        self.closed.len()
+    }
+
+    /// The open interval: its values so far (ticks) and its start since the
+    /// run started.
+    pub fn open_interval(&self) -> (&Histogram<u64>, Duration) {
+        (&self.current, self.current_start)
+    }
+
     /// Adds another recorder's values, out-of-range count and max into this
     /// one (its intervals are folded into the current interval).
     ///

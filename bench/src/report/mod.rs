@@ -14,6 +14,7 @@
 pub mod compare;
 pub mod hdr;
 pub mod html;
+pub mod live;
 pub mod model;
 mod plot;
 pub mod sample;
@@ -26,6 +27,7 @@ pub use hdr::{
     read_interval_log, read_log_histogram, HdrLog, LatencyRecorder, Metric, ReadInterval,
 };
 pub use html::{render_html, render_html_with};
+pub use live::LiveLog;
 pub use model::{
     CoTenantInfo, CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch,
     OutcomeCounts, Percentiles, PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport,

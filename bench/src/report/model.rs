@@ -215,7 +215,10 @@ pub struct RssFigures {
     /// steady growth a long run would show; `null` with fewer than two
     /// samples.
     pub growth_kb_per_min: Option<f64>,
-    /// The samples: `[seconds since the run started, MB]`.
+    /// The samples: `[seconds since the run started, MB]`, about one a
+    /// second, evenly thinned past
+    /// [`RSS_KEPT`](crate::probe::rss::RSS_KEPT) (see
+    /// [`RssSeries`](crate::probe::rss::RssSeries)).
     pub samples: Vec<[f64; 2]>,
     /// Whether transparent huge pages were off for the process
     /// (`fleet-lab` turns them off unless `--allow-thp`:
@@ -226,6 +229,17 @@ pub struct RssFigures {
 }
 
 impl RssFigures {
+    /// The figures of a sampled run's bounded series: its kept samples,
+    /// with the exact peak even when it fell between them; `None` when
+    /// there are none.
+    pub fn from_series(series: &crate::probe::rss::RssSeries) -> Option<Self> {
+        let mut figures = Self::from_kib_samples(&series.samples())?;
+        if let Some((_, kib)) = series.peak() {
+            figures.peak_mb = figures.peak_mb.max(kib as f64 * 1024.0 / 1e6);
+        }
+        Some(figures)
+    }
+
     /// The figures of `(seconds, KiB)` samples; `None` when there are none.
     pub fn from_kib_samples(samples: &[(f64, u64)]) -> Option<Self> {
         let mb = |kib: u64| kib as f64 * 1024.0 / 1e6;
