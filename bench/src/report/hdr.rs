@@ -11,7 +11,8 @@
 //! Each metric is written to its own file in HdrHistogram's interval-log
 //! format (`makespan.hlog`, `bin_walk.hlog`, `sim_latency.hlog`,
 //! `makespan_over_lower_bound.hlog`), every interval tagged with the metric's
-//! tag, readable by any HdrHistogram log reader.
+//! tag, readable by any HdrHistogram log reader. A streamed run writes those
+//! files as it goes instead ([`super::live`]), keeping no closed interval.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
