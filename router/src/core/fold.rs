@@ -412,6 +412,8 @@ impl Router {
                 device: l.device.clone(),
                 hash: hash.clone(),
                 t_s: t,
+                adapter: req.adapter_id.clone(),
+                adapter_version: req.adapter_version.clone(),
             });
             if tr.observations.len() > KEEP_OBSERVATIONS {
                 tr.observations.remove(0);
@@ -445,15 +447,26 @@ impl Router {
             adapter: l.req.adapter_id.clone(),
             version: l.req.adapter_version.clone(),
         };
-        let other_version = self
-            .d
-            .devices
-            .get(&other.device)
-            .map(|d| d.adapter_version.clone())
-            .unwrap_or_default();
+        // The earlier side is keyed by the adapter its observation ran, not
+        // by what its device runs now: a device that upgraded since would
+        // otherwise carry the new version's disagreements as same-version
+        // ones, which no cluster restores.
         let other_key = AdapterKey {
-            version: other_version,
-            ..me_key.clone()
+            source: source.to_string(),
+            adapter: if other.adapter.is_empty() {
+                l.req.adapter_id.clone()
+            } else {
+                other.adapter.clone()
+            },
+            version: if other.adapter_version.is_empty() {
+                self.d
+                    .devices
+                    .get(&other.device)
+                    .map(|d| d.adapter_version.clone())
+                    .unwrap_or_default()
+            } else {
+                other.adapter_version.clone()
+            },
         };
         // Every comparison counts toward the source's rates (across adapter
         // versions or within one): they tell a bug from churn.

@@ -19,6 +19,8 @@ mod lease;
 mod refill;
 pub mod state;
 mod tick;
+#[cfg(test)]
+mod trust_tests;
 mod view;
 
 pub use fold::{Logged, PreparedDeposit};

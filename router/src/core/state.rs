@@ -72,6 +72,16 @@ pub struct Observation {
     pub hash: String,
     /// Time, seconds.
     pub t_s: f64,
+    /// Adapter id the observation was scraped with (empty in rows written
+    /// before it was recorded: the device's current adapter is read then).
+    #[serde(default)]
+    pub adapter: String,
+    /// Adapter version the observation was scraped with; a device that
+    /// upgrades later does not change what its earlier observations ran
+    /// (`ROUTING.md` §3 Trust: disagreements cluster by the version that
+    /// produced them). Empty in rows written before it was recorded.
+    #[serde(default)]
+    pub adapter_version: String,
 }
 
 /// Observations kept per target (most recent last).

@@ -1,0 +1,160 @@
+//! Trust events folded straight from logged deposits (no leases), so each
+//! comparison is exactly the one the test names. Source: `ROUTING.md` §3
+//! Trust (adapter-disagreement clusters).
+
+use std::collections::BTreeMap;
+
+use super::fold::Logged;
+use super::state::Observation;
+use crate::api::{DepositRequest, Outcome, RegisterRequest};
+use crate::config::{Facts, RouterConfig, SourceFact, TargetFact};
+use crate::events::Event;
+use crate::store::MemoryStore;
+use crate::Router;
+
+const TARGETS: usize = 8;
+
+fn router() -> Router {
+    let mut r = Router::open(RouterConfig::default(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let facts = Facts {
+        sources: vec![SourceFact {
+            source: "board".into(),
+            host: "jobs.example".into(),
+            binding: "html-v1".into(),
+            requires: vec![],
+            change_timescale_s: Some(86_400.0),
+            bucket: Some((100.0, 100.0)),
+        }],
+        targets: (0..TARGETS)
+            .map(|i| TargetFact {
+                target: format!("ad-{i}"),
+                source: "board".into(),
+                listing: false,
+            })
+            .collect(),
+        ..Facts::default()
+    };
+    r.put_facts(&facts, 0.0).unwrap();
+    r
+}
+
+/// Registers `id` (again, for an upgrade) running `version`.
+fn register(r: &mut Router, secrets: &mut BTreeMap<String, String>, id: &str, version: &str) {
+    let resp = r
+        .register(
+            &RegisterRequest {
+                device_id: id.into(),
+                archetype: "desktop".into(),
+                capabilities: vec![],
+                adapter_version: version.into(),
+                registration_token: RouterConfig::default().registration_token,
+                device_secret: secrets.get(id).cloned(),
+            },
+            0.0,
+        )
+        .unwrap();
+    secrets.insert(id.into(), resp.device_secret);
+}
+
+/// Folds one successful observation of `target` by `device`.
+fn observe(r: &mut Router, seq: &mut u64, device: &str, version: &str, target: usize, hash: &str) {
+    *seq += 1;
+    let l = Logged {
+        device: device.into(),
+        archetype: "desktop".into(),
+        t_s: *seq as f64,
+        req: DepositRequest {
+            device_id: device.into(),
+            device_secret: String::new(),
+            lease_id: format!("lease-{seq}"),
+            target: format!("ad-{target}"),
+            deposit_token: format!("token-{seq}"),
+            receipt_revision: 0,
+            adapter_id: "html".into(),
+            adapter_version: version.into(),
+            outcome: Outcome {
+                ok: true,
+                content_hash: Some(hash.into()),
+                latency_ms: Some(500.0),
+                error_class: None,
+                retry_after_s: None,
+                crawl_delay_s: None,
+            },
+            discovered: vec![],
+        },
+    };
+    r.fold(&l, *seq);
+}
+
+/// A device that upgrades to a buggy adapter: its observations made before
+/// the upgrade are the old version's. A buggy deposit that contradicts one
+/// is a disagreement across versions, so the bug's cluster restores it,
+/// and no device ends below its trust at the upgrade (the world has no
+/// churn: every disagreement is the bug's). Keyed by the device's current
+/// version instead, those disagreements read as same-version ones and the
+/// earlier observer keeps the loss.
+#[test]
+fn an_observation_keeps_the_adapter_version_it_was_made_with() {
+    let mut r = router();
+    let mut secrets = BTreeMap::new();
+    for id in ["a", "b", "c", "d"] {
+        register(&mut r, &mut secrets, id, "1.0");
+    }
+    let mut seq = 0;
+    // Before the upgrade: b then a read every target right.
+    for _ in 0..3 {
+        for k in 0..TARGETS {
+            observe(&mut r, &mut seq, "b", "1.0", k, &format!("good-{k}"));
+            observe(&mut r, &mut seq, "a", "1.0", k, &format!("good-{k}"));
+        }
+    }
+    let before: BTreeMap<&str, f64> = ["a", "b", "c", "d"]
+        .into_iter()
+        .map(|id| (id, r.trust(id).unwrap()))
+        .collect();
+    // a and c upgrade; the new version reads the board wrong.
+    register(&mut r, &mut secrets, "a", "2.0");
+    register(&mut r, &mut secrets, "c", "2.0");
+    r.drain_events();
+    for k in 0..TARGETS {
+        // c contradicts a's observation, which a made with 1.0.
+        observe(&mut r, &mut seq, "c", "2.0", k, &format!("bad-{k}"));
+        // d, still on 1.0, contradicts c.
+        observe(&mut r, &mut seq, "d", "1.0", k, &format!("good-{k}"));
+    }
+    let fired: Vec<_> = r
+        .drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::AdapterDisagreement {
+                source, version, ..
+            } => Some((source, version)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        fired.iter().any(|(s, v)| s == "board" && v == "2.0"),
+        "the new version's cluster is confirmed on the board: {fired:?}"
+    );
+    for (id, b) in before {
+        let a = r.trust(id).unwrap();
+        assert!(
+            a >= b - 1e-12,
+            "{id} ended at {a} below its {b} at the upgrade: the bug's moves were not all restored"
+        );
+    }
+    let obs = &r.d.targets["ad-0"].observations;
+    let versions: Vec<&str> = obs.iter().map(|o| o.adapter_version.as_str()).collect();
+    assert_eq!(&versions[versions.len() - 3..], ["1.0", "2.0", "1.0"]);
+}
+
+/// Rows written before observations carried their adapter still load: the
+/// two fields read empty, and the device's current adapter stands in.
+#[test]
+fn an_observation_row_without_its_adapter_loads_with_empty_fields() {
+    let o: Observation = serde_json::from_str(r#"{"device":"a","hash":"h","t_s":1.5}"#).unwrap();
+    assert_eq!(o.adapter, "");
+    assert_eq!(o.adapter_version, "");
+    let back: Observation = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+    assert_eq!(back, o);
+}
