@@ -4,9 +4,11 @@
 
 pub mod plot;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use fleet_workloads::crawl::driver::{Cause, LowerDevice};
 use fleet_workloads::crawl::{ContenderReport, SimReport};
 
 use crate::report::{write_dir_atomically, ReportError, REPORT_HTML, REPORT_JSON};
@@ -82,6 +84,51 @@ pub fn render_table(r: &SimReport) -> String {
     out
 }
 
+/// The devices whose trust ended below its value when the bug began, by
+/// the causes of the losses they had not won back (a device counts once
+/// per cause), and the latest such loss before the end (`end_s`).
+fn lower_devices_line(lower: &[LowerDevice], end_s: f64) -> String {
+    let mut by_cause: BTreeMap<Cause, usize> = BTreeMap::new();
+    for d in lower {
+        let mut causes: Vec<Cause> = d.losses.iter().map(|l| l.cause).collect();
+        causes.sort_unstable();
+        causes.dedup();
+        for c in causes {
+            *by_cause.entry(c).or_default() += 1;
+        }
+    }
+    let causes: Vec<String> = by_cause
+        .iter()
+        .map(|(c, n)| format!("{} {n}", cause_name(*c)))
+        .collect();
+    let earliest = lower
+        .iter()
+        .filter_map(|d| d.losses.last().map(|l| end_s - l.t_s))
+        .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    format!(
+        "their losses not won back by cause: {} (the last of each device's at most {} s before the end); with a bug loss: {}",
+        if causes.is_empty() {
+            "none".to_string()
+        } else {
+            causes.join(", ")
+        },
+        opt(earliest, 0),
+        by_cause.get(&Cause::Bug).copied().unwrap_or(0)
+    )
+}
+
+/// A cause's name as the report's JSON spells it.
+fn cause_name(c: Cause) -> &'static str {
+    match c {
+        Cause::Agreement => "agreement",
+        Cause::Bug => "bug",
+        Cause::Liar => "liar",
+        Cause::ContentChange => "content-change",
+        Cause::Restoration => "restoration",
+        Cause::Unexplained => "unexplained",
+    }
+}
+
 /// The scenario's event figures per contender, one line each (empty when none).
 pub fn event_lines(r: &SimReport) -> String {
     let mut out = String::new();
@@ -111,6 +158,9 @@ pub fn event_lines(r: &SimReport) -> String {
                 e.devices_before.unwrap_or(0),
                 opt(e.largest_drop, 4)
             ));
+            if n > 0 {
+                parts.push(lower_devices_line(&e.lower_devices, r.hours * 3600.0));
+            }
         }
         for (pool, cap) in &c.budget.caps {
             parts.push(format!(

@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::driver::LowerDevice;
+
 /// The whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimReport {
@@ -148,6 +150,11 @@ pub struct EventFigures {
     pub mean_trust_before_after: Option<(f64, f64)>,
     /// `adapter-bug`: the largest drop of one device's trust, end vs when the bug began.
     pub largest_drop: Option<f64>,
+    /// `adapter-bug`: each device whose trust ended below its value when the
+    /// bug began, with the losses (by the world's truth of each comparison)
+    /// it had not won back by the end.
+    #[serde(default)]
+    pub lower_devices: Vec<LowerDevice>,
 }
 
 /// Work counters per routing decision (means over the receipts of granted items).

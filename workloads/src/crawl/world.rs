@@ -358,18 +358,23 @@ impl World {
 
     /// The hash device `d` writes for `target` at `t_s` with adapter
     /// `version`: honest, forged (a liar: one hash shared by every liar) or
-    /// wrong (the buggy adapter on the bug's source).
+    /// wrong (the buggy adapter on the bug's source), as [`World::hash_kind`] says.
     pub fn observed(&self, d: usize, target: usize, t_s: f64, version: &str) -> String {
         let v = self.targets[target].version(t_s);
+        content_hash(target, v, self.hash_kind(d, target, version) as u64)
+    }
+
+    /// Which kind of hash device `d` writes for `target` with adapter `version`.
+    pub fn hash_kind(&self, d: usize, target: usize, version: &str) -> HashKind {
         if self.devices[d].liar {
-            return content_hash(target, v, 1);
+            return HashKind::Forged;
         }
-        if let Some((bs, _)) = self.bug {
-            if version == ADAPTER_BUGGY && self.targets[target].source == bs {
-                return content_hash(target, v, 2);
+        match self.bug {
+            Some((bs, _)) if version == ADAPTER_BUGGY && self.targets[target].source == bs => {
+                HashKind::Buggy
             }
+            _ => HashKind::Genuine,
         }
-        content_hash(target, v, 0)
     }
 
     /// Whether `hash` is a genuine content of `target` at or before `t_s`.
@@ -403,6 +408,18 @@ fn fail(latency_s: f64, class: &'static str) -> Attempt {
         latency_s,
         error_class: Some(class),
     }
+}
+
+/// What a written hash is, by the world's truth (the discriminant is the
+/// kind mixed into [`content_hash`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HashKind {
+    /// The target's true content at the time.
+    Genuine = 0,
+    /// A liar's forgery (the same for every liar).
+    Forged = 1,
+    /// The buggy adapter's misreading of the bug's source.
+    Buggy = 2,
 }
 
 /// A content hash: 16 hex digits of the mixed (target, version, kind).

@@ -4,11 +4,11 @@
 
 use router::events::Event;
 
-use super::{Driver, MIN_DEPOSITS_FOR_TRUST};
+use super::{Cause, Driver, MIN_DEPOSITS_FOR_TRUST};
 use crate::crawl::report::{
     auc, Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, TrustHistogram,
 };
-use crate::crawl::world::ARCHETYPES;
+use crate::crawl::world::{HashKind, ARCHETYPES};
 
 /// `a / b`, 0 when `b` is not positive.
 fn ratio(a: f64, b: f64) -> f64 {
@@ -102,11 +102,61 @@ impl Driver<'_> {
     }
 
     pub(super) fn snapshot_trust(&mut self) {
-        for dev in &self.world.devices {
+        let mut known = Vec::new();
+        for (d, dev) in self.world.devices.iter().enumerate() {
             if let Some(tau) = self.router.trust(&dev.id) {
                 self.acc.trust_at_bug.insert(dev.id.clone(), tau);
+                known.push((d, tau));
             }
         }
+        if let Some(l) = self.ledger.as_mut() {
+            l.start(known);
+        }
+    }
+
+    /// Before device `d` deposits on `target`: the observation the router
+    /// will compare it with (as the ledger mirrors it), both devices' trust
+    /// synced first. `None` without a ledger or an earlier observation.
+    pub(super) fn before_comparison(
+        &mut self,
+        d: usize,
+        target: usize,
+        t: f64,
+    ) -> Option<(usize, String, HashKind)> {
+        let l = self.ledger.as_mut()?;
+        let (o, hash, kind) = l.other(target, d).map(|(o, h, k)| (o, h.to_string(), k))?;
+        for x in [d, o] {
+            if let Some(tau) = self.router.trust(&self.world.devices[x].id) {
+                l.sync(x, tau, t);
+            }
+        }
+        Some((o, hash, kind))
+    }
+
+    /// After device `d`'s accepted observation `hash` of `target`: both
+    /// sides' trust moves tagged with the comparison's cause, and the
+    /// observation mirrored.
+    pub(super) fn after_comparison(
+        &mut self,
+        d: usize,
+        target: usize,
+        compared: Option<(usize, String, HashKind)>,
+        hash: &str,
+        kind: HashKind,
+        t: f64,
+    ) {
+        let Some(l) = self.ledger.as_mut() else {
+            return;
+        };
+        if let Some((o, other_hash, other_kind)) = compared {
+            let cause = Cause::of(kind, other_kind, other_hash == hash);
+            for x in [d, o] {
+                if let Some(tau) = self.router.trust(&self.world.devices[x].id) {
+                    l.moved(x, tau, cause, t);
+                }
+            }
+        }
+        l.push(target, d, hash.to_string(), kind);
     }
 
     pub(super) fn sample(&mut self, t: f64) {
@@ -248,6 +298,16 @@ impl Driver<'_> {
             ev.devices_before = Some(before.len());
             ev.mean_trust_before_after = Some((sb / n, sa / n));
             ev.largest_drop = Some(drop);
+            if let Some(l) = self.ledger.as_mut() {
+                let router = &self.router;
+                let devices = &w.devices;
+                let end = w.spec.end_s();
+                ev.lower_devices = l.lower(
+                    |d| router.trust(&devices[d].id),
+                    |d| devices[d].id.clone(),
+                    end,
+                );
+            }
         }
         if w.drought.is_some() {
             let busy = self.acc.drought_busy_s;

@@ -27,6 +27,9 @@ use super::CrawlError;
 
 mod device;
 mod figures;
+mod ledger;
+
+pub use ledger::{Cause, Ledger, Loss, LowerDevice};
 
 /// Curiosity window of a device's local negative facts, seconds.
 pub const CURIOSITY_S: f64 = 1800.0;
@@ -163,6 +166,8 @@ pub struct Driver<'w> {
     arrived: Vec<bool>,
     acc: Acc,
     retry_s: f64,
+    /// Trust moves tagged with the world's truth (worlds with an adapter bug).
+    ledger: Option<Ledger>,
 }
 
 fn ms(t: f64) -> u64 {
@@ -221,6 +226,7 @@ impl<'w> Driver<'w> {
                 ..Acc::default()
             },
             retry_s: (world.spec.devices as f64 / 100.0).clamp(world.spec.tick_s, 45.0),
+            ledger: world.bug.is_some().then(Ledger::default),
         };
         d.acc.budget.caps = world.caps.clone();
         d.declare(0.0, true)?;
@@ -478,9 +484,14 @@ impl<'w> Driver<'w> {
             outcome,
             discovered: vec![],
         };
+        let compared = self.before_comparison(d, run.target, t);
         let t0 = Instant::now();
         let r = self.router.deposit(&req, t);
         self.acc.timing.router_s += t0.elapsed().as_secs_f64();
+        if let (Ok(_), Some(hash)) = (&r, &req.outcome.content_hash) {
+            let kind = w.hash_kind(d, run.target, version);
+            self.after_comparison(d, run.target, compared, hash, kind, t);
+        }
         match r {
             Ok(_) => {
                 self.acc.attempts += 1;
