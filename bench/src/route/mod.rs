@@ -401,3 +401,49 @@ pub fn write_report(dir: &Path, r: &SimReport) -> Result<Vec<PathBuf>, RouteErro
         &[(REPORT_JSON, &json), (REPORT_HTML, html.as_bytes())],
     )?)
 }
+
+#[cfg(test)]
+mod tests {
+    use fleet_workloads::crawl::driver::Loss;
+
+    use super::*;
+
+    fn device(id: &str, losses: &[(Cause, f64)]) -> LowerDevice {
+        LowerDevice {
+            device: id.into(),
+            before: 1.0,
+            after: 0.96,
+            losses: losses
+                .iter()
+                .map(|&(cause, t_s)| Loss {
+                    cause,
+                    amount: 0.04,
+                    t_s,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn lower_devices_are_counted_once_per_cause_with_the_oldest_last_loss() {
+        let lower = [
+            device(
+                "a",
+                &[
+                    (Cause::Bug, 100.0),
+                    (Cause::ContentChange, 3_550.0),
+                    (Cause::ContentChange, 3_560.0),
+                ],
+            ),
+            device("b", &[(Cause::ContentChange, 3_590.0)]),
+        ];
+        assert_eq!(
+            lower_devices_line(&lower, 3_600.0),
+            "their losses not won back by cause: bug 1, content-change 2 (the last of each device's at most 40 s before the end); with a bug loss: 1"
+        );
+        assert_eq!(
+            lower_devices_line(&[], 3_600.0),
+            "their losses not won back by cause: none (the last of each device's at most - s before the end); with a bug loss: 0"
+        );
+    }
+}

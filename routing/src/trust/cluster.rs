@@ -12,8 +12,11 @@
 //! ([`Clusters::record_comparison`]), a cluster is confirmed only when
 //! disagreements across versions are also more frequent than within one:
 //! the cross-version disagreement rate at least twice the same-version
-//! rate and above it by [`EXCESS_Z`] standard errors (a two-proportion
-//! z-test, pooled). `docs/decisions/0008-adapter-clusters-against-churn.md`.
+//! rate, and so many cross-version disagreements that churn at the
+//! same-version rate would give as many with probability at most
+//! [`FALSE_ALARM`] (a one-sided binomial tail, bounded by Chernoff's
+//! `exp(−n·KL(k/n ‖ p))`). `docs/decisions/0008-adapter-clusters-against-churn.md`,
+//! `docs/decisions/0012-adapter-clusters-by-a-binomial-tail.md`.
 
 use std::collections::BTreeMap;
 
@@ -39,9 +42,25 @@ pub struct Restoration {
     pub delta: f64,
 }
 
-/// How many standard errors the cross-version disagreement rate must
-/// exceed the same-version rate by before a cluster can be confirmed.
-pub const EXCESS_Z: f64 = 3.0;
+/// The largest chance, under churn alone, of seeing as many cross-version
+/// disagreements as a confirmed cluster's source has: each check's
+/// false-alarm bound (decision 0012).
+pub const FALSE_ALARM: f64 = 1e-6;
+
+/// Chernoff's bound on the binomial upper tail, as its logarithm:
+/// `ln P(X ≥ k) ≤ −n·KL(k/n ‖ p)` for `X ~ Binomial(n, p)` and `k/n ≥ p`
+/// (0 below that: the bound says nothing). `p` ∈ (0, 1).
+pub fn ln_tail_bound(n: u64, k: u64, p: f64) -> f64 {
+    if n == 0 {
+        return 0.0;
+    }
+    let q = k.min(n) as f64 / n as f64;
+    if q <= p {
+        return 0.0;
+    }
+    let term = |a: f64, b: f64| if a > 0.0 { a * (a / b).ln() } else { 0.0 };
+    -(n as f64) * (term(q, p) + term(1.0 - q, 1.0 - p))
+}
 
 /// A source's comparisons and disagreements, across adapter versions and
 /// within one.
@@ -56,18 +75,15 @@ struct Rates {
 impl Rates {
     /// Whether cross-version disagreements stand out against same-version
     /// ones; `true` where there is no same-version baseline to compare with.
+    /// The baseline rate is read with one pseudo-disagreement and one
+    /// pseudo-agreement, so a clean baseline is never taken for zero.
     fn cross_stands_out(&self) -> bool {
         if self.same == 0 || self.cross == 0 {
             return true;
         }
-        let (nx, ns) = (self.cross as f64, self.same as f64);
-        let (px, ps) = (
-            self.cross_disagree as f64 / nx,
-            self.same_disagree as f64 / ns,
-        );
-        let p = (self.cross_disagree + self.same_disagree) as f64 / (nx + ns);
-        let se = (p * (1.0 - p) * (1.0 / nx + 1.0 / ns)).sqrt();
-        px >= 2.0 * ps && (px - ps) >= EXCESS_Z * se && px > ps
+        let px = self.cross_disagree as f64 / self.cross as f64;
+        let ps = (self.same_disagree as f64 + 1.0) / (self.same as f64 + 2.0);
+        px >= 2.0 * ps && ln_tail_bound(self.cross, self.cross_disagree, ps) <= FALSE_ALARM.ln()
     }
 }
 
@@ -325,7 +341,7 @@ mod tests {
         assert!(!c.moves_trust(&key("a")));
     }
 
-    /// The z-test's edge: a small excess on few comparisons is noise.
+    /// The tail test's edge: a small excess on few comparisons is noise.
     #[test]
     fn rates_need_a_significant_excess() {
         let r = |cross, cross_disagree, same, same_disagree| Rates {
@@ -346,5 +362,100 @@ mod tests {
             "no baseline: the share rule decides"
         );
         assert!(r(50, 50, 50, 0).cross_stands_out());
+        // The routing lab's adapter-bug world (seed 42): churn on a source
+        // without a bug, 6 of 207 cross-version comparisons disagreeing
+        // against 5 of 879 within a version, passed the z-test; the bug's
+        // source, 8 of 8 against 8 of 809, must still pass.
+        assert!(!r(207, 6, 879, 5).cross_stands_out());
+        assert!(!r(218, 5, 1604, 5).cross_stands_out());
+        assert!(r(8, 8, 809, 8).cross_stands_out());
+        assert!(r(5, 5, 809, 8).cross_stands_out(), "five in a row suffice");
+    }
+
+    /// `P(X ≥ k)` for `X ~ Binomial(n, p)`, summed exactly.
+    fn exact_tail(n: u64, k: u64, p: f64) -> f64 {
+        let mut ln_c = 0.0; // ln C(n, 0)
+        let mut sum = 0.0;
+        for i in 0..=n {
+            if i > 0 {
+                ln_c += ((n - i + 1) as f64).ln() - (i as f64).ln();
+            }
+            if i >= k {
+                sum += (ln_c + i as f64 * p.ln() + (n - i) as f64 * (1.0 - p).ln()).exp();
+            }
+        }
+        sum
+    }
+
+    /// The bound is a bound: never below the exact tail, over a grid of
+    /// sizes, counts and rates, and 0 (no claim) where k/n ≤ p.
+    #[test]
+    fn the_chernoff_bound_never_understates_the_exact_tail() {
+        for n in [1u64, 2, 5, 10, 50, 200, 1000] {
+            for p in [0.001, 0.005, 0.01, 0.05, 0.2, 0.5, 0.9] {
+                for k in 0..=n.min(60) {
+                    let exact = exact_tail(n, k, p);
+                    let bound = ln_tail_bound(n, k, p).exp();
+                    assert!(
+                        exact <= bound * (1.0 + 1e-9) + 1e-300,
+                        "n {n} k {k} p {p}: exact {exact} > bound {bound}"
+                    );
+                    if (k as f64) <= p * n as f64 {
+                        assert_eq!(ln_tail_bound(n, k, p), 0.0);
+                    }
+                }
+            }
+        }
+        assert_eq!(ln_tail_bound(0, 0, 0.5), 0.0);
+        assert!((ln_tail_bound(5, 5, 0.01) - 5.0 * 0.01f64.ln()).abs() < 1e-12);
+    }
+
+    /// Churn at one small rate everywhere, checked at every cross-version
+    /// disagreement as the router does, over 1,000 sources: 1,000
+    /// comparisons within the one version before a second appears (the
+    /// lab's upgrade a third into the run), then 2,000 each way. The baseline
+    /// is known well by then and the first cross-version comparisons are
+    /// few, where a normal approximation fails: no cluster is confirmed.
+    #[test]
+    fn rare_churn_on_many_sources_confirms_no_cluster() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut uniform = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut false_alarms = 0;
+        for source in 0..1_000 {
+            let mut c = Clusters::new(0.5, 5);
+            let s = format!("s{source}");
+            let k = |v: &str| AdapterKey {
+                source: s.clone(),
+                adapter: "html".into(),
+                version: v.into(),
+            };
+            for _ in 0..1_000 {
+                let ds = uniform() < 0.005;
+                c.record_comparison(&s, false, !ds);
+                if ds {
+                    c.record_plain(&s);
+                }
+            }
+            for i in 0..2_000 {
+                let dx = uniform() < 0.005;
+                c.record_comparison(&s, true, !dx);
+                if dx {
+                    c.record(&k("a"), &format!("a{i}"), -0.01);
+                    c.record(&k("b"), &format!("b{i}"), -0.01);
+                }
+                let ds = uniform() < 0.005;
+                c.record_comparison(&s, false, !ds);
+                if ds {
+                    c.record_plain(&s);
+                }
+            }
+            false_alarms += usize::from(!c.confirmed().is_empty());
+        }
+        assert_eq!(false_alarms, 0);
     }
 }
