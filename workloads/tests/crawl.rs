@@ -146,6 +146,11 @@ fn an_adapter_bug_is_recognised_and_its_trust_moves_do_not_stack() {
     // the bug's start is an ordinary disagreement the run ended before an
     // agreement won back: by the world's truth, a content change between two
     // honest observations (or a liar's forgery), never the bug's.
+    // The ledger's mirror follows the router: every side it read moved the
+    // way its cause says.
+    let (sides, wrong) = c.event.ledger_checks.expect("the ledger ran");
+    assert!(sides > 1_000, "{sides} sides checked");
+    assert_eq!(wrong, 0, "of {sides}");
     let lower = &c.event.lower_devices;
     assert_eq!(lower.len(), c.event.devices_lower_than_before.unwrap_or(0));
     for d in lower {

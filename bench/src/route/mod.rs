@@ -161,6 +161,11 @@ pub fn event_lines(r: &SimReport) -> String {
             if n > 0 {
                 parts.push(lower_devices_line(&e.lower_devices, r.hours * 3600.0));
             }
+            if let Some((sides, wrong)) = e.ledger_checks {
+                parts.push(format!(
+                    "ledger: {sides} comparison sides checked, {wrong} moved against their cause"
+                ));
+            }
         }
         for (pool, cap) in &c.budget.caps {
             parts.push(format!(

@@ -155,6 +155,11 @@ pub struct EventFigures {
     /// it had not won back by the end.
     #[serde(default)]
     pub lower_devices: Vec<LowerDevice>,
+    /// `adapter-bug`: comparison sides the ledger checked against the
+    /// router's trust moves, and how many moved against their cause
+    /// (`crawl::driver::Ledger::checks`; 0 when the mirror is exact).
+    #[serde(default)]
+    pub ledger_checks: Option<(u64, u64)>,
 }
 
 /// Work counters per routing decision (means over the receipts of granted items).

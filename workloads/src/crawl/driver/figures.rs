@@ -307,6 +307,7 @@ impl Driver<'_> {
                     |d| devices[d].id.clone(),
                     end,
                 );
+                ev.ledger_checks = Some(l.checks());
             }
         }
         if w.drought.is_some() {

@@ -92,6 +92,10 @@ pub struct Ledger {
     mirror: HashMap<usize, Vec<(usize, String, HashKind)>>,
     /// Per device known when the bug began.
     accounts: HashMap<usize, Account>,
+    /// Comparison sides read on accounted devices, and those whose move
+    /// contradicts the mirrored cause (see [`Ledger::checks`]).
+    sides: u64,
+    mismatches: u64,
 }
 
 impl Ledger {
@@ -150,6 +154,14 @@ impl Ledger {
         let Some(a) = self.accounts.get_mut(&d) else {
             return;
         };
+        if matches!(cause, Cause::Agreement | Cause::Liar | Cause::ContentChange) {
+            self.sides += 1;
+            let wrong_way = match cause {
+                Cause::Agreement => tau < a.last - EPS,
+                _ => tau > a.last + EPS,
+            };
+            self.mismatches += u64::from(wrong_way);
+        }
         if tau < a.last - EPS {
             a.unrecovered.push(Loss {
                 cause,
@@ -161,6 +173,15 @@ impl Ledger {
             a.unrecovered.clear();
         }
         a.last = tau;
+    }
+
+    /// (comparison sides checked, mismatches): how well the mirror follows
+    /// the router. An agreement never lowers τ and a disagreement that is
+    /// not the bug's never raises it (only the bug's cluster, confirmed in
+    /// that same comparison, gives trust back there), so a side moving the
+    /// wrong way means the mirror compared other observations than the router.
+    pub fn checks(&self) -> (u64, u64) {
+        (self.sides, self.mismatches)
     }
 
     /// The devices below their starting τ once each is synced to its final
@@ -254,6 +275,20 @@ mod tests {
         l.sync(1, 0.5, 40.0);
         let lower = l.lower(|_| None, ids, 41.0);
         assert_eq!(lower[0].losses[0].cause, Cause::Unexplained);
+    }
+
+    #[test]
+    fn a_move_against_its_cause_is_a_mismatch() {
+        let mut l = Ledger::default();
+        l.start([(0, 0.5), (1, 0.5)]);
+        l.moved(0, 0.51, Cause::Agreement, 1.0);
+        l.moved(1, 0.48, Cause::ContentChange, 1.0);
+        l.moved(0, 0.53, Cause::Bug, 2.0); // a restoration in the confirming comparison
+        assert_eq!(l.checks(), (2, 0));
+        l.moved(0, 0.50, Cause::Agreement, 3.0);
+        l.moved(1, 0.49, Cause::Liar, 3.0);
+        l.moved(7, 0.10, Cause::Agreement, 3.0); // not accounted
+        assert_eq!(l.checks(), (4, 2));
     }
 
     #[test]
