@@ -3,7 +3,7 @@
 //! No timed assertions: wall-clock figures are left out.
 
 use fleet_workloads::crawl::driver::Cause;
-use fleet_workloads::crawl::report::Timing;
+use fleet_workloads::crawl::report::{EventFigures, Timing};
 use fleet_workloads::crawl::{
     simulate, Contender, ContenderReport, CrawlError, Scenario, SimReport, SimSpec,
 };
@@ -37,6 +37,7 @@ fn same_seed_same_figures() {
     let a = without_timing(run(&s, &cs));
     let b = without_timing(run(&s, &cs));
     assert!(a.contenders[0].attempts > 0, "work was done");
+    assert!(a.control.is_none(), "only adapter-bug runs a control");
     assert_eq!(a, b);
     let mut other = s.clone();
     other.seed = 8;
@@ -148,11 +149,28 @@ fn an_adapter_bug_is_recognised_and_its_trust_moves_do_not_stack() {
     // honest observations (or a liar's forgery), never the bug's.
     // The ledger's mirror follows the router: every side it read moved the
     // way its cause says.
-    let (sides, wrong) = c.event.ledger_checks.expect("the ledger ran");
+    only_ordinary_losses(&c.event);
+    // The control: the same world with the upgrade scraping correctly. No
+    // cluster may be confirmed there (cross-version comparisons without a
+    // bug are churn), and what ends lower is ordinary too.
+    let control = r.control.as_ref().expect("the router's control ran");
+    assert!(
+        control.adapter_events.is_empty(),
+        "{:?}",
+        control.adapter_events
+    );
+    only_ordinary_losses(control);
+}
+
+/// The ledger's mirror follows the router (every side it read moved the way
+/// its cause says), and each device that ended below its trust at the bug's
+/// start carries only losses from a content change or a liar.
+fn only_ordinary_losses(e: &EventFigures) {
+    let (sides, wrong) = e.ledger_checks.expect("the ledger ran");
     assert!(sides > 1_000, "{sides} sides checked");
     assert_eq!(wrong, 0, "of {sides}");
-    let lower = &c.event.lower_devices;
-    assert_eq!(lower.len(), c.event.devices_lower_than_before.unwrap_or(0));
+    let lower = &e.lower_devices;
+    assert_eq!(lower.len(), e.devices_lower_than_before.unwrap_or(0));
     for d in lower {
         assert!(!d.losses.is_empty(), "{d:?}");
         for l in &d.losses {

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use fleet_workloads::crawl::{simulate, Contender, Scenario, SimReport, SimSpec};
+use fleet_workloads::crawl::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use crate::cmd::bounds::BoundError;
@@ -291,7 +291,7 @@ fn bar(quiet: bool, total_s: f64, label: &str) -> ProgressBar {
 fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimReport> {
     let pb = bar(
         quiet,
-        spec.end_s() * contenders.len() as f64,
+        spec.end_s() * (contenders.len() + control_runs(spec, contenders)) as f64,
         spec.scenario.name(),
     );
     let step = spec.sample_s as u64;

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use fleet_workloads::crawl::driver::{Cause, LowerDevice};
+use fleet_workloads::crawl::report::EventFigures;
 use fleet_workloads::crawl::{ContenderReport, SimReport};
 
 use crate::report::{write_dir_atomically, ReportError, REPORT_HTML, REPORT_JSON};
@@ -105,8 +106,9 @@ fn lower_devices_line(lower: &[LowerDevice], end_s: f64) -> String {
         .iter()
         .filter_map(|d| d.losses.last().map(|l| end_s - l.t_s))
         .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))));
+    let offline = lower.iter().filter(|d| !d.online_at_end).count();
     format!(
-        "their losses not won back by cause: {} (the last of each device's at most {} s before the end); with a bug loss: {}",
+        "their losses not won back by cause: {} (the last of each device's at most {} s before the end; {offline} offline at the end); with a bug loss: {}",
         if causes.is_empty() {
             "none".to_string()
         } else {
@@ -129,7 +131,33 @@ fn cause_name(c: Cause) -> &'static str {
     }
 }
 
-/// The scenario's event figures per contender, one line each (empty when none).
+/// `adapter-bug`'s figures of one run (empty in other scenarios): adapter
+/// events, devices whose trust ended below its value when the bug began and
+/// why, and the ledger's check.
+fn bug_parts(e: &EventFigures, end_s: f64) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(n) = e.devices_lower_than_before {
+        let (b, a) = e.mean_trust_before_after.unwrap_or((0.0, 0.0));
+        parts.push(format!(
+                "adapter events {}, devices lower than before the bug {n}/{}, mean trust {b:.3} → {a:.3}, largest drop {}",
+                e.adapter_events.len(),
+                e.devices_before.unwrap_or(0),
+                opt(e.largest_drop, 4)
+            ));
+        if n > 0 {
+            parts.push(lower_devices_line(&e.lower_devices, end_s));
+        }
+        if let Some((sides, wrong)) = e.ledger_checks {
+            parts.push(format!(
+                "ledger: {sides} comparison sides checked, {wrong} moved against their cause"
+            ));
+        }
+    }
+    parts
+}
+
+/// The scenario's event figures per contender, one line each, and the
+/// control's line in `adapter-bug` (empty when none).
 pub fn event_lines(r: &SimReport) -> String {
     let mut out = String::new();
     for c in &r.contenders {
@@ -150,23 +178,7 @@ pub fn event_lines(r: &SimReport) -> String {
                 opt(e.occupancy_during, 3)
             ));
         }
-        if let Some(n) = e.devices_lower_than_before {
-            let (b, a) = e.mean_trust_before_after.unwrap_or((0.0, 0.0));
-            parts.push(format!(
-                "adapter events {}, devices lower than before the bug {n}/{}, mean trust {b:.3} → {a:.3}, largest drop {}",
-                e.adapter_events.len(),
-                e.devices_before.unwrap_or(0),
-                opt(e.largest_drop, 4)
-            ));
-            if n > 0 {
-                parts.push(lower_devices_line(&e.lower_devices, r.hours * 3600.0));
-            }
-            if let Some((sides, wrong)) = e.ledger_checks {
-                parts.push(format!(
-                    "ledger: {sides} comparison sides checked, {wrong} moved against their cause"
-                ));
-            }
-        }
+        parts.extend(bug_parts(e, r.hours * 3600.0));
         for (pool, cap) in &c.budget.caps {
             parts.push(format!(
                 "{pool}: cap {cap}, windows over cap {}, max usage/cap {:.2}, late mean usage/cap {:.2}",
@@ -178,6 +190,13 @@ pub fn event_lines(r: &SimReport) -> String {
         if !parts.is_empty() {
             let _ = writeln!(out, "  {}: {}", c.name, parts.join("; "));
         }
+    }
+    if let Some(e) = &r.control {
+        let _ = writeln!(
+            out,
+            "  router without the bug (control: same world and seed, the upgrade scrapes correctly): {}",
+            bug_parts(e, r.hours * 3600.0).join("; ")
+        );
     }
     out
 }
@@ -413,7 +432,7 @@ mod tests {
 
     use super::*;
 
-    fn device(id: &str, losses: &[(Cause, f64)]) -> LowerDevice {
+    fn device(id: &str, losses: &[(Cause, f64)], online_at_end: bool) -> LowerDevice {
         LowerDevice {
             device: id.into(),
             before: 1.0,
@@ -426,6 +445,7 @@ mod tests {
                     t_s,
                 })
                 .collect(),
+            online_at_end,
         }
     }
 
@@ -439,16 +459,17 @@ mod tests {
                     (Cause::ContentChange, 3_550.0),
                     (Cause::ContentChange, 3_560.0),
                 ],
+                true,
             ),
-            device("b", &[(Cause::ContentChange, 3_590.0)]),
+            device("b", &[(Cause::ContentChange, 3_590.0)], false),
         ];
         assert_eq!(
             lower_devices_line(&lower, 3_600.0),
-            "their losses not won back by cause: bug 1, content-change 2 (the last of each device's at most 40 s before the end); with a bug loss: 1"
+            "their losses not won back by cause: bug 1, content-change 2 (the last of each device's at most 40 s before the end; 1 offline at the end); with a bug loss: 1"
         );
         assert_eq!(
             lower_devices_line(&[], 3_600.0),
-            "their losses not won back by cause: none (the last of each device's at most - s before the end); with a bug loss: 0"
+            "their losses not won back by cause: none (the last of each device's at most - s before the end; 0 offline at the end); with a bug loss: 0"
         );
     }
 }

@@ -42,28 +42,45 @@ pub enum CrawlError {
     Router(String),
 }
 
+/// How many runs [`simulate`] makes beyond one per contender: the control of
+/// `adapter-bug` (the router on [`World::without_bug`]) when the router is
+/// among `contenders`, else none.
+pub fn control_runs(spec: &SimSpec, contenders: &[Contender]) -> usize {
+    usize::from(spec.scenario == Scenario::AdapterBug && contenders.contains(&Contender::Router))
+}
+
 /// Runs `contenders` on the world of `spec`, each on its own thread (at
 /// most the host's parallelism at once); the reports keep the given order.
-/// `progress(i, t_s)` is called at every sample of contender `i`.
-/// Errors: [`CrawlError`] (the first contender's that failed).
+/// In `adapter-bug`, the router also runs on the control world, the same
+/// world without the bug ([`SimReport::control`], see [`control_runs`]).
+/// `progress(i, t_s)` is called at every sample of run `i` (the control is
+/// `contenders.len()`). Errors: [`CrawlError`] (the first run's that failed).
 pub fn simulate(
     spec: &SimSpec,
     contenders: &[Contender],
     progress: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<SimReport, CrawlError> {
     let world = World::build(spec)?;
+    let control = world.without_bug();
     let width = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .max(1);
-    let mut slots: Vec<Option<Result<ContenderReport, CrawlError>>> = vec![None; contenders.len()];
-    let indexed: Vec<(usize, Contender)> = contenders.iter().copied().enumerate().collect();
-    for chunk in indexed.chunks(width) {
+    let mut jobs: Vec<(usize, Contender, &World)> = contenders
+        .iter()
+        .copied()
+        .enumerate()
+        .map(|(i, c)| (i, c, &world))
+        .collect();
+    if control_runs(spec, contenders) > 0 {
+        jobs.push((contenders.len(), Contender::Router, &control));
+    }
+    let mut slots: Vec<Option<Result<ContenderReport, CrawlError>>> = vec![None; jobs.len()];
+    for chunk in jobs.chunks(width) {
         let done: Vec<(usize, Result<ContenderReport, CrawlError>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
-                .map(|&(i, c)| {
-                    let world = &world;
+                .map(|&(i, c, world)| {
                     scope.spawn(move || {
                         let r =
                             driver::Driver::new(world, c).and_then(|d| d.run(|t| progress(i, t)));
@@ -90,11 +107,15 @@ pub fn simulate(
             slots[i] = Some(r);
         }
     }
-    let mut reports = Vec::with_capacity(contenders.len());
+    let mut reports = Vec::with_capacity(jobs.len());
     for s in slots {
         reports
             .push(s.unwrap_or_else(|| Err(CrawlError::Router("a contender did not run".into())))?);
     }
+    let control = (reports.len() > contenders.len())
+        .then(|| reports.pop())
+        .flatten()
+        .map(|r| r.event);
     Ok(SimReport {
         scenario: spec.scenario.name().into(),
         description: spec.scenario.describe().into(),
@@ -130,5 +151,6 @@ pub fn simulate(
                 .or(world.bug.map(|(_, f)| (f, spec.end_s()))),
         },
         contenders: reports,
+        control,
     })
 }

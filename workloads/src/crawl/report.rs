@@ -31,6 +31,12 @@ pub struct SimReport {
     pub world: WorldSummary,
     /// One entry per contender, in [`super::Contender::ALL`] order.
     pub contenders: Vec<ContenderReport>,
+    /// `adapter-bug` with the router among the contenders: the router's
+    /// event figures on the control world, the same world and seed without
+    /// the bug ([`super::World::without_bug`]). Trust that ends lower there
+    /// was not lowered by the bug.
+    #[serde(default)]
+    pub control: Option<EventFigures>,
 }
 
 /// The world in numbers.

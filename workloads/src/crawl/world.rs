@@ -135,6 +135,10 @@ pub struct World {
     pub regime: Option<(usize, usize, f64)>,
     /// `adapter-bug`: (source, from seconds).
     pub bug: Option<(usize, f64)>,
+    /// `adapter-bug`'s control: the same world in every draw, but the
+    /// upgraded adapter scrapes the bug's source correctly ([`World::without_bug`]).
+    #[serde(default)]
+    pub bug_fixed: bool,
     /// `drought`: browsers offline in `[from, to)` seconds.
     pub drought: Option<(f64, f64)>,
     /// Pool caps per price window the operator sets (absent: uncapped).
@@ -272,9 +276,22 @@ impl World {
             devices,
             regime,
             bug,
+            bug_fixed: false,
             drought,
             caps,
         })
+    }
+
+    /// The control of `adapter-bug`: this world with the upgraded adapter
+    /// scraping the bug's source correctly, and nothing else changed (the
+    /// same sources, targets, contents, sessions and upgrades; the trust
+    /// snapshot and the ledger still start when the bug would have). What a
+    /// device's trust does here, the bug did not cause.
+    pub fn without_bug(&self) -> World {
+        World {
+            bug_fixed: true,
+            ..self.clone()
+        }
     }
 
     /// True success probability of archetype `a` on source `s` at `t_s`
@@ -370,7 +387,11 @@ impl World {
             return HashKind::Forged;
         }
         match self.bug {
-            Some((bs, _)) if version == ADAPTER_BUGGY && self.targets[target].source == bs => {
+            Some((bs, _))
+                if !self.bug_fixed
+                    && version == ADAPTER_BUGGY
+                    && self.targets[target].source == bs =>
+            {
                 HashKind::Buggy
             }
             _ => HashKind::Genuine,
@@ -569,6 +590,29 @@ mod tests {
             w.devices.iter().filter(|d| d.liar).count(),
             (w.devices.iter().filter(|d| d.archetype == BROWSER).count() as f64 * 0.2).round()
                 as usize
+        );
+    }
+
+    #[test]
+    fn the_control_world_differs_only_in_the_bugs_hash() {
+        let w = World::build(&SimSpec::new(Scenario::AdapterBug, 60, 1.0, 5)).unwrap();
+        let c = w.without_bug();
+        let (bs, from) = w.bug.unwrap();
+        let target = w.targets.iter().position(|t| t.source == bs).unwrap();
+        let d = 0;
+        let t = from + 1.0;
+        assert_eq!(w.hash_kind(d, target, ADAPTER_BUGGY), HashKind::Buggy);
+        assert_eq!(c.hash_kind(d, target, ADAPTER_BUGGY), HashKind::Genuine);
+        assert_eq!(
+            c.observed(d, target, t, ADAPTER_BUGGY),
+            w.observed(d, target, t, ADAPTER_OK)
+        );
+        assert_eq!(
+            World {
+                bug_fixed: false,
+                ..c
+            },
+            w
         );
     }
 }

@@ -307,6 +307,12 @@ impl Driver<'_> {
                     |d| devices[d].id.clone(),
                     end,
                 );
+                for ld in &mut ev.lower_devices {
+                    ld.online_at_end = devices
+                        .iter()
+                        .position(|x| x.id == ld.device)
+                        .is_some_and(|d| w.online(d, end - 1.0));
+                }
                 ev.ledger_checks = Some(l.checks());
             }
         }

@@ -76,6 +76,10 @@ pub struct LowerDevice {
     pub after: f64,
     /// The losses since it was last at or above `before`, oldest first.
     pub losses: Vec<Loss>,
+    /// Whether the device was online in the run's last second: an offline
+    /// device wins nothing back (set by the driver; `false` from [`Ledger::lower`]).
+    #[serde(default)]
+    pub online_at_end: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -206,6 +210,7 @@ impl Ledger {
                     before: a.before,
                     after: a.last,
                     losses: a.unrecovered.clone(),
+                    online_at_end: false,
                 });
             }
         }
