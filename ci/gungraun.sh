@@ -49,7 +49,10 @@ runner=${GUNGRAUN_RUNNER:-gungraun-runner}
 have=$("$runner" --version 2>/dev/null | awk '{ print $2 }' || true)
 if [[ "$have" != "$want" ]]; then
   echo "== gungraun: runner ${have:-missing}, library $want: installing gungraun-runner $want"
-  cargo install gungraun-runner --version "$want" --locked
+  # A debug build of the runner: it only starts valgrind and reads its
+  # output, so its own speed does not matter, and it builds in about 85 s on
+  # 2 cores instead of 130 s (the counts are the bench binary's).
+  cargo install gungraun-runner --version "$want" --locked --debug
   # The bench binary takes GUNGRAUN_RUNNER at compile time (else it looks on
   # PATH): point it at the runner just installed.
   export GUNGRAUN_RUNNER="${CARGO_HOME:-$HOME/.cargo}/bin/gungraun-runner"

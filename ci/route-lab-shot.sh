@@ -15,11 +15,7 @@ fi
 out=$1
 dir=${2:-}
 
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "installing chromium (Debian package)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null
-fi
+ci/install-chromium.sh
 
 if [ -z "$dir" ]; then
   cargo build --release -q --bin fleet-lab

@@ -7,11 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "installing chromium (Debian package)"
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >/dev/null && apt-get install -y -qq chromium >/dev/null
-fi
+ci/install-chromium.sh
 
 cargo build --release -q -p router --bin routerd
 work=$(mktemp -d)
