@@ -61,7 +61,8 @@ pub fn simulate(
     progress: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<SimReport, CrawlError> {
     let world = World::build(spec)?;
-    let control = world.without_bug();
+    // Built only when it runs: a clone of the world is not free at 100,000 devices.
+    let control = (control_runs(spec, contenders) > 0).then(|| world.without_bug());
     let width = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -72,8 +73,8 @@ pub fn simulate(
         .enumerate()
         .map(|(i, c)| (i, c, &world))
         .collect();
-    if control_runs(spec, contenders) > 0 {
-        jobs.push((contenders.len(), Contender::Router, &control));
+    if let Some(control) = &control {
+        jobs.push((contenders.len(), Contender::Router, control));
     }
     let mut slots: Vec<Option<Result<ContenderReport, CrawlError>>> = vec![None; jobs.len()];
     for chunk in jobs.chunks(width) {
