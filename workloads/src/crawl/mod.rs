@@ -4,6 +4,7 @@
 //! driver that runs the real router in process on a simulated clock.
 //!
 //! - [`world`]: hidden truths of sources, targets and devices;
+//! - `population`: the devices, their sessions, liars and upgrades;
 //! - [`scenario`]: the scenarios and the run specification;
 //! - [`baseline`]: the contenders and the baselines' choosers;
 //! - [`driver`]: one contender's run;
@@ -15,6 +16,7 @@
 
 pub mod baseline;
 pub mod driver;
+mod population;
 pub mod report;
 pub mod rng;
 pub mod scenario;
