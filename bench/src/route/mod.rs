@@ -139,11 +139,11 @@ fn bug_parts(e: &EventFigures, end_s: f64) -> Vec<String> {
     if let Some(n) = e.devices_lower_than_before {
         let (b, a) = e.mean_trust_before_after.unwrap_or((0.0, 0.0));
         parts.push(format!(
-                "adapter events {}, devices lower than before the bug {n}/{}, mean trust {b:.3} → {a:.3}, largest drop {}",
-                e.adapter_events.len(),
-                e.devices_before.unwrap_or(0),
-                opt(e.largest_drop, 4)
-            ));
+            "adapter events {}, devices lower than before the bug {n}/{}, mean trust {b:.3} → {a:.3}, largest drop {}",
+            e.adapter_events.len(),
+            e.devices_before.unwrap_or(0),
+            opt(e.largest_drop, 4)
+        ));
         if n > 0 {
             parts.push(lower_devices_line(&e.lower_devices, end_s));
         }

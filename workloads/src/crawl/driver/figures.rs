@@ -305,14 +305,9 @@ impl Driver<'_> {
                 ev.lower_devices = l.lower(
                     |d| router.trust(&devices[d].id),
                     |d| devices[d].id.clone(),
+                    |d| w.online(d, end - 1.0),
                     end,
                 );
-                for ld in &mut ev.lower_devices {
-                    ld.online_at_end = devices
-                        .iter()
-                        .position(|x| x.id == ld.device)
-                        .is_some_and(|d| w.online(d, end - 1.0));
-                }
                 ev.ledger_checks = Some(l.checks());
             }
         }

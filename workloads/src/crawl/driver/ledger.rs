@@ -77,7 +77,7 @@ pub struct LowerDevice {
     /// The losses since it was last at or above `before`, oldest first.
     pub losses: Vec<Loss>,
     /// Whether the device was online in the run's last second: an offline
-    /// device wins nothing back (set by the driver; `false` from [`Ledger::lower`]).
+    /// device wins nothing back.
     #[serde(default)]
     pub online_at_end: bool,
 }
@@ -189,11 +189,13 @@ impl Ledger {
     }
 
     /// The devices below their starting τ once each is synced to its final
-    /// `trust(d)`, in device order; `id(d)` names them.
+    /// `trust(d)`, in device order; `id(d)` names them and `online(d)` says
+    /// whether each was online at the end.
     pub fn lower(
         &mut self,
         trust: impl Fn(usize) -> Option<f64>,
         id: impl Fn(usize) -> String,
+        online: impl Fn(usize) -> bool,
         t_s: f64,
     ) -> Vec<LowerDevice> {
         let mut ds: Vec<usize> = self.accounts.keys().copied().collect();
@@ -210,7 +212,7 @@ impl Ledger {
                     before: a.before,
                     after: a.last,
                     losses: a.unrecovered.clone(),
-                    online_at_end: false,
+                    online_at_end: online(d),
                 });
             }
         }
@@ -267,7 +269,7 @@ mod tests {
         l.moved(0, 0.88, Cause::Agreement, 11.0);
         l.moved(0, 0.85, Cause::ContentChange, 12.0);
         let ids = |d: usize| format!("dev-{d}");
-        let lower = l.lower(|d| Some([0.85, 1.0][d]), ids, 20.0);
+        let lower = l.lower(|d| Some([0.85, 1.0][d]), ids, |_| true, 20.0);
         assert_eq!(lower.len(), 1);
         assert_eq!(lower[0].device, "dev-0");
         let causes: Vec<Cause> = lower[0].losses.iter().map(|x| x.cause).collect();
@@ -275,10 +277,10 @@ mod tests {
         assert!((lower[0].losses[0].amount - 0.04).abs() < 1e-12);
         // A restoration back to the start clears them.
         l.sync(0, 0.9, 30.0);
-        assert!(l.lower(|_| None, ids, 31.0).is_empty());
+        assert!(l.lower(|_| None, ids, |_| true, 31.0).is_empty());
         // A fall outside any comparison is unexplained, never hidden.
         l.sync(1, 0.5, 40.0);
-        let lower = l.lower(|_| None, ids, 41.0);
+        let lower = l.lower(|_| None, ids, |_| true, 41.0);
         assert_eq!(lower[0].losses[0].cause, Cause::Unexplained);
     }
 
@@ -301,8 +303,11 @@ mod tests {
         let mut l = Ledger::default();
         l.start([(0, 0.5)]);
         l.moved(7, 0.1, Cause::Liar, 1.0);
-        let lower = l.lower(|_| Some(0.1), |d| d.to_string(), 2.0);
+        let lower = l.lower(|_| Some(0.1), |d| d.to_string(), |d| d == 0, 2.0);
         let ids: Vec<&str> = lower.iter().map(|x| x.device.as_str()).collect();
         assert_eq!(ids, ["0"]);
+        assert!(lower[0].online_at_end);
+        let lower = l.lower(|_| Some(0.1), |d| d.to_string(), |_| false, 2.0);
+        assert!(!lower[0].online_at_end);
     }
 }
