@@ -14,8 +14,13 @@
 #    target/gungraun/instructions.tsv.
 # 3. Gate: a bench whose count grew more than MAX_GROWTH_PERCENT (default 10)
 #    over ci/instructions-baseline.tsv fails the run, naming the bench, both
-#    counts and the growth. Benches missing from the baseline and baseline
-#    rows with no bench are reported, not failed.
+#    counts and the growth. A baseline row with no bench (a bench removed or
+#    renamed) and a bench with no baseline row fail too: the set of benches
+#    changes only with a reviewed baseline.
+# 4. The toolchain: counts depend on rustc, so the baseline records the
+#    `rustc --version` it was written with, and a run with another toolchain
+#    fails before the benches, naming both (update the baseline with the new
+#    toolchain in the same change that moves to it).
 #
 # Updating the baseline: counts depend on the code, the corpus and the
 # toolchain (rustc version, profile). After an intended change (or a
@@ -58,7 +63,17 @@ if [[ "$have" != "$want" ]]; then
   export GUNGRAUN_RUNNER="${CARGO_HOME:-$HOME/.cargo}/bin/gungraun-runner"
 fi
 
-echo "== gungraun: instruction-count benches (runner $want)"
+toolchain=$(rustc --version)
+if ! $update; then
+  [[ -f "$baseline" ]] || { echo "gungraun: no baseline at $baseline; create it with 'ci/gungraun.sh --update-baseline'" >&2; exit 1; }
+  recorded=$(sed -n 's/^# toolchain: //p' "$baseline")
+  if [[ "$recorded" != "$toolchain" ]]; then
+    echo "gungraun: $baseline was written with '${recorded:-an unrecorded toolchain}', this is '$toolchain': instruction counts are not comparable across toolchains; run 'ci/gungraun.sh --update-baseline' with this toolchain and commit the diff with the change that moves to it" >&2
+    exit 1
+  fi
+fi
+
+echo "== gungraun: instruction-count benches (runner $want, $toolchain)"
 mkdir -p target/gungraun
 summaries=target/gungraun/instructions.jsonl
 counts=target/gungraun/instructions.tsv
@@ -70,8 +85,10 @@ awk -F'\t' '{ printf "  %-60s %12d\n", $1, $2 }' "$counts"
 if $update; then
   {
     echo "# Instruction counts (callgrind Ir) of bench/benches/instructions.rs."
-    echo "# Written by 'ci/gungraun.sh --update-baseline' with $(rustc --version | cut -d' ' -f1-2), gungraun $want."
-    echo "# ci/gungraun.sh fails when a count grows more than MAX_GROWTH_PERCENT (10) over this file."
+    echo "# Written by 'ci/gungraun.sh --update-baseline' with gungraun $want."
+    echo "# ci/gungraun.sh fails when a count grows more than MAX_GROWTH_PERCENT (10) over this file,"
+    echo "# when a bench here is gone or a bench is not here, and under another toolchain than:"
+    echo "# toolchain: $toolchain"
     echo -e "# bench\tinstructions"
     cat "$counts"
   } > "$baseline"
@@ -79,14 +96,12 @@ if $update; then
   exit 0
 fi
 
-[[ -f "$baseline" ]] || { echo "gungraun: no baseline at $baseline; create it with 'ci/gungraun.sh --update-baseline'" >&2; exit 1; }
-
 echo "== gungraun: gate (fail above +${max_growth}% over $baseline)"
 awk -F'\t' -v max="$max_growth" '
   FNR == NR { if ($0 !~ /^#/ && NF == 2) base[$1] = $2; next }
   {
     seen[$1] = 1
-    if (!($1 in base)) { printf "  new       %-60s %12d (not in the baseline)\n", $1, $2; next }
+    if (!($1 in base)) { printf "  NEW       %-60s %12d (not in the baseline: update it)\n", $1, $2; bad++; next }
     growth = (base[$1] > 0) ? ($2 - base[$1]) * 100.0 / base[$1] : 0
     if (growth > max) {
       printf "  REGRESSED %-60s %12d -> %12d (%+.1f%%, limit +%s%%)\n", $1, base[$1], $2, growth, max
@@ -96,7 +111,7 @@ awk -F'\t' -v max="$max_growth" '
     }
   }
   END {
-    for (b in base) if (!(b in seen)) printf "  gone      %-60s (in the baseline, not run)\n", b
-    if (bad) { printf "gungraun: %d bench(es) grew more than %s%% in instructions\n", bad, max; exit 1 }
+    for (b in base) if (!(b in seen)) { printf "  GONE      %-60s (in the baseline, not run: removed or renamed)\n", b; bad++ }
+    if (bad) { printf "gungraun: %d bench(es) grew more than %s%% in instructions, are gone or are new\n", bad, max; exit 1 }
     print "gungraun: every bench within +" max "% of the baseline"
   }' "$baseline" "$counts"

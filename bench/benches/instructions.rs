@@ -1,8 +1,9 @@
 //! Instruction-count benches of the pure cores (gungraun over callgrind).
 //!
 //! Pump step, slot transition, admission, budget derive, posture observe,
-//! ledger record (`DESIGN.md` §3) and one solver walk on the shipped corpus
-//! (§5). Counts are deterministic for a given build and toolchain, so CI can
+//! ledger record (`DESIGN.md` §3), one solver walk on the shipped corpus
+//! and one whole cycle of it on one thread with a fixed amount of work
+//! (§5; `fixtures::cycle`). Counts are deterministic for a given build and toolchain, so CI can
 //! gate on them: `ci/gungraun.sh` runs these benches and fails when a count
 //! grows more than the allowed share over `ci/instructions-baseline.tsv`.
 //! Fixture construction happens in the bench arguments and is not counted.
@@ -117,9 +118,18 @@ library_benchmark_group!(
     name = model;
     benchmarks = slot_transition, admission_predicate, budget_derive, posture_observe, ledger_record
 );
+// The whole of cycle 0 (resolve, every bin's walk with its sims, the
+// merge) on one thread, with a fixed amount of work (`fixtures::cycle`).
+#[library_benchmark]
+#[bench::cycle0(fixtures::cycle::cycle_input())]
+fn whole_cycle(input: fixtures::cycle::CycleInput) -> usize {
+    let record = fixtures::cycle::one_thread_cycle(black_box(&input));
+    black_box(record.outcomes.len())
+}
+
 library_benchmark_group!(
     name = solve;
-    benchmarks = solver_walk
+    benchmarks = solver_walk, whole_cycle
 );
 
 main!(library_benchmark_groups = pump, model, solve);

@@ -33,6 +33,7 @@ fn main() -> anyhow::Result<()> {
         &out.join("compare"),
         &CompareReport {
             runs: vec![fleet, pile],
+            rounds: Vec::new(),
         },
         &sims,
     )?;

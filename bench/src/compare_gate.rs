@@ -37,6 +37,11 @@ pub struct CompareBudget {
     pub threads_created_per_cycle_max: f64,
     /// Limit on the fleet's peak runnable threads above ⌊Q⌋.
     pub peak_runnable_over_floor_quota_max: u64,
+    /// Rounds the gate runs (each contender once per round, the order
+    /// rotated; [`crate::compare_rounds`]).
+    pub rounds: u32,
+    /// The level of the sign test over rounds each timed limit is judged by.
+    pub alpha: f64,
 }
 
 /// The label of the pile-of-pools baseline's run.
@@ -196,6 +201,8 @@ mod tests {
             makespan_p99_over_pile_max: 1.0,
             threads_created_per_cycle_max: 0.0,
             peak_runnable_over_floor_quota_max: 1,
+            rounds: 5,
+            alpha: 0.05,
         }
     }
 

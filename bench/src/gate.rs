@@ -6,27 +6,40 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use crate::report::RunReport;
-
-/// One profile's budgets.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+/// One profile's budgets: what its blocks run, the paired timed test and
+/// the absolute limits on deterministic figures (docs/gates.md).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ProfileBudget {
     /// What the profile is, for people.
     pub description: String,
     /// The fleet profile it runs: `auto`, `pinned` or `serial`.
     pub fleet_profile: String,
-    /// Time scale of the gate run.
+    /// Time scale of the gate's blocks.
     pub scale: f64,
-    /// Cycles replayed.
-    pub cycles: u32,
-    /// Limit on the p95 of makespan over the lower bound.
-    pub makespan_over_lower_bound_p95: f64,
-    /// Limit on the p99 of makespan over the lower bound.
-    pub makespan_over_lower_bound_p99: f64,
-    /// Limit on throttled time over wall time, in [0, 1] (checked when measured).
+    /// Cycles per block: each block replays the corpus's first this many.
+    pub block_cycles: u32,
+    /// Measured pairs of blocks (candidate and reference each once).
+    pub pairs: u32,
+    /// Unmeasured blocks each side runs first (the first boot of a process
+    /// pays for its page faults and cold caches).
+    #[serde(default = "one")]
+    pub warmup_blocks: u32,
+    /// A pair counts against the candidate when its mean makespan is more
+    /// than this many times the reference's (> 1).
+    pub slowdown_tolerance: f64,
+    /// The sign test's level (0 < alpha < 1): the largest chance of failing
+    /// a candidate that is exactly `slowdown_tolerance` times slower.
+    pub alpha: f64,
+    /// A cgroup quota (cores) the lab makes for every block, so the
+    /// throttle gate reads a cgroup that can throttle. Where the cpu
+    /// controller is not writable the gate fails unless
+    /// `FLEET_GATE_ALLOW_NO_CGROUP=1` allows the skip.
+    #[serde(default)]
+    pub cgroup_quota: Option<f64>,
+    /// Limit on throttled time over wall time, in [0, 1].
     pub throttled_share_max: f64,
     /// Limit on OS threads created per cycle during the run.
     pub threads_created_per_cycle_max: f64,
@@ -37,6 +50,56 @@ pub struct ProfileBudget {
     /// against the one-core bound of its own cycle thread.
     #[serde(default = "lend_by_default")]
     pub lend_reserve: bool,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl ProfileBudget {
+    /// The sign test these budgets set.
+    pub fn sign_test(&self) -> crate::paired::SignTest {
+        crate::paired::SignTest {
+            tolerance: self.slowdown_tolerance,
+            alpha: self.alpha,
+        }
+    }
+
+    /// Checks the numbers can make a gate that can fail: a tolerance above
+    /// 1, a level in (0, 1), at least one block cycle, and enough pairs that
+    /// some count of them is significant at the level.
+    pub fn validate(&self, name: &str) -> Result<(), String> {
+        let mut bad = Vec::new();
+        if !(self.slowdown_tolerance.is_finite() && self.slowdown_tolerance > 1.0) {
+            bad.push(format!(
+                "slowdown_tolerance {} must be above 1",
+                self.slowdown_tolerance
+            ));
+        }
+        if !(self.alpha > 0.0 && self.alpha < 1.0) {
+            bad.push(format!("alpha {} must be in (0, 1)", self.alpha));
+        } else if crate::paired::sign::critical_count(self.pairs, self.alpha).is_none() {
+            bad.push(format!(
+                "pairs {}: even all of them above the tolerance has P = 2^-{} > alpha {}, so the gate could never fail",
+                self.pairs, self.pairs, self.alpha
+            ));
+        }
+        if self.block_cycles == 0 {
+            bad.push("block_cycles must be at least 1".into());
+        }
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            bad.push(format!("scale {} must be positive", self.scale));
+        }
+        if let Some(q) = self.cgroup_quota {
+            if !(q.is_finite() && q >= 0.01) {
+                bad.push(format!("cgroup_quota {q} must be at least 0.01 cores"));
+            }
+        }
+        match bad.is_empty() {
+            true => Ok(()),
+            false => Err(format!("profile {name}: {}", bad.join("; "))),
+        }
+    }
 }
 
 fn lend_by_default() -> bool {
@@ -75,6 +138,14 @@ pub enum BudgetsError {
         /// The parser's message (names the key and line).
         message: String,
     },
+    /// A profile whose numbers cannot make a gate that can fail.
+    #[error("budgets {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// What is wrong, naming the keys.
+        message: String,
+    },
     /// No such profile.
     #[error("budgets {path} has no profile {name:?} (it has: {known})")]
     NoProfile {
@@ -103,13 +174,19 @@ impl Budgets {
 
     /// One profile's budgets.
     pub fn profile(&self, name: &str, path: &Path) -> Result<&ProfileBudget, BudgetsError> {
-        self.profile
+        let p = self
+            .profile
             .get(name)
             .ok_or_else(|| BudgetsError::NoProfile {
                 path: path.display().to_string(),
                 name: name.to_string(),
                 known: self.profile.keys().cloned().collect::<Vec<_>>().join(", "),
-            })
+            })?;
+        p.validate(name).map_err(|message| BudgetsError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })?;
+        Ok(p)
     }
 }
 
@@ -128,173 +205,117 @@ impl std::fmt::Display for Breach {
     }
 }
 
-/// Checks a report against a profile's budgets; empty when it passes.
-pub fn check(report: &RunReport, b: &ProfileBudget) -> Vec<Breach> {
+/// Checks a paired measurement against a profile's budgets; empty when it
+/// passes.
+///
+/// Deterministic figures are absolute, on every candidate block: parity,
+/// saturation, histogram range, threads created, and the throttled share
+/// (which must have been read from a cgroup the lab made, unless
+/// `throttle_skip` says why not). A reference block that lost parity
+/// fails too: the measurement is then not against a working build. The
+/// timed figure is relative: the pairs' mean-makespan ratios under the
+/// profile's sign test (`paired_slowdown`).
+pub fn check_pairs(
+    pairs: &[crate::paired::Pair],
+    b: &ProfileBudget,
+    throttle_skip: Option<&str>,
+) -> (Vec<Breach>, crate::paired::SignVerdict) {
     let mut out = Vec::new();
-    if b.parity && !report.parity {
-        let at = match &report.first_mismatch {
-            Some(m) => format!(" (first at cycle {} path {})", m.cycle, m.path),
-            None => String::new(),
-        };
-        out.push(Breach {
-            budget: "parity",
-            detail: format!("produced outcomes differ from the golden corpus{at}"),
-        });
-    }
-    if let Some(sat) = &report.saturation {
-        out.push(Breach {
-            budget: "saturation",
-            detail: format!(
-                "the late-cycle backlog kept growing from cycle {} ({:.0} ms into the run) to the end; the last cycle started {:.0} ms late ({:.1} cycles behind)",
-                sat.since_cycle, sat.since_ms, sat.last_late_ms, sat.backlog_cycles
-            ),
-        });
-    }
-    let ratio = &report.makespan_over_lower_bound;
-    if ratio.p95 > b.makespan_over_lower_bound_p95 {
-        out.push(Breach {
-            budget: "makespan_over_lower_bound_p95",
-            detail: format!(
-                "{:.2} > limit {:.2}",
-                ratio.p95, b.makespan_over_lower_bound_p95
-            ),
-        });
-    }
-    if ratio.p99 > b.makespan_over_lower_bound_p99 {
-        out.push(Breach {
-            budget: "makespan_over_lower_bound_p99",
-            detail: format!(
-                "{:.2} > limit {:.2}",
-                ratio.p99, b.makespan_over_lower_bound_p99
-            ),
-        });
-    }
-    if report.histograms_out_of_range > 0 {
-        out.push(Breach {
-            budget: "histogram_range",
-            detail: format!(
-                "{} values above the histogram's range (never clamped)",
-                report.histograms_out_of_range
-            ),
-        });
-    }
-    if let Some(t) = &report.throttle {
-        if t.throttled_share > b.throttled_share_max {
+    let ratios: Vec<f64> = pairs.iter().map(|p| p.ratio()).collect();
+    let verdict = b.sign_test().judge(&ratios);
+    let candidate: Vec<&crate::paired::BlockFigures> = pairs.iter().map(|p| &p.candidate).collect();
+    if b.parity {
+        if let Some(i) = candidate.iter().position(|c| !c.parity) {
             out.push(Breach {
-                budget: "throttled_share_max",
+                budget: "parity",
                 detail: format!(
-                    "{:.4} > limit {:.4} ({} events)",
-                    t.throttled_share, b.throttled_share_max, t.events
+                    "produced outcomes differ from the golden corpus (candidate block of pair {})",
+                    i + 1
+                ),
+            });
+        }
+        if let Some(i) = pairs.iter().position(|p| !p.reference.parity) {
+            out.push(Breach {
+                budget: "reference",
+                detail: format!(
+                    "the reference's outcomes differ from the golden corpus (pair {}): it is no reference",
+                    i + 1
                 ),
             });
         }
     }
-    let per_cycle = report.threads.created_during_run as f64 / report.cycles.max(1) as f64;
+    if let Some(i) = candidate.iter().position(|c| c.saturated) {
+        out.push(Breach {
+            budget: "saturation",
+            detail: format!(
+                "the candidate's late-cycle backlog kept growing to the end of pair {}'s block",
+                i + 1
+            ),
+        });
+    }
+    let out_of_range: u64 = candidate.iter().map(|c| c.histograms_out_of_range).sum();
+    if out_of_range > 0 {
+        out.push(Breach {
+            budget: "histogram_range",
+            detail: format!("{out_of_range} values above the histogram's range (never clamped)"),
+        });
+    }
+    let cycles: u64 = candidate.iter().map(|c| c.cycles).sum();
+    let created: u64 = candidate.iter().map(|c| c.threads_created).sum();
+    let per_cycle = created as f64 / cycles.max(1) as f64;
     if per_cycle > b.threads_created_per_cycle_max {
         out.push(Breach {
             budget: "threads_created_per_cycle_max",
             detail: format!(
-                "{per_cycle:.2} > limit {:.2} ({} threads over {} cycles)",
-                b.threads_created_per_cycle_max, report.threads.created_during_run, report.cycles
+                "{per_cycle:.2} > limit {:.2} ({created} threads over {cycles} cycles)",
+                b.threads_created_per_cycle_max
             ),
         });
     }
-    out
+    out.extend(throttle_breach(&candidate, b, throttle_skip));
+    if verdict.fails {
+        out.push(Breach {
+            budget: "paired_slowdown",
+            detail: format!(
+                "{} of {} pairs had the candidate more than {:.2}× the reference's mean makespan (p = {:.4} ≤ alpha {}; median ratio {:.3})",
+                verdict.above, verdict.pairs, b.slowdown_tolerance, verdict.p_value, b.alpha, verdict.median_ratio
+            ),
+        });
+    }
+    (out, verdict)
+}
+
+/// The throttle gate over the candidate's blocks: their wall-weighted
+/// throttled share against the limit, read where the lab made a cgroup
+/// with a quota (a skip allowed by the caller says why it was not).
+fn throttle_breach(
+    candidate: &[&crate::paired::BlockFigures],
+    b: &ProfileBudget,
+    throttle_skip: Option<&str>,
+) -> Option<Breach> {
+    if b.cgroup_quota.is_some() && throttle_skip.is_none() {
+        if let Some(i) = candidate.iter().position(|c| !c.throttle_in_lab_cgroup) {
+            return Some(Breach {
+                budget: "throttled_share_max",
+                detail: format!(
+                    "pair {}'s candidate block read no throttle figure from a cgroup the lab made: the throttle gate could not fail",
+                    i + 1
+                ),
+            });
+        }
+    }
+    let wall: f64 = candidate.iter().map(|c| c.wall_seconds).sum();
+    let throttled: f64 = candidate
+        .iter()
+        .map(|c| c.throttled_share.unwrap_or(0.0) * c.wall_seconds)
+        .sum();
+    let share = if wall > 0.0 { throttled / wall } else { 0.0 };
+    (share > b.throttled_share_max).then(|| Breach {
+        budget: "throttled_share_max",
+        detail: format!("{share:.4} > limit {:.4}", b.throttled_share_max),
+    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::sample::{sample_run, SampleShape};
-
-    fn budget() -> ProfileBudget {
-        ProfileBudget {
-            description: "t".into(),
-            fleet_profile: "auto".into(),
-            scale: 0.1,
-            cycles: 10,
-            makespan_over_lower_bound_p95: 1e9,
-            makespan_over_lower_bound_p99: 1e9,
-            throttled_share_max: 1.0,
-            threads_created_per_cycle_max: 0.0,
-            parity: true,
-            lend_reserve: true,
-        }
-    }
-
-    #[test]
-    fn the_shipped_budgets_file_parses_and_has_profiles_a_and_b() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/budgets.toml");
-        let b = Budgets::load(&path).unwrap();
-        for name in ["A", "B"] {
-            let p = b.profile(name, &path).unwrap();
-            assert!(p.parity && p.threads_created_per_cycle_max == 0.0, "{name}");
-        }
-        let c = b.compare.as_ref().expect("a [compare] table");
-        assert!(
-            c.threads_created_per_cycle_max == 0.0 && c.peak_runnable_over_floor_quota_max <= 1
-        );
-        assert!(c.rate == "live" || c.rate == "stress", "{}", c.rate);
-        assert!(b
-            .profile("C", &path)
-            .unwrap_err()
-            .to_string()
-            .contains("A, B"));
-    }
-
-    /// A run slowed 1.5× (every unit's CPU and I/O, `gate
-    /// --inject-slowdown 1.5`) has makespan over lower bound ≥ 1.5 in every
-    /// cycle by construction (`bench/tests/run_cli.rs` checks it), so
-    /// profile A fails it exactly when one of its ratio limits is below 1.5.
-    #[test]
-    fn profile_a_ratio_limits_are_below_a_one_and_a_half_slowdown() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/budgets.toml");
-        let b = Budgets::load(&path).unwrap();
-        let a = b.profile("A", &path).unwrap();
-        let tightest = a
-            .makespan_over_lower_bound_p95
-            .min(a.makespan_over_lower_bound_p99);
-        assert!(
-            tightest < 1.5,
-            "profile A's ratio limits (p95 {}, p99 {}) let a 1.5× slowdown pass",
-            a.makespan_over_lower_bound_p95,
-            a.makespan_over_lower_bound_p99
-        );
-    }
-
-    #[test]
-    fn an_unknown_key_is_refused_by_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("b.toml");
-        std::fs::write(&p, "[profile.A]\nmakespan_p95 = 1\n").unwrap();
-        let e = Budgets::load(&p).unwrap_err().to_string();
-        assert!(e.contains("makespan_p95"), "{e}");
-    }
-
-    #[test]
-    fn each_breach_names_its_budget() {
-        let mut r = sample_run("auto", SampleShape::FLEET, 10, 0.1, 1);
-        r.threads.created_during_run = 0;
-        r.throttle = None;
-        r.histograms_out_of_range = 0;
-        r.parity = true;
-        assert!(
-            check(&r, &budget()).is_empty(),
-            "{:?}",
-            check(&r, &budget())
-        );
-        let mut b = budget();
-        b.makespan_over_lower_bound_p99 = r.makespan_over_lower_bound.p99 / 2.0;
-        let breaches = check(&r, &b);
-        assert_eq!(breaches.len(), 1);
-        assert_eq!(breaches[0].budget, "makespan_over_lower_bound_p99");
-        r.parity = false;
-        r.threads.created_during_run = 95 * 10;
-        r.histograms_out_of_range = 1;
-        let names: Vec<_> = check(&r, &budget()).iter().map(|b| b.budget).collect();
-        assert_eq!(
-            names,
-            ["parity", "histogram_range", "threads_created_per_cycle_max"]
-        );
-    }
-}
+#[path = "gate_tests.rs"]
+mod tests;

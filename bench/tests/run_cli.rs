@@ -66,23 +66,20 @@ fn fails_saying(o: &Output, want: &str) {
 #[test]
 fn refused_background_submits_are_counted_per_kind_in_the_report_and_page() {
     let dir = tempfile::tempdir().unwrap();
-    let budgets = Path::new(env!("CARGO_MANIFEST_DIR")).join("../ci/budgets.toml");
-    let out = dir.path().join("gate");
+    let out = dir.path().join("run");
     let c = corpus();
     let o = lab(
         &[
-            "gate",
-            "--profile",
-            "A",
+            "run",
             "--quiet",
             "--corpus",
             &c,
             "--cycles",
             "5",
-            "--gate-scale",
+            "--scale",
             "0.02",
-            "--budgets",
-            budgets.to_str().unwrap(),
+            "--rate",
+            "stress",
             "--out",
             out.to_str().unwrap(),
             "--inject-refuse-background",

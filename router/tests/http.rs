@@ -1,6 +1,14 @@
 //! `routerd` over real HTTP on loopback: an end-to-end session with a
 //! restart on the same store (SQLite and PostgreSQL), the bad-input table
-//! of `docs/router.md`, and crash safety under SIGKILL.
+//! of `docs/router.md`, the lease's long poll, and crash safety under
+//! SIGKILL.
+//!
+//! Every test but the SIGKILL drill runs routerd on a manual clock
+//! (`--manual-clock`): time moves, and ticks run, only when the test
+//! advances it, so no outcome depends on how fast the host ran. The drill
+//! needs the wall clock (its devices' request buckets refill with time);
+//! it waits on its event (200 acknowledged deposits), bounded only so a
+//! broken build fails instead of hanging.
 
 mod support;
 
@@ -9,10 +17,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use router::store::{SqliteStore, Store};
-use support::routerd::{deposit_body, facts, lease, Routerd};
+use support::routerd::{deposit_body, facts, lease, Routerd, CLOCK_START_S};
 
-fn settle_ticks() {
-    std::thread::sleep(Duration::from_millis(200));
+/// Four ticks 50 ms apart on the manual clock: queues refilled, prices
+/// ticked, as four ticks of a 50 ms wall-clock ticker would.
+fn settle_ticks(r: &Routerd) -> f64 {
+    r.ticks(4, 0.05)
 }
 
 fn view(r: &Routerd) -> Value {
@@ -35,13 +45,13 @@ fn browser_reliability(v: &Value) -> f64 {
 /// Register three archetypes, lease, deposit, protest, verify; restart on
 /// the same store; trust, evidence and open verifications survive.
 fn end_to_end(data: &std::path::Path, extra: &[&str]) {
-    let r = Routerd::start(data, &[&["--tick-ms", "50"], extra].concat());
+    let r = Routerd::start_manual(data, CLOCK_START_S, extra);
     let (s, v) = r.send("PUT", "/v1/facts", &facts(6).to_string(), true);
     assert_eq!(s, 200, "{v}");
     let a = r.register("dev-a", "browser");
     let b = r.register("dev-b", "desktop");
     let c = r.register("dev-c", "container_plain");
-    settle_ticks();
+    settle_ticks(&r);
     let la = lease(&r, "dev-a", &a, 4);
     let items = la["items"].as_array().unwrap().clone();
     assert!(items.len() >= 2, "{la}");
@@ -62,7 +72,7 @@ fn end_to_end(data: &std::path::Path, extra: &[&str]) {
         &json!({"device_id": "dev-a", "device_secret": a, "lease_id": la["lease_id"], "target": items[1]["target"], "deposit_token": items[1]["deposit_token"], "reason": "blocked here"}),
     );
     assert_eq!(s, 200, "{v}");
-    settle_ticks();
+    let stopped_at = settle_ticks(&r);
     // b verifies and deposits; c takes a verification and keeps it open.
     let target = items[0]["target"].clone();
     let lb = lease(&r, "dev-b", &b, 8);
@@ -99,14 +109,15 @@ fn end_to_end(data: &std::path::Path, extra: &[&str]) {
     };
     assert!(trust_a > 0.5);
     r.stop();
-    let r = Routerd::start(data, &[&["--tick-ms", "50"], extra].concat());
+    // The restart's clock reads one second after the last tick.
+    let r = Routerd::start_manual(data, stopped_at + 1.0, extra);
     let after = view(&r);
     assert_eq!(after["open_verifications"], 1, "{after}");
     assert_eq!(after["targets"], before["targets"]);
     let (e0, e1) = (browser_reliability(&before), browser_reliability(&after));
     assert!(
         (e0 - e1).abs() < 1e-4,
-        "evidence survives (aged by seconds): {e0} vs {e1}"
+        "evidence survives (aged by one second): {e0} vs {e1}"
     );
     let (_, v) = r.post("/v1/register", &json!({"device_id": "dev-a", "archetype": "browser", "adapter_version": "1.0", "registration_token": support::routerd::TOKEN, "device_secret": a}));
     assert_eq!(
@@ -142,14 +153,14 @@ fn end_to_end_on_postgres_survives_a_restart() {
 #[test]
 fn bad_input_table() {
     let dir = tempfile::tempdir().unwrap();
-    let r = Routerd::start(dir.path(), &["--tick-ms", "50", "--lease-ttl-s", "2"]);
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &["--lease-ttl-s", "2"]);
     assert_eq!(
         r.send("PUT", "/v1/facts", &facts(8).to_string(), true).0,
         200
     );
     let a = r.register("dev-a", "browser");
     let b = r.register("dev-b", "desktop");
-    settle_ticks();
+    settle_ticks(&r);
     let la = lease(&r, "dev-a", &a, 4);
     let lid = la["lease_id"].as_str().unwrap().to_string();
     let items = la["items"].as_array().unwrap().clone();
@@ -215,10 +226,11 @@ fn bad_input_table() {
         );
         assert_eq!(snapshot(&r), base, "{name} changed nothing");
     }
-    // Expired lease: the device renews its liveness with a new lease, the old one lapses.
-    std::thread::sleep(Duration::from_millis(1200));
+    // Expired lease: the device renews its liveness with a new lease, the
+    // old one lapses (TTL 2 s; the table above ran at one instant).
+    r.advance(1.2);
     lease(&r, "dev-a", &a, 1);
-    std::thread::sleep(Duration::from_millis(1000));
+    r.advance(1.0);
     let (s, v) = r.post(
         "/v1/deposit",
         &deposit_body("dev-a", &a, &lid, &items[2], "h"),
@@ -228,7 +240,8 @@ fn bad_input_table() {
         (410, "lease_expired"),
         "{v}"
     );
-    // Rate limit: a burst beyond the device's bucket is refused with 429.
+    // Rate limit: a burst beyond the device's bucket is refused with 429
+    // (the clock stands still: the bucket cannot refill during it).
     let mut limited = 0;
     for _ in 0..40 {
         let (s, _) = r.post(
@@ -258,6 +271,7 @@ fn every_acknowledged_deposit_survives_sigkill() {
         r.send("PUT", "/v1/facts", &facts(400).to_string(), true).0,
         200
     );
+    let ticks_before = r.metric("ticks_total").unwrap_or(0.0);
     let devices: Vec<(String, String)> = (0..4)
         .map(|i| {
             let id = format!("dev-{i}");
@@ -265,7 +279,10 @@ fn every_acknowledged_deposit_survives_sigkill() {
             (id, s)
         })
         .collect();
-    settle_ticks();
+    // Wait on the event: a few ticks after the registrations.
+    while r.metric("ticks_total").unwrap_or(0.0) < ticks_before + 4.0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let acked = std::sync::Mutex::new(Vec::new());
     let stop = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
@@ -301,9 +318,10 @@ fn every_acknowledged_deposit_survives_sigkill() {
                 }
             });
         }
-        // Let deposits flow, then kill mid-stream.
+        // Let deposits flow, then kill mid-stream. The bound only stops a
+        // broken build from hanging the suite.
         let t0 = std::time::Instant::now();
-        while acked.lock().unwrap().len() < 200 && t0.elapsed() < Duration::from_secs(30) {
+        while acked.lock().unwrap().len() < 200 && t0.elapsed() < Duration::from_secs(300) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let pid = r.child.id();
@@ -336,80 +354,129 @@ fn every_acknowledged_deposit_survives_sigkill() {
     assert!(v["targets"].as_u64().unwrap() >= 400);
 }
 
-/// The lease's long poll over loopback: with a host whose bucket holds one
-/// token and refills two a second, a second lease finds nothing; held with
-/// `wait_s` it answers with the item once the token is back (well before
-/// the wait runs out); a short wait answers empty when it runs out; the
-/// poll's tries do not count against the device's request rate; an
-/// out-of-range wait is refused.
+/// The lease's long poll over loopback, on a manual clock: with a host
+/// whose bucket holds one token and refills two a second, a second lease
+/// finds nothing and says when to come back (0.5 s); held with `wait_s` it
+/// answers with the item once the clock reaches the token, whatever the
+/// wall clock did; a short wait with the clock standing still answers
+/// empty when its wait runs out; the poll's tries at every tick do not
+/// count against the device's request rate; an out-of-range wait is
+/// refused.
 #[test]
 fn a_long_poll_answers_when_the_politeness_token_comes_back() {
     let dir = tempfile::tempdir().unwrap();
-    let r = Routerd::start(dir.path(), &["--tick-ms", "50"]);
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
     let mut f = facts(8);
     f["sources"][0]["bucket"] = json!([1.0, 2.0]);
     assert_eq!(r.send("PUT", "/v1/facts", &f.to_string(), true).0, 200);
     let a = r.register("dev-a", "browser");
-    settle_ticks();
-    let poll = |max: usize, wait: Option<f64>| {
+    settle_ticks(&r);
+    let body = |max: usize, wait: Option<f64>| {
         let mut body = json!({"device_id": "dev-a", "device_secret": a, "max_items": max});
         if let Some(w) = wait {
             body["wait_s"] = json!(w);
         }
-        let t0 = std::time::Instant::now();
-        let (s, v) = r.post("/v1/lease", &body);
-        (s, v, t0.elapsed())
+        body
     };
-    let (s, first, _) = poll(4, None);
+    let (s, first) = r.post("/v1/lease", &body(4, None));
     assert_eq!(s, 200, "{first}");
     assert_eq!(
         first["items"].as_array().unwrap().len(),
         1,
         "one token: one item {first}"
     );
-    let (s, empty, _) = poll(4, None);
+    let (s, empty) = r.post("/v1/lease", &body(4, None));
     assert_eq!(s, 200);
     assert!(empty["items"].as_array().unwrap().is_empty(), "{empty}");
     let hint = empty["retry_after_s"]
         .as_f64()
         .expect("an empty answer carries its hint");
     assert!(
-        hint > 0.0 && hint <= 1.0,
-        "the next token is at most 0.5 s away: {hint}"
+        hint > 0.0 && hint <= 0.5 + 1e-9,
+        "the next token is 0.5 s away on the standing clock: {hint}"
     );
 
-    let (s, held, took) = poll(4, Some(10.0));
-    assert_eq!(s, 200, "{held}");
+    // A short wait with the clock standing still: empty when it runs out.
+    let t0 = std::time::Instant::now();
+    let (s, short) = r.post("/v1/lease", &body(4, Some(0.2)));
+    assert_eq!(s, 200, "{short}");
+    assert!(short["items"].as_array().unwrap().is_empty(), "{short}");
+    assert!(short["retry_after_s"].as_f64().is_some(), "{short}");
+    assert!(
+        t0.elapsed() >= Duration::from_millis(200),
+        "held until its wait ran out"
+    );
+
+    // Held for up to 30 s while the test ticks with the clock standing
+    // still (each tick wakes the poll: a try, uncharged), then moves the
+    // clock to the token: the poll answers with the item.
+    let tries_before = r.metric("leases_total").unwrap();
+    let (s, held) = std::thread::scope(|scope| {
+        let poll = scope.spawn(|| r.post("/v1/lease", &body(4, Some(30.0))));
+        // Wait on the event: 40 tries of the held poll, each woken by a tick.
+        while r.metric("leases_total").unwrap() < tries_before + 40.0 {
+            assert!(
+                !poll.is_finished(),
+                "the poll answered before the token came back"
+            );
+            r.advance(0.0);
+        }
+        r.advance(0.5);
+        poll.join().unwrap()
+    });
+    assert_eq!(s, 200, "a held poll's tries are not rate-limited: {held}");
     assert_eq!(
         held["items"].as_array().unwrap().len(),
         1,
         "the token came back while held: {held}"
     );
-    assert!(
-        took < Duration::from_secs(5),
-        "answered when the token came back, not when the 10 s wait ran out: {took:?}"
+
+    let (s, v) = r.post("/v1/lease", &body(1, Some(31.0)));
+    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
+    let (s, v) = r.post("/v1/lease", &body(1, Some(-1.0)));
+    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
+    r.stop();
+}
+
+/// The manual clock's endpoint: operator only, a bad step refused and
+/// nothing moved; on the wall clock it does not exist.
+#[test]
+fn the_manual_clock_moves_only_by_the_operator() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    let step = json!({"advance_s": 1.5}).to_string();
+    let (s, v) = r.send("POST", "/v1/clock", &step, false);
+    assert_eq!((s, v["error"].as_str()), (401, Some("unauthorized")), "{v}");
+    for bad in [json!({"advance_s": -1.0}), json!({"advance_s": 1e9})] {
+        let (s, v) = r.send("POST", "/v1/clock", &bad.to_string(), true);
+        assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
+    }
+    let (s, v) = r.send(
+        "POST",
+        "/v1/clock",
+        &json!({"advance_s": 1, "x": 2}).to_string(),
+        true,
     );
-
-    let (s, short, took) = poll(4, Some(0.2));
-    assert_eq!(s, 200, "{short}");
-    if short["items"].as_array().unwrap().is_empty() {
-        assert!(
-            took >= Duration::from_millis(150),
-            "held until its wait ran out: {took:?}"
-        );
-        assert!(short["retry_after_s"].as_f64().is_some(), "{short}");
-    }
-
-    let (s, v, _) = poll(1, Some(31.0));
-    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
-    let (s, v, _) = poll(1, Some(-1.0));
-    assert_eq!((s, v["error"].as_str()), (422, Some("bad_value")), "{v}");
-
-    // Three held polls of up to 1 s each retry at every tick (50 ms): were each try
-    // charged, the device's request rate would refuse them with 429.
-    for _ in 0..3 {
-        let (s, v, _) = poll(8, Some(1.0));
-        assert_eq!(s, 200, "a held poll's tries are not rate-limited: {v}");
-    }
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (400, Some("unknown_field")),
+        "{v}"
+    );
+    let ticks = r.metric("ticks_total").unwrap();
+    assert_eq!(
+        r.advance(1.5),
+        CLOCK_START_S + 1.5,
+        "only the good step moved it"
+    );
+    assert_eq!(
+        r.metric("ticks_total").unwrap(),
+        ticks + 1.0,
+        "one advance, one tick"
+    );
+    r.stop();
+    let wall = tempfile::tempdir().unwrap();
+    let r = Routerd::start(wall.path(), &[]);
+    let (s, v) = r.send("POST", "/v1/clock", &step, true);
+    assert_eq!((s, v["error"].as_str()), (404, Some("not_found")), "{v}");
     r.stop();
 }

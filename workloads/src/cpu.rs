@@ -3,6 +3,7 @@
 //! is spent (`DESIGN.md` §5: "the CPU cost of a walk is calibrated per path
 //! … and scales with the time scale"). The arithmetic never feeds the outcome.
 
+use std::cell::Cell;
 use std::hint::black_box;
 
 use crate::math;
@@ -21,6 +22,47 @@ pub fn thread_cpu_us() -> u64 {
     ts.tv_sec as u64 * 1_000_000 + ts.tv_nsec as u64 / 1_000
 }
 
+/// How a burn decides it has spent its target, per thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorkMode {
+    /// Until the thread's CPU time has grown by the target (the lab's
+    /// replays: corpus µs are CPU µs on any host).
+    #[default]
+    ThreadCpu,
+    /// A fixed amount of work: `batches_per_ms` batches of 32 evaluations
+    /// per ms of target (rounded up), no clock read, and the simulated I/O
+    /// waits of [`crate::simio`] are zero. What an instruction count needs:
+    /// the same work on any host (the whole-cycle gungraun bench).
+    Fixed {
+        /// Batches of 32 evaluations per ms of target.
+        batches_per_ms: u32,
+    },
+}
+
+thread_local! {
+    static MODE: Cell<WorkMode> = const { Cell::new(WorkMode::ThreadCpu) };
+}
+
+/// Sets the calling thread's [`WorkMode`]; other threads are unaffected.
+pub fn set_work_mode(mode: WorkMode) {
+    MODE.with(|m| m.set(mode));
+}
+
+/// The calling thread's [`WorkMode`].
+pub fn work_mode() -> WorkMode {
+    MODE.with(|m| m.get())
+}
+
+/// Batches a fixed-work burn of `target_us` runs (`None` in thread-CPU mode).
+fn fixed_batches(target_us: u64) -> Option<u64> {
+    match work_mode() {
+        WorkMode::ThreadCpu => None,
+        WorkMode::Fixed { batches_per_ms } => {
+            Some((target_us * batches_per_ms as u64).div_ceil(1_000))
+        }
+    }
+}
+
 /// Burns `target_us` µs of this thread's CPU by evaluating the path's exact
 /// output at input sizes growing by 1/8 per step from 1 (wrapping back to 1
 /// past the first pool's reserve), and returns a checksum of the results so
@@ -35,6 +77,12 @@ pub fn burn_cpu_us(target_us: u64, pools: &PoolSet, hops: &[Hop]) -> u64 {
         return 0;
     }
     let mut burner = Burner::new(pools, hops);
+    if let Some(n) = fixed_batches(target_us) {
+        for _ in 0..n {
+            burner.batch();
+        }
+        return black_box(burner.sum);
+    }
     let start = thread_cpu_us();
     loop {
         burner.batch();
@@ -56,6 +104,13 @@ pub async fn burn_cpu_us_async(target_us: u64, pools: &PoolSet, hops: &[Hop]) ->
         return 0;
     }
     let mut burner = Burner::new(pools, hops);
+    if let Some(n) = fixed_batches(target_us) {
+        for _ in 0..n {
+            burner.batch();
+            fleet_bindings::checkpoint().await;
+        }
+        return black_box(burner.sum);
+    }
     let mut spent = 0u64;
     let mut mark = thread_cpu_us();
     loop {
@@ -131,6 +186,36 @@ mod tests {
         assert!(thread_cpu_us() - t0 >= 3_000);
         assert_ne!(c, 0);
         assert_eq!(burn_cpu_us(0, &set, &hops), 0);
+    }
+
+    #[test]
+    fn a_fixed_work_burn_runs_its_batches_whatever_the_clock_and_only_on_its_thread() {
+        let set = one_pool();
+        let hops = [Hop {
+            pool: 0,
+            zero_for_one: true,
+        }];
+        set_work_mode(WorkMode::Fixed { batches_per_ms: 3 });
+        // 2.5 ms at 3 batches per ms: 8 batches, the same checksum each time.
+        let a = burn_cpu_us(2_500, &set, &hops);
+        let mut b = Burner::new(&set, &hops);
+        for _ in 0..8 {
+            b.batch();
+        }
+        assert_eq!(a, b.sum);
+        assert_eq!(burn_cpu_us(2_500, &set, &hops), a);
+        assert_eq!(
+            futures::executor::block_on(burn_cpu_us_async(2_500, &set, &hops)),
+            a
+        );
+        let other = std::thread::spawn(work_mode).join().unwrap();
+        assert_eq!(
+            other,
+            WorkMode::ThreadCpu,
+            "another thread keeps the default"
+        );
+        set_work_mode(WorkMode::ThreadCpu);
+        assert_eq!(work_mode(), WorkMode::ThreadCpu);
     }
 
     fn one_pool() -> PoolSet {

@@ -21,7 +21,12 @@ proptest! {
         let o = amount_out(x, r, MAX);
         prop_assert!(o < MAX);
         let hops = [(r, MAX), (MAX, r), (r, MAX)];
-        let _ = path_out(x, &hops);
+        // The path is its hops in turn; its output stays below the last
+        // hop's reserve, and one unit more in never gives less out.
+        let out = path_out(x, &hops);
+        prop_assert_eq!(out, amount_out(amount_out(amount_out(x, r, MAX), MAX, r), r, MAX));
+        prop_assert!(out < MAX);
+        prop_assert!(path_out(x - 1, &hops) <= out);
         if let Some((xi, p)) = optimal_input(&hops[..2]) {
             prop_assert_eq!(path_out(xi, &hops[..2]) - xi, p);
         }

@@ -48,8 +48,10 @@ enum Command {
     Parity(cmd::parity::ParityArgs),
     /// Run the fleet and the designs it replaces back to back; one table, one page.
     Compare(cmd::compare::CompareArgs),
-    /// Run a CI profile (A = auto, B = forced pinned) and enforce its budgets.
+    /// Run a CI profile (A = auto, B = forced pinned) paired against a reference build and enforce its budgets.
     Gate(cmd::gate::GateArgs),
+    /// Serve replay blocks to a paired gate over stdin and stdout (what `gate` starts).
+    Blocks(cmd::blocks::BlocksArgs),
     /// Print the detected quota, the plan, the budget table and the census projection.
     Plan(cmd::plan::PlanArgs),
     /// Generate, verify or derive the golden outcome corpus.
@@ -177,6 +179,7 @@ fn main() -> ExitCode {
         Command::Parity(args) => cmd::parity::run(args),
         Command::Compare(args) => cmd::compare::run(args),
         Command::Gate(args) => cmd::gate::run(args),
+        Command::Blocks(args) => cmd::blocks::run(args),
         Command::Plan(args) => cmd::plan::run(&args),
         Command::Corpus(args) => cmd::corpus::run(args),
         Command::Report(args) => cmd::report::run(args),

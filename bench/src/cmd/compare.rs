@@ -1,7 +1,10 @@
 //! `fleet-lab compare`: the fleet (auto and forced pinned) and the designs
-//! it replaces, back to back on the same corpus and scale, in one table and
-//! one report page. The table ends with the verdict (who won, in plain
-//! sentences derived from the figures) and a legend of its columns.
+//! it replaces on the same corpus and scale, in rounds: every contender
+//! once per round, the order rotated each round ([`crate::compare_rounds`]).
+//! It prints the median round's table with its verdict (who won, in plain
+//! sentences derived from the figures) and a legend of its columns, then
+//! every figure's median and spread over rounds and the paired per-round
+//! ratios fleet ÷ each baseline; the page shows the median round.
 //!
 //! `DESIGN.md` §6; the baselines are in [`crate::baseline`].
 
@@ -15,7 +18,7 @@ use crate::cmd::run::ReplayArgs;
 use crate::lab::{self, Contender};
 use crate::report::{
     read_log_histogram, render_compare_table, render_verdict, write_compare_dir, CompareReport,
-    Metric,
+    Metric, RunReport,
 };
 
 /// Arguments of `fleet-lab compare`.
@@ -32,6 +35,10 @@ pub struct CompareArgs {
     /// Leave out the baselines (fleet auto and pinned only).
     #[arg(long)]
     pub fleet_only: bool,
+    /// Rounds: each contender runs once per round, in an order rotated
+    /// each round (1..=50; default 5, or the `[compare]` table's with --gate).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
+    pub rounds: Option<u32>,
     /// Fail (non-zero exit, naming each limit) when fleet auto loses the
     /// comparison beyond the `[compare]` limits of --budgets.
     #[arg(long)]
@@ -45,12 +52,16 @@ pub struct CompareArgs {
     pub inject_fleet_slowdown: Option<f64>,
 }
 
-/// The contenders, in table order.
-pub fn contenders(fleet_only: bool) -> Vec<Contender> {
-    let mut c = vec![
-        Contender::Fleet(Profile::Auto),
-        Contender::Fleet(Profile::Pinned),
-    ];
+/// The rounds a comparison runs when neither --rounds nor --gate says.
+pub const DEFAULT_ROUNDS: u32 = 5;
+
+/// The contenders, in table order. The gate leaves out forced pinned (it
+/// judges fleet auto against the baselines only; a round is then four runs).
+pub fn contenders(fleet_only: bool, gate: bool) -> Vec<Contender> {
+    let mut c = vec![Contender::Fleet(Profile::Auto)];
+    if !gate {
+        c.push(Contender::Fleet(Profile::Pinned));
+    }
     if !fleet_only {
         c.extend([
             Contender::PileOfPools,
@@ -107,6 +118,15 @@ pub fn run(args: CompareArgs) -> Result<()> {
         if args.fleet_only {
             wrong.push("--fleet-only (the gate compares with the baselines)".to_string());
         }
+        if let Some(r) = args.rounds.filter(|r| *r != b.rounds) {
+            wrong.push(format!(
+                "--rounds {r} (the gate's sign test is set for {})",
+                b.rounds
+            ));
+        }
+        if let Err(e) = crate::compare_rounds::validate(b) {
+            wrong.push(e);
+        }
         if !wrong.is_empty() {
             anyhow::bail!(
                 "--gate: this run cannot be judged against {}'s [compare] limits: {}",
@@ -115,6 +135,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
             );
         }
     }
+    let rounds = args
+        .rounds
+        .or(budget.as_ref().map(|b| b.rounds))
+        .unwrap_or(DEFAULT_ROUNDS);
     crate::report::check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
     let interval_ms = args
@@ -124,7 +148,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         * args.replay.scale
         / 1e3;
     println!(
-        "compare: scale {}, {} cycles, rate {rate} (a cycle every {interval_ms:.0} ms), co-tenant {}{}",
+        "compare: {rounds} round(s), scale {}, {} cycles, rate {rate} (a cycle every {interval_ms:.0} ms), co-tenant {}{}",
         args.replay.scale,
         args.replay
             .cycles
@@ -136,43 +160,66 @@ pub fn run(args: CompareArgs) -> Result<()> {
             String::new()
         }
     );
-    let mut runs = Vec::new();
-    let mut sims = Vec::new();
-    for contender in contenders(args.fleet_only) {
-        let mut spec = args.replay.spec(contender, path.clone())?;
-        if matches!(contender, Contender::Fleet(_)) {
-            spec.injection.slowdown = args.inject_fleet_slowdown;
-        }
-        let a = lab::run(&spec, &corpus).with_context(|| format!("{} run", contender.label()))?;
-        sims.push(
-            a.logs
+    let table = contenders(args.fleet_only, budget.is_some());
+    let mut all: Vec<Vec<RunReport>> = Vec::new();
+    let mut all_sims = Vec::new();
+    let mut order = Vec::new();
+    for round in 0..rounds {
+        let ran = crate::compare_rounds::rotated(&table, round);
+        order.push(ran.iter().map(|c| c.label()).collect::<Vec<_>>());
+        let mut by_contender = Vec::new();
+        for contender in ran {
+            let mut spec = args.replay.spec(contender, path.clone())?;
+            if matches!(contender, Contender::Fleet(_)) {
+                spec.injection.slowdown = args.inject_fleet_slowdown;
+            }
+            let a = lab::run(&spec, &corpus)
+                .with_context(|| format!("{} run (round {})", contender.label(), round + 1))?;
+            let sim = a
+                .logs
                 .iter()
                 .find(|l| l.file_name == Metric::SimLatency.file_name())
-                .and_then(|l| read_log_histogram(&l.bytes).ok()),
+                .and_then(|l| read_log_histogram(&l.bytes).ok());
+            by_contender.push((contender, a.report, sim));
+        }
+        // Table order, whatever order the round ran in.
+        by_contender.sort_by_key(|(c, _, _)| table.iter().position(|t| t == c));
+        let (runs, sims): (Vec<_>, Vec<_>) =
+            by_contender.into_iter().map(|(_, r, s)| (r, s)).unzip();
+        all.push(runs);
+        all_sims.push(sims);
+    }
+    let shown = crate::compare_rounds::median_round(&all);
+    let runs = all[shown].clone();
+    if rounds > 1 {
+        println!(
+            "The median round (round {} of {rounds}, by fleet auto's makespan p99):",
+            shown + 1
         );
-        runs.push(a.report);
     }
     print!("{}{}", render_compare_table(&runs), render_verdict(&runs));
-    let compare = CompareReport { runs };
-    write_compare_dir(&args.out, &compare, &sims)
+    if rounds > 1 {
+        print!("{}", crate::compare_rounds::render_rounds(&all));
+    }
+    let compare = CompareReport {
+        runs,
+        rounds: crate::compare_rounds::figures(&all, &order),
+    };
+    write_compare_dir(&args.out, &compare, &all_sims[shown])
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
     println!("report: {}", args.out.join("report.html").display());
     if let Some(b) = &budget {
-        let breaches =
-            crate::compare_gate::check_compare(&compare.runs, b, args.replay.scale, &rate);
+        let breaches = crate::compare_rounds::check_rounds(&all, b, args.replay.scale, &rate);
         crate::cmd::gate::judge("compare gate", &b.description, &breaches)?;
     }
-    if compare.runs.iter().any(|r| !r.parity) {
-        anyhow::bail!(
-            "parity failed for: {}",
-            compare
-                .runs
-                .iter()
-                .filter(|r| !r.parity)
-                .map(|r| r.label.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    let lost: Vec<String> = all
+        .iter()
+        .flatten()
+        .filter(|r| !r.parity)
+        .map(|r| r.label.clone())
+        .collect();
+    if !lost.is_empty() {
+        anyhow::bail!("parity failed for: {}", lost.join(", "));
     }
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! `run` function returning `anyhow::Result<()>`; the binary maps an error
 //! to a plain message and a non-zero exit.
 
+pub mod blocks;
 pub mod bounds;
 pub mod compare;
 pub mod corpus;

@@ -258,6 +258,9 @@ pub struct RunArgs {
     /// Serve the posture operator channel on this loopback address (see `fleet-lab posture`).
     #[arg(long, value_name = "ADDR")]
     pub operator_addr: Option<std::net::SocketAddr>,
+    /// Test only: refuse every background submit (shows refusals are counted in the report).
+    #[arg(long, hide = true)]
+    pub inject_refuse_background: bool,
 }
 
 /// Parses `CYCLE:CORES[:CYCLES]`.
@@ -314,6 +317,7 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     spec.label = args.label.clone();
     spec.metrics_addr = args.metrics_addr;
     spec.operator_addr = args.operator_addr;
+    spec.injection.refuse_background = args.inject_refuse_background;
     let artifacts = run_and_write(&spec, &corpus, &args.out)?;
     print!("{}", render_run_summary(&artifacts.report));
     println!("report: {}", args.out.join("report.html").display());

@@ -5,7 +5,7 @@
 //! the run's timeline; a refused re-plan (below the host floor) is noted
 //! with its reason and changes nothing. `DESIGN.md` §3 "Quota detection".
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -32,7 +32,10 @@ struct Book {
 
 /// A running quota watch; [`QuotaWatch::boundary`] at each cycle start.
 pub struct QuotaWatch {
-    stop: Arc<AtomicBool>,
+    /// Dropped (or sent on) to stop the thread: it waits on the channel
+    /// between detections, so a stop ends the wait at once instead of
+    /// after the rest of a period (a run's shutdown waited up to 1 s).
+    stop: Option<mpsc::Sender<()>>,
     join: Option<JoinHandle<()>>,
     book: Arc<Mutex<Book>>,
     fleet: FleetHandle,
@@ -50,19 +53,18 @@ impl QuotaWatch {
         detect: impl Fn() -> QuotaReport + Send + 'static,
     ) -> Self {
         let mut watcher = QuotaWatcher::new(initial, period);
-        let stop = Arc::new(AtomicBool::new(false));
+        let (stop, stopped) = mpsc::channel::<()>();
         let book = Arc::new(Mutex::new(Book {
             plan,
             changes: Vec::new(),
             timeline: Vec::new(),
             pending: None,
         }));
-        let (flag, shared, handle) = (stop.clone(), book.clone(), fleet.clone());
+        let (shared, handle) = (book.clone(), fleet.clone());
         let join = std::thread::Builder::new()
             .name("lab-quota".into())
             .spawn(move || {
-                while !flag.load(Ordering::Relaxed) {
-                    std::thread::sleep(watcher.period());
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(watcher.period()) {
                     if let Some(change) = watcher.observe(detect()) {
                         let t_ms = t0.elapsed().as_secs_f64() * 1e3;
                         note_change(
@@ -77,7 +79,7 @@ impl QuotaWatch {
             })
             .expect("spawning the quota watch thread");
         QuotaWatch {
-            stop,
+            stop: Some(stop),
             join: Some(join),
             book,
             fleet,
@@ -107,7 +109,7 @@ impl QuotaWatch {
     }
 
     fn halt(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        drop(self.stop.take());
         if let Some(j) = self.join.take() {
             let _ = j.join();
         }

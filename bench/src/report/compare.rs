@@ -43,7 +43,10 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<CompareReport, ReportError> {
         .collect::<Result<Vec<_>, _>>()?;
     let sources: Vec<String> = paths.iter().map(|p| source_name(p)).collect();
     disambiguate(&mut runs, &sources);
-    Ok(CompareReport { runs })
+    Ok(CompareReport {
+        runs,
+        rounds: Vec::new(),
+    })
 }
 
 /// Reads the `sim_latency.hlog` beside a `report.json`, if there is one,

@@ -36,7 +36,7 @@ pub use model::{
 pub use summary::{render_compare_table, render_run_summary};
 pub use verdict::{render_verdict, verdict, Figures};
 pub use write::{
-    check_out_dir, write_compare_dir, write_dir_atomically, write_report_dir,
+    check_out_dir, write_compare_dir, write_dir_atomically, write_paired_dir, write_report_dir,
     write_report_dir_with, ExtraFile, OUTCOMES_FILE, REPORT_HTML, REPORT_JSON,
 };
 

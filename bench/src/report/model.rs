@@ -569,6 +569,10 @@ pub struct CorpusRef {
 /// `fleet-lab compare`), in the order given.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareReport {
-    /// The runs, in the order they were given.
+    /// The runs, in the order they were given (`fleet-lab compare`: the
+    /// median round's).
     pub runs: Vec<RunReport>,
+    /// `fleet-lab compare`: every round's figures ([`crate::compare_rounds`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<crate::compare_rounds::RoundFigure>,
 }

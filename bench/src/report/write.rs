@@ -28,6 +28,8 @@ pub const REPORT_HTML: &str = "report.html";
 pub const OUTCOMES_FILE: &str = "outcomes.jsonl";
 /// The compare's JSON file name ([`CompareReport`]).
 pub const COMPARE_JSON: &str = "compare.json";
+/// A paired gate's JSON file name (`fleet-lab gate`).
+pub const PAIRED_JSON: &str = "paired.json";
 
 /// One more file for a report directory (a metrics dump, a flamegraph).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,6 +87,13 @@ pub fn write_report_dir_with(
     write_dir_atomically(dir, &files)
 }
 
+/// Writes a paired gate's directory at `dir`: `paired.json` only.
+///
+/// Errors: as [`write_report_dir`].
+pub fn write_paired_dir(dir: &Path, json: &[u8]) -> Result<Vec<PathBuf>, ReportError> {
+    write_dir_atomically(dir, &[(PAIRED_JSON, json)])
+}
+
 /// Writes a compare directory at `dir`: `compare.json` ([`CompareReport`])
 /// and `report.html` with every run side by side; `sim_latency[i]`, where
 /// present, is run `i`'s sim-latency histogram (see
@@ -137,6 +146,7 @@ fn refuse_foreign(dir: &Path) -> Result<(), ReportError> {
 fn holds_report_or_nothing(dir: &Path) -> bool {
     dir.join(REPORT_JSON).is_file()
         || dir.join(COMPARE_JSON).is_file()
+        || dir.join(PAIRED_JSON).is_file()
         || fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 

@@ -159,16 +159,12 @@ fn numeric_arguments_are_bounded_with_plain_reasons() {
 fn an_unwritable_out_is_refused_before_the_run_starts() {
     let dir = tempfile::tempdir().unwrap();
     let c = corpus();
-    let started = std::time::Instant::now();
     let o = lab(
         &["run", "--quiet", "--corpus", &c, "--out", "/proc/forbidden"],
         dir.path(),
     );
     fails_saying(&o, "--out /proc/forbidden cannot be written");
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "refused at once, not after the run"
-    );
+    // Refused before the run: no run's figures were printed.
     assert!(
         !text(&o).contains("parity"),
         "no run happened: {}",
@@ -217,6 +213,8 @@ fn compare_gate_and_report_refuse_an_existing_file_as_out() {
             "gate",
             "--profile",
             "A",
+            "--reference",
+            "self",
             "--budgets",
             b,
             "--quiet",

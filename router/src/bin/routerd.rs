@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use router::config::RouterConfig;
-use router::http::{app, wall_clock, Shell, OPERATOR_HEADER};
+use router::http::{app, wall_clock, ManualClock, Shell, OPERATOR_HEADER};
 use router::store::{PgStore, SqliteStore, Store};
 use router::Router;
 
@@ -60,6 +60,12 @@ struct ServeArgs {
     /// Lease TTL in seconds (1..=86,400).
     #[arg(long, default_value_t = 60.0)]
     lease_ttl_s: f64,
+    /// Run on a manual clock starting at START_S (seconds): time moves, and
+    /// a tick runs, only when the operator posts `{"advance_s": S}` to
+    /// `/v1/clock`; no background ticker. For tests and replays
+    /// (docs/router.md, "A manual clock"); never for a live fleet.
+    #[arg(long, value_name = "START_S")]
+    manual_clock: Option<f64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -165,7 +171,16 @@ fn serve(args: ServeArgs) -> Result<()> {
         lease_ttl_s: args.lease_ttl_s,
         ..RouterConfig::default()
     };
-    let clock = wall_clock();
+    let manual = match args.manual_clock {
+        Some(start) => {
+            Some(ManualClock::new(start).map_err(|e| anyhow::anyhow!("--manual-clock: {e}"))?)
+        }
+        None => None,
+    };
+    let clock = match &manual {
+        Some(m) => m.clock(),
+        None => wall_clock(),
+    };
     let router = Router::open(cfg, store, clock()).context("opening the router")?;
     tracing::info!(
         backend = router.backend(),
@@ -174,8 +189,12 @@ fn serve(args: ServeArgs) -> Result<()> {
         replayed = router.counters().replayed,
         "state rebuilt"
     );
-    let shell = Shell::new(router, clock, Some(args.data.join("events.jsonl")))
-        .context("opening the event log")?;
+    let events = Some(args.data.join("events.jsonl"));
+    let shell = match manual {
+        Some(m) => Shell::new_manual(router, m, events),
+        None => Shell::new(router, clock, events),
+    }
+    .context("opening the event log")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .max_blocking_threads(workers * 4)
@@ -192,7 +211,12 @@ fn serve(args: ServeArgs) -> Result<()> {
         tracing::info!("listening on http://{local}");
         let ticker = shell.clone();
         let period = Duration::from_millis(args.tick_ms);
+        // On a manual clock each advance runs its own tick.
+        let background = !shell.is_manual();
         tokio::spawn(async move {
+            if !background {
+                return;
+            }
             let mut every = tokio::time::interval(period);
             loop {
                 every.tick().await;

@@ -22,26 +22,16 @@ use crate::config::Facts;
 use crate::events::Event;
 use crate::Router;
 
+pub mod clock;
 mod long_poll;
+
+pub use clock::{wall_clock, Clock, ManualClock};
 
 /// The operator page (`GET /`).
 pub const PAGE: &str = include_str!("page.html");
 
 /// Header carrying the operator key.
 pub const OPERATOR_HEADER: &str = "x-operator-key";
-
-/// A clock: seconds on the router's time line.
-pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
-
-/// The wall clock in Unix seconds.
-pub fn wall_clock() -> Clock {
-    Arc::new(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0)
-    })
-}
 
 /// A prepared deposit on its way to the writer, with where to answer.
 type WriterJob = (
@@ -75,6 +65,9 @@ pub struct Shell {
     ticks: tokio::sync::watch::Sender<u64>,
     /// Set when the service stops: held long polls answer at once.
     closing: tokio::sync::watch::Sender<bool>,
+    /// The manual clock, when routerd runs on one (`POST /v1/clock`
+    /// advances it); `None` on the wall clock.
+    manual: Option<Arc<ManualClock>>,
 }
 
 impl Shell {
@@ -84,6 +77,33 @@ impl Shell {
     pub fn new(
         router: Router,
         clock: Clock,
+        event_log: Option<PathBuf>,
+    ) -> std::io::Result<Arc<Shell>> {
+        Self::build(router, clock, None, event_log)
+    }
+
+    /// A shell over `router` on a manual clock: time moves, and a tick
+    /// runs, only when `POST /v1/clock` advances it.
+    ///
+    /// Errors: the event log cannot be opened for appending.
+    pub fn new_manual(
+        router: Router,
+        manual: Arc<ManualClock>,
+        event_log: Option<PathBuf>,
+    ) -> std::io::Result<Arc<Shell>> {
+        let clock = manual.clock();
+        Self::build(router, clock, Some(manual), event_log)
+    }
+
+    /// Whether this shell runs on a manual clock (no background ticker).
+    pub fn is_manual(&self) -> bool {
+        self.manual.is_some()
+    }
+
+    fn build(
+        router: Router,
+        clock: Clock,
+        manual: Option<Arc<ManualClock>>,
         event_log: Option<PathBuf>,
     ) -> std::io::Result<Arc<Shell>> {
         let file = match event_log {
@@ -111,6 +131,7 @@ impl Shell {
             writer: Mutex::new(tx),
             ticks: tokio::sync::watch::Sender::new(0),
             closing: tokio::sync::watch::Sender::new(false),
+            manual,
         });
         let weak = Arc::downgrade(&shell);
         std::thread::Builder::new()
@@ -233,6 +254,7 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .route("/v1/field", get(field))
         .route("/v1/facts", get(facts_get).put(facts_put))
         .route("/metrics", get(metrics))
+        .route("/v1/clock", post(clock_advance))
         .fallback(not_found)
         .with_state(shell)
 }
@@ -396,6 +418,38 @@ async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         Body::from(text),
     )
         .into_response()
+}
+
+/// `POST /v1/clock` (operator): advances the manual clock and runs one
+/// tick at the new time. On the wall clock the endpoint does not exist
+/// (404 `not_found`, as any unknown path).
+async fn clock_advance(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Request) -> Response {
+    let Some(manual) = s.manual.clone() else {
+        return not_found().await;
+    };
+    if let Err(r) = operator(&s, &headers) {
+        return r;
+    }
+    let step = match parsed::<clock::AdvanceRequest>(&s, req).await {
+        Ok(step) => step,
+        Err(resp) => return resp,
+    };
+    let now_s = match manual.advance(step.advance_s) {
+        Ok(t) => t,
+        Err(e) => {
+            s.router.lock().refused(&e);
+            return error(&e);
+        }
+    };
+    let ticker = s.clone();
+    if tokio::task::spawn_blocking(move || ticker.tick())
+        .await
+        .is_err()
+    {
+        return error(&ApiError::Store("the tick's worker failed".into()));
+    }
+    let ticks = *s.ticks.borrow();
+    ok(clock::ClockResponse { now_s, ticks })
 }
 
 async fn facts_get(State(s): State<Arc<Shell>>, headers: HeaderMap) -> Response {

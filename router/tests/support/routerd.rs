@@ -11,6 +11,9 @@ use serde_json::Value;
 pub const OPERATOR_KEY: &str = "test-operator-key";
 pub const TOKEN: &str = "test-registration-token";
 
+/// Where a manual clock starts in the tests (a fixed Unix time).
+pub const CLOCK_START_S: f64 = 1_000_000_000.0;
+
 pub struct Routerd {
     pub child: Child,
     pub base: String,
@@ -45,6 +48,45 @@ impl Routerd {
             .build()
             .into();
         Routerd { child, base, agent }
+    }
+
+    /// Starts routerd on a manual clock reading `start_s`: nothing moves,
+    /// and no tick runs, until [`Routerd::advance`].
+    pub fn start_manual(data: &Path, start_s: f64, extra: &[&str]) -> Routerd {
+        let start = start_s.to_string();
+        Self::start(data, &[&["--manual-clock", start.as_str()], extra].concat())
+    }
+
+    /// Advances a manual clock by `s` seconds and runs one tick; returns
+    /// the clock's new reading.
+    pub fn advance(&self, s: f64) -> f64 {
+        let (status, v) = self.send(
+            "POST",
+            "/v1/clock",
+            &serde_json::json!({ "advance_s": s }).to_string(),
+            true,
+        );
+        assert_eq!(status, 200, "{v}");
+        v["now_s"].as_f64().expect("now_s")
+    }
+
+    /// Runs `n` ticks, each `step_s` seconds after the last.
+    pub fn ticks(&self, n: usize, step_s: f64) -> f64 {
+        let mut now = 0.0;
+        for _ in 0..n {
+            now = self.advance(step_s);
+        }
+        now
+    }
+
+    /// A counter or gauge of `/metrics` without labels (`router_` + `name`).
+    pub fn metric(&self, name: &str) -> Option<f64> {
+        let (_, m) = self.get("/metrics");
+        let text = m.as_str().unwrap_or("").to_string();
+        let key = format!("router_{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// Sends raw `body` to `path` with `method`; returns (status, JSON body).
