@@ -51,17 +51,40 @@ src=target/reference/src-$commit
 rm -rf "$src"
 mkdir -p "$src"
 git archive "$commit" | tar -x -C "$src"
+# git archive stamps every file with the commit's time, older than this
+# tree's build: cargo would take the seeded workspace artifacts below for
+# fresh and the "reference" would be this build. Stamped now, the sources
+# are newer than any artifact.
+find "$src" -exec touch -h {} +
 echo "reference-lab: building fleet-lab of $commit ($(git log -1 --format=%s "$commit"))" >&2
 target=$(pwd)/target
 if [ -d "$target/release" ] && [ ! -d "$target/reference-build/release" ]; then
   mkdir -p "$target/reference-build"
   cp -al "$target/release" "$target/reference-build/release"
+  # Only the dependencies are shared: the workspace's own units (their
+  # artifacts, fingerprints and build-script outputs) are unlinked, so the
+  # reference's crates compile into new files and this tree's are never
+  # written through a shared link.
+  names=$(cargo metadata --no-deps --format-version 1 | python3 -c '
+import json, sys
+print("|".join(sorted({n for p in json.load(sys.stdin)["packages"] for n in (p["name"], p["name"].replace("-", "_"))})))')
+  rel=$target/reference-build/release
+  find "$rel" -maxdepth 2 \( -path "$rel/.fingerprint/*" -o -path "$rel/build/*" -o -path "$rel/deps/*" \) \
+    -regextype posix-extended -regex ".*/(lib)?($names)-[0-9a-f]{16}([.-].*)?" -prune -exec rm -rf {} +
+  find "$rel" -maxdepth 1 -type f -delete
 fi
 (cd "$src" && CARGO_TARGET_DIR="$target/reference-build" cargo build --release -q -p fleet-bench --bin fleet-lab --bench instructions >&2) || {
   echo "reference-lab: the build of $commit failed" >&2
   exit 1
 }
+# A binary shared (hard-linked) with this tree's build is this build, not
+# the reference: refuse it rather than gate a change against itself.
+built=$target/reference-build/release/fleet-lab
+if [ -e "$target/release/fleet-lab" ] && [ "$(stat -c %d:%i "$built")" = "$(stat -c %d:%i "$target/release/fleet-lab")" ]; then
+  echo "reference-lab: the reference build reused this tree's fleet-lab instead of compiling $commit" >&2
+  exit 1
+fi
 mkdir -p "$out"
-cp "$target/reference-build/release/fleet-lab" "$bin"
+cp "$built" "$bin"
 rm -rf "$src"
 echo "$bin"

@@ -112,6 +112,22 @@ fn a_deterministic_breach_in_any_round_fails_once_by_name() {
 }
 
 #[test]
+fn a_sampled_runnable_peak_fails_only_when_every_round_is_over() {
+    let b = budget();
+    // ⌊Q⌋ 2 + 1: a peak of 4 is over the limit.
+    let mut rounds: Vec<_> = (0..5).map(|_| round(50.0)).collect();
+    rounds[4][0].threads.peak_runnable = 4;
+    assert!(check_rounds(&rounds, &b, 0.1, "stress").is_empty());
+    for r in rounds.iter_mut() {
+        r[0].threads.peak_runnable = 4;
+    }
+    let v = check_rounds(&rounds, &b, 0.1, "stress");
+    assert_eq!(names(&v), ["peak_runnable_over_floor_quota_max"]);
+    assert!(v[0].detail.contains("in 5 of 5 rounds"), "{}", v[0].detail);
+    assert!(v[0].detail.contains("peaked at 4"), "{}", v[0].detail);
+}
+
+#[test]
 fn rounds_and_level_that_could_never_fail_are_refused() {
     let mut b = budget();
     assert!(validate(&b).is_ok());
