@@ -73,7 +73,7 @@ print("|".join(sorted({n for p in json.load(sys.stdin)["packages"] for n in (p["
     -regextype posix-extended -regex ".*/(lib)?($names)-[0-9a-f]{16}([.-].*)?" -prune -exec rm -rf {} +
   find "$rel" -maxdepth 1 -type f -delete
 fi
-(cd "$src" && CARGO_TARGET_DIR="$target/reference-build" cargo build --release -q -p fleet-bench --bin fleet-lab --bench instructions >&2) || {
+(cd "$src" && CARGO_TARGET_DIR="$target/reference-build" cargo build --release -q -p fleet-bench --bin fleet-lab --bench instructions -p router --bin routerd >&2) || {
   echo "reference-lab: the build of $commit failed" >&2
   exit 1
 }

@@ -24,12 +24,18 @@ out=${2:-fleet-lab-out/route-lab-gate}
 lab=${FLEET_LAB:-target/release/fleet-lab}
 [ -x "$lab" ] || { echo "no $lab: cargo build --release --bin fleet-lab" >&2; exit 2; }
 mkdir -p "$out"
+# The simulations are independent and each a pure function of its seed:
+# they run ROUTE_LAB_JOBS at a time (default: the CPUs), so the figures do
+# not depend on it.
+export lab out contenders=${ROUTE_LAB_CONTENDERS:-router,flat-thompson,fixed-quorum}
 for seed in $seeds; do
   for scenario in steady liars adapter-bug budget-saturation; do
-    "$lab" route sim --scenario "$scenario" --seed "$seed" --contenders "${ROUTE_LAB_CONTENDERS:-router,flat-thompson,fixed-quorum}" \
-      --quiet --out "$out/$scenario-$seed" --force > "$out/$scenario-$seed.txt"
+    echo "$scenario $seed"
   done
-done
+done | xargs -P "${ROUTE_LAB_JOBS:-$(nproc)}" -L 1 bash -c '
+  "$lab" route sim --scenario "$0" --seed "$1" --contenders "$contenders" \
+    --quiet --out "$out/$0-$1" --force > "$out/$0-$1.txt" 2>&1 || { echo "route sim $0 at seed $1 failed:"; cat "$out/$0-$1.txt"; exit 255; }'
+
 python3 - "$out" $seeds <<'PY'
 import json, sys
 out, seeds = sys.argv[1], sys.argv[2:]

@@ -9,23 +9,29 @@ cd "$(dirname "$0")/.."
 
 ci/install-chromium.sh
 
-cargo build --release -q -p router --bin routerd
+# ROUTERD names a routerd already built (.ci/run builds it with the lab);
+# without it, it is built here.
+routerd=${ROUTERD:-}
+if [ -z "$routerd" ]; then
+  cargo build --release -q -p router --bin routerd
+  routerd=target/release/routerd
+fi
 work=$(mktemp -d)
 trap 'kill "${pid:-0}" 2>/dev/null || true; rm -rf "$work"' EXIT
-target/release/routerd --data "$work/data" --listen 127.0.0.1:0 --tick-ms 100 \
+"$routerd" --data "$work/data" --listen 127.0.0.1:0 --tick-ms 100 \
   --operator-key page-key --registration-token page-token >"$work/out" 2>"$work/err" &
 pid=$!
 for _ in $(seq 100); do grep -q listening "$work/out" 2>/dev/null && break; sleep 0.1; done
 base=$(sed -n 's/^routerd listening on //p' "$work/out")
 [ -n "$base" ] || { cat "$work/err"; echo "routerd did not start"; exit 1; }
 
-curl -sf -X PUT "$base/v1/facts" -H 'x-operator-key: page-key' -d '{
+curl -sf -X PUT "$base/v1/facts" -H 'x-operator-key: page-key' -H 'content-type: application/json' -d '{
   "sources": [{"source": "acme-board", "host": "jobs.acme.example", "binding": "html-v2"}],
   "targets": [{"target": "acme-1", "source": "acme-board"}, {"target": "acme-2", "source": "acme-board"}]}' >/dev/null
-secret=$(curl -sf -X POST "$base/v1/register" -d '{"device_id": "tab-1", "archetype": "browser",
+secret=$(curl -sf -X POST "$base/v1/register" -H 'content-type: application/json' -d '{"device_id": "tab-1", "archetype": "browser",
   "adapter_version": "1", "registration_token": "page-token"}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["device_secret"])')
 sleep 0.3
-lease=$(curl -sf -X POST "$base/v1/lease" -d "{\"device_id\": \"tab-1\", \"device_secret\": \"$secret\", \"max_items\": 2}")
+lease=$(curl -sf -X POST "$base/v1/lease" -H 'content-type: application/json' -d "{\"device_id\": \"tab-1\", \"device_secret\": \"$secret\", \"max_items\": 2}")
 python3 - "$base" "$secret" "$lease" <<'PY'
 import json, sys, urllib.request
 base, secret, lease = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])

@@ -84,7 +84,8 @@ pub struct LeaseItem {
 /// Answer to a lease request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeaseResponse {
-    /// Lease id (unguessable; bound to the device).
+    /// Lease id (unguessable; bound to the device). An empty lease is not
+    /// kept: its id names nothing (a deposit against it is `unknown_lease`).
     pub lease_id: String,
     /// Granted items (may be empty: nothing admissible now).
     pub items: Vec<LeaseItem>,
@@ -199,6 +200,13 @@ pub enum ApiError {
     /// The body names a field the endpoint does not know (400).
     #[error("{0}")]
     UnknownField(String),
+    /// A body that is not declared as JSON (415): the `Content-Type` given,
+    /// or `(none)`.
+    #[error("the body must be JSON (Content-Type: application/json), got {0}")]
+    UnsupportedMediaType(String),
+    /// The endpoint exists but not for this method (405): the methods it has.
+    #[error("method not allowed here; this endpoint answers {0}")]
+    MethodNotAllowed(String),
     /// The body exceeds the size cap (413).
     #[error("request body larger than {0} bytes")]
     TooLarge(usize),
@@ -237,6 +245,10 @@ pub enum ApiError {
     /// Too many requests from this device (429).
     #[error("rate limited; retry after {0:.3} s")]
     RateLimited(f64),
+    /// Too many registrations from this registration credential or source
+    /// address (429): which budget, and the seconds until it refills.
+    #[error("registrations limited per {0}; retry after {1:.3} s")]
+    RegistrationLimited(String, f64),
     /// The store failed; nothing was acknowledged (503).
     #[error("store unavailable: {0}")]
     Store(String),
@@ -249,6 +261,8 @@ impl ApiError {
             ApiError::Malformed(_) => "malformed",
             ApiError::UnknownField(_) => "unknown_field",
             ApiError::TooLarge(_) => "too_large",
+            ApiError::UnsupportedMediaType(_) => "unsupported_media_type",
+            ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::BadValue { .. } => "bad_value",
             ApiError::Unauthorized(_) => "unauthorized",
             ApiError::Forbidden(..) => "forbidden",
@@ -259,6 +273,7 @@ impl ApiError {
             ApiError::UnknownItem => "unknown_item",
             ApiError::Replayed => "replayed",
             ApiError::RateLimited(_) => "rate_limited",
+            ApiError::RegistrationLimited(..) => "registration_limited",
             ApiError::Store(_) => "store_unavailable",
         }
     }
@@ -268,13 +283,15 @@ impl ApiError {
         match self {
             ApiError::Malformed(_) | ApiError::UnknownField(_) => 400,
             ApiError::TooLarge(_) => 413,
+            ApiError::UnsupportedMediaType(_) => 415,
+            ApiError::MethodNotAllowed(_) => 405,
             ApiError::BadValue { .. } | ApiError::UnknownArchetype(_) => 422,
             ApiError::Unauthorized(_) => 401,
             ApiError::Forbidden(..) => 403,
             ApiError::UnknownDevice(_) | ApiError::UnknownLease | ApiError::UnknownItem => 404,
             ApiError::LeaseExpired(_) => 410,
             ApiError::Replayed => 409,
-            ApiError::RateLimited(_) => 429,
+            ApiError::RateLimited(_) | ApiError::RegistrationLimited(..) => 429,
             ApiError::Store(_) => 503,
         }
     }
@@ -303,5 +320,86 @@ impl From<&ApiError> for ErrorBody {
             error: e.kind().to_string(),
             message: e.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every refusal with its kind and status, as docs/router.md ("Bad
+    /// input") lists them: one row per variant, kinds distinct.
+    #[test]
+    fn every_refusal_has_its_kind_and_status() {
+        let rows: Vec<(ApiError, &str, u16)> = vec![
+            (ApiError::Malformed("x".into()), "malformed", 400),
+            (ApiError::UnknownField("x".into()), "unknown_field", 400),
+            (
+                ApiError::UnsupportedMediaType("text/plain".into()),
+                "unsupported_media_type",
+                415,
+            ),
+            (
+                ApiError::MethodNotAllowed("POST".into()),
+                "method_not_allowed",
+                405,
+            ),
+            (ApiError::TooLarge(1), "too_large", 413),
+            (ApiError::bad("f", "r"), "bad_value", 422),
+            (ApiError::Unauthorized("x".into()), "unauthorized", 401),
+            (
+                ApiError::Forbidden("d".into(), "revoked".into()),
+                "forbidden",
+                403,
+            ),
+            (
+                ApiError::UnknownArchetype("x".into()),
+                "unknown_archetype",
+                422,
+            ),
+            (ApiError::UnknownDevice("d".into()), "unknown_device", 404),
+            (ApiError::UnknownLease, "unknown_lease", 404),
+            (ApiError::LeaseExpired(1.0), "lease_expired", 410),
+            (ApiError::UnknownItem, "unknown_item", 404),
+            (ApiError::Replayed, "replayed", 409),
+            (ApiError::RateLimited(1.0), "rate_limited", 429),
+            (
+                ApiError::RegistrationLimited("source address".into(), 1.0),
+                "registration_limited",
+                429,
+            ),
+            (ApiError::Store("x".into()), "store_unavailable", 503),
+        ];
+        let mut kinds = std::collections::BTreeSet::new();
+        for (e, kind, status) in &rows {
+            assert_eq!((e.kind(), e.status()), (*kind, *status), "{e:?}");
+            assert!(kinds.insert(*kind), "{kind} twice");
+            let body = ErrorBody::from(e);
+            assert_eq!(body.error, *kind);
+            assert!(!body.message.is_empty());
+        }
+        // A new variant must get a row: this match fails to compile without one.
+        for (e, _, _) in &rows {
+            match e {
+                ApiError::Malformed(_)
+                | ApiError::UnknownField(_)
+                | ApiError::UnsupportedMediaType(_)
+                | ApiError::MethodNotAllowed(_)
+                | ApiError::TooLarge(_)
+                | ApiError::BadValue { .. }
+                | ApiError::Unauthorized(_)
+                | ApiError::Forbidden(..)
+                | ApiError::UnknownArchetype(_)
+                | ApiError::UnknownDevice(_)
+                | ApiError::UnknownLease
+                | ApiError::LeaseExpired(_)
+                | ApiError::UnknownItem
+                | ApiError::Replayed
+                | ApiError::RateLimited(_)
+                | ApiError::RegistrationLimited(..)
+                | ApiError::Store(_) => {}
+            }
+        }
+        assert_eq!(rows.len(), 17);
     }
 }

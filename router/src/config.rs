@@ -55,8 +55,20 @@ pub struct RouterConfig {
     pub batch_base: BTreeMap<String, usize>,
     /// Price window in seconds (one price tick per window), default 60.
     pub price_window_s: f64,
-    /// Per-device request bucket: capacity (requests) and refill (per second).
+    /// Per-device request bucket: capacity (requests) and refill (per
+    /// second), default (20, 10). Kept apart from the device's live entry:
+    /// registering again does not refill it.
     pub device_rate: (f64, f64),
+    /// Registrations per registration credential: capacity and refill per
+    /// second, default (100,000, 1,000), so a 100,000-device fleet
+    /// registering again after a restart fits; lower it for a smaller fleet.
+    pub registration_rate: (f64, f64),
+    /// Registrations per source address (where the HTTP shell sees one),
+    /// every attempt counted, default (1,000, 10): a site behind one
+    /// address may register a thousand devices at once, then ten a second.
+    /// Behind a reverse proxy every device has the proxy's address: raise
+    /// it there.
+    pub registration_address_rate: (f64, f64),
     /// Fleet-level cap on the share of live devices treated as limited, default 0.3.
     pub limited_cap_share: f64,
     /// Most queued targets per archetype, default 1,024 (also bounds the
@@ -169,6 +181,8 @@ impl Default for RouterConfig {
             batch_base,
             price_window_s: 60.0,
             device_rate: (20.0, 10.0),
+            registration_rate: (100_000.0, 1_000.0),
+            registration_address_rate: (1_000.0, 10.0),
             limited_cap_share: 0.3,
             queue_limit: 1024,
             candidates_per_lease: 32,

@@ -85,7 +85,25 @@ pub enum Event {
     },
 }
 
+/// What a device id reads as where the field is shown to anyone
+/// ([`Event::without_identities`]).
+pub const WITHHELD: &str = "(withheld)";
+
 impl Event {
+    /// The event as `GET /v1/field` shows it to anyone: every device
+    /// identity replaced by [`WITHHELD`] (the event log and the operator
+    /// keep them; docs/router.md "Threat model").
+    pub fn without_identities(&self) -> Event {
+        match self {
+            Event::DeviceState { t_s, state, .. } => Event::DeviceState {
+                t_s: *t_s,
+                device: WITHHELD.into(),
+                state: state.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+
     /// The event's kind name (its `event` tag).
     pub fn kind(&self) -> &'static str {
         match self {

@@ -66,6 +66,8 @@ pub fn spawn_routerd(
     let mut child = std::process::Command::new(routerd)
         .args(["--listen", "127.0.0.1:0", "--operator-key", operator_key])
         .args(["--registration-token", registration_token])
+        // Every load device registers from loopback, at once.
+        .args(["--registration-address-rate", "100000,1000"])
         .arg("--data")
         .arg(data)
         .args(extra)

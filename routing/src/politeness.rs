@@ -100,6 +100,20 @@ impl Bucket {
         refill.max(self.paused_until - t).max(0.0)
     }
 
+    /// Whether the bucket would hold its full capacity at `t` and is not
+    /// paused then: it behaves exactly as a new bucket of the same
+    /// capacity and rate would (a holder of many buckets may drop it and
+    /// make a new one when next needed, losing nothing). Reads only; a
+    /// non-finite `t` gives `false`.
+    pub fn is_full_at(&self, t: f64) -> bool {
+        if !t.is_finite() {
+            return false;
+        }
+        let last = self.t_last.unwrap_or(t);
+        let tokens = self.tokens + self.rate * (t - last).max(0.0);
+        tokens >= self.capacity && t >= self.paused_until
+    }
+
     /// A `Retry-After` (or 429) reported at time `t`: no admission before
     /// `t + seconds`. Errors: [`PolitenessError::BadTime`], [`PolitenessError::BadDuration`].
     pub fn pause(&mut self, t: f64, seconds: f64) -> Result<(), PolitenessError> {

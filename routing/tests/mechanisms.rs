@@ -101,3 +101,17 @@ fn next_admit_names_when_a_bucket_admits_again() {
     assert!(!b.admit(9.99).unwrap());
     assert!(b.admit(10.0).unwrap());
 }
+
+#[test]
+fn a_bucket_is_full_again_only_once_refilled_and_unpaused() {
+    let mut b = Bucket::new(2.0, 0.5).unwrap();
+    assert!(b.is_full_at(0.0), "a new bucket is full");
+    assert!(b.admit(0.0).unwrap());
+    assert!(!b.is_full_at(0.0));
+    assert!(!b.is_full_at(1.9), "0.95 tokens short of 2 before t = 2");
+    assert!(b.is_full_at(2.0));
+    b.pause(2.0, 10.0).unwrap();
+    assert!(!b.is_full_at(5.0), "a paused bucket is not a new one");
+    assert!(b.is_full_at(12.0));
+    assert!(!b.is_full_at(f64::NAN));
+}

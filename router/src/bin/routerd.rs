@@ -48,11 +48,11 @@ struct ServeArgs {
     listen: SocketAddr,
     /// Operator key (or env ROUTERD_OPERATOR_KEY); absent: a random key kept
     /// in `<data>/operator.key` (created on first start, mode 0600).
-    #[arg(long, env = "ROUTERD_OPERATOR_KEY")]
+    #[arg(long, env = "ROUTERD_OPERATOR_KEY", hide_env_values = true)]
     operator_key: Option<String>,
     /// Registration token devices present (or env ROUTERD_REGISTRATION_TOKEN);
     /// absent: a random token kept in `<data>/registration.token`.
-    #[arg(long, env = "ROUTERD_REGISTRATION_TOKEN")]
+    #[arg(long, env = "ROUTERD_REGISTRATION_TOKEN", hide_env_values = true)]
     registration_token: Option<String>,
     /// Tick period in milliseconds (1..=60,000).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
@@ -66,6 +66,31 @@ struct ServeArgs {
     /// (docs/router.md, "A manual clock"); never for a live fleet.
     #[arg(long, value_name = "START_S")]
     manual_clock: Option<f64>,
+    /// Each device's request budget: CAPACITY,PER_S (requests; refill per
+    /// second). Registering again does not refill it.
+    #[arg(long, value_name = "CAP,PER_S", default_value = "20,10", value_parser = rate)]
+    device_rate: (f64, f64),
+    /// Registrations per registration credential: CAPACITY,PER_S.
+    #[arg(long, value_name = "CAP,PER_S", default_value = "100000,1000", value_parser = rate)]
+    registration_rate: (f64, f64),
+    /// Registration attempts per source address: CAPACITY,PER_S (behind a
+    /// reverse proxy every device has the proxy's address: raise it).
+    #[arg(long, value_name = "CAP,PER_S", default_value = "1000,10", value_parser = rate)]
+    registration_address_rate: (f64, f64),
+}
+
+/// Parses `CAPACITY,PER_S`: a capacity ≥ 1 and a refill > 0, both finite.
+fn rate(s: &str) -> Result<(f64, f64), String> {
+    let (c, r) = s
+        .split_once(',')
+        .ok_or_else(|| format!("expected CAPACITY,PER_S, got {s:?}"))?;
+    let c: f64 = c
+        .trim()
+        .parse()
+        .map_err(|e| format!("capacity {c:?}: {e}"))?;
+    let r: f64 = r.trim().parse().map_err(|e| format!("refill {r:?}: {e}"))?;
+    routing::politeness::Bucket::new(c, r).map_err(|e| e.to_string())?;
+    Ok((c, r))
 }
 
 #[derive(Subcommand, Debug)]
@@ -81,7 +106,12 @@ enum Command {
         url: String,
         /// Operator key (or env ROUTERD_OPERATOR_KEY; absent: read from
         /// `router-data/operator.key`).
-        #[arg(long, env = "ROUTERD_OPERATOR_KEY", global = true)]
+        #[arg(
+            long,
+            env = "ROUTERD_OPERATOR_KEY",
+            hide_env_values = true,
+            global = true
+        )]
         operator_key: Option<String>,
     },
 }
@@ -97,17 +127,32 @@ enum FactsOp {
     },
 }
 
-/// The secret in `path`, or a new random one written there (mode 0600).
+/// The secret in `path`, or, where no file is there, a new random one
+/// written there (mode 0600). A file that is there is never overwritten:
+/// one that cannot be read, is not UTF-8 or holds only blanks is an error
+/// naming it (devices and operators hold the secret it kept).
 fn secret_file(path: &std::path::Path) -> Result<String> {
-    if let Ok(text) = std::fs::read_to_string(path) {
-        let t = text.trim().to_string();
-        if !t.is_empty() {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let t = text.trim().to_string();
+            if t.is_empty() {
+                bail!(
+                    "{} is empty: write the secret into it, or remove it to have a new one made",
+                    path.display()
+                );
+            }
             return Ok(t);
         }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => bail!(
+            "cannot read {}: {e} (it is kept as it is; fix or remove it)",
+            path.display()
+        ),
     }
     let secret = router::ids::token();
     let mut opts = std::fs::OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    // create_new: a file that appeared since the read is not overwritten.
+    opts.write(true).create_new(true);
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
@@ -169,6 +214,9 @@ fn serve(args: ServeArgs) -> Result<()> {
         operator_key,
         registration_token,
         lease_ttl_s: args.lease_ttl_s,
+        device_rate: args.device_rate,
+        registration_rate: args.registration_rate,
+        registration_address_rate: args.registration_address_rate,
         ..RouterConfig::default()
     };
     let manual = match args.manual_clock {
@@ -226,14 +274,18 @@ fn serve(args: ServeArgs) -> Result<()> {
         });
         let last = shell.clone();
         let closer = shell.clone();
-        axum::serve(listener, app(shell))
-            .with_graceful_shutdown(async move {
-                let _ = tokio::signal::ctrl_c().await;
-                // Held long polls answer now instead of holding the stop.
-                closer.begin_close();
-            })
-            .await
-            .context("serving")?;
+        // With the peer's address: registrations are budgeted per address.
+        axum::serve(
+            listener,
+            app(shell).into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            // Held long polls answer now instead of holding the stop.
+            closer.begin_close();
+        })
+        .await
+        .context("serving")?;
         // A clean stop writes a final snapshot.
         let _ = tokio::task::spawn_blocking(move || last.final_tick()).await;
         Ok::<(), anyhow::Error>(())

@@ -3,7 +3,6 @@
 //! Source: `ROUTING.md` §4 (registration is live-scoped; earned trust is
 //! durable), §3 Trust (a returning device resumes its trust).
 
-use routing::politeness::Bucket;
 use routing::trust::State as TrustState;
 
 use super::lease::state_name;
@@ -17,15 +16,33 @@ impl Router {
     /// Registers a device at `now_s`: it becomes live for one lease TTL. A
     /// new id gets a fresh device secret; a known id is resumed, with its
     /// earned trust, only when it presents the secret it was given.
-    /// Errors: `Unauthorized` (token, or a known id without its secret),
+    /// Registering again renews the live scope only: the device's request
+    /// budget stays as spent. In process: no source address is charged
+    /// (see [`Router::register_from`]).
+    /// Errors: `RegistrationLimited` (the credential's budget,
+    /// [`RouterConfig::registration_rate`](crate::config::RouterConfig)),
+    /// `Unauthorized` (token, or a known id without its secret),
     /// `UnknownArchetype`, `BadValue`, `Forbidden` (revoked); nothing
-    /// changes on error.
+    /// changes on error but the budget the attempt spent.
     pub fn register(
         &mut self,
         req: &RegisterRequest,
         now_s: f64,
     ) -> Result<RegisterResponse, ApiError> {
-        let r = self.register_inner(req, now_s);
+        self.register_from(req, now_s, None)
+    }
+
+    /// [`Router::register`] of a request that came from `source` (the
+    /// peer's address, as the HTTP shell sees it): every attempt, a wrong
+    /// token's too, spends one registration of that address's budget
+    /// ([`RouterConfig::registration_address_rate`](crate::config::RouterConfig)).
+    pub fn register_from(
+        &mut self,
+        req: &RegisterRequest,
+        now_s: f64,
+        source: Option<&str>,
+    ) -> Result<RegisterResponse, ApiError> {
+        let r = self.register_inner(req, now_s, source);
         self.check(r)
     }
 
@@ -33,8 +50,15 @@ impl Router {
         &mut self,
         req: &RegisterRequest,
         now_s: f64,
+        source: Option<&str>,
     ) -> Result<RegisterResponse, ApiError> {
-        if !ids::same(&req.registration_token, &self.cfg.registration_token) {
+        let valid = ids::same(&req.registration_token, &self.cfg.registration_token);
+        // One credential exists (the registration token): its budget has
+        // one key.
+        self.limits
+            .charge_registration(valid.then_some("registration_token"), source, now_s)
+            .map_err(|(scope, wait)| ApiError::RegistrationLimited(scope.name().into(), wait))?;
+        if !valid {
             return Err(ApiError::Unauthorized("registration token".into()));
         }
         check_label("device_id", &req.device_id)?;
@@ -74,9 +98,6 @@ impl Router {
                 ));
             }
         }
-        let (cap, rate) = self.cfg.device_rate;
-        let bucket =
-            Bucket::new(cap, rate).map_err(|e| ApiError::bad("device_rate", e.to_string()))?;
         let secret = match (
             &req.device_secret,
             self.d.devices.contains_key(&req.device_id),
@@ -107,7 +128,6 @@ impl Router {
             req.device_id.clone(),
             Live {
                 expires_s: now_s + self.cfg.lease_ttl_s,
-                requests: bucket,
             },
         );
         self.dirty = true;
@@ -121,24 +141,14 @@ impl Router {
         })
     }
 
-    /// Authenticates a live device and spends one request token.
+    /// Authenticates a live device and spends one token of its request
+    /// budget. Errors: `UnknownDevice`, `Unauthorized`, `Forbidden`,
+    /// `RateLimited` (the seconds until a token is back).
     pub(crate) fn authenticate(
         &mut self,
         device: &str,
         secret: &str,
         now_s: f64,
-    ) -> Result<(), ApiError> {
-        self.authenticate_charged(device, secret, now_s, true)
-    }
-
-    /// [`Self::authenticate`]; `charge: false` checks the device's
-    /// request-rate bucket without taking a token (a long poll's later try).
-    pub(super) fn authenticate_charged(
-        &mut self,
-        device: &str,
-        secret: &str,
-        now_s: f64,
-        charge: bool,
     ) -> Result<(), ApiError> {
         let rec = self
             .d
@@ -154,15 +164,9 @@ impl Router {
                 state_name(rec.state).into(),
             ));
         }
-        let live = self
-            .live
-            .get_mut(device)
-            .filter(|l| l.expires_s >= now_s)
-            .ok_or_else(|| ApiError::UnknownDevice(device.into()))?;
-        if charge && !live.requests.admit(now_s).unwrap_or(false) {
-            let wait = (1.0 - live.requests.tokens()).max(0.0) / live.requests.rate();
-            return Err(ApiError::RateLimited(wait));
+        if !self.live.get(device).is_some_and(|l| l.expires_s >= now_s) {
+            return Err(ApiError::UnknownDevice(device.into()));
         }
-        Ok(())
+        self.limits.charge_device(device, now_s)
     }
 }

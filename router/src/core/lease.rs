@@ -47,29 +47,11 @@ impl Router {
     /// `BadValue` (max_items outside 1..=64, wait_s outside
     /// 0..=[`crate::api::MAX_LEASE_WAIT_S`]); nothing changes on error.
     pub fn lease(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
-        let r = self.lease_inner(req, now_s, true);
+        let r = self.lease_inner(req, now_s);
         self.check(r)
     }
 
-    /// A long poll's later try ([`LeaseRequest::wait_s`]): [`Router::lease`]
-    /// without taking another token from the device's request-rate bucket
-    /// (the poll's first try took one; the service paces the later tries).
-    /// Same errors.
-    pub fn lease_again(
-        &mut self,
-        req: &LeaseRequest,
-        now_s: f64,
-    ) -> Result<LeaseResponse, ApiError> {
-        let r = self.lease_inner(req, now_s, false);
-        self.check(r)
-    }
-
-    fn lease_inner(
-        &mut self,
-        req: &LeaseRequest,
-        now_s: f64,
-        charge: bool,
-    ) -> Result<LeaseResponse, ApiError> {
+    fn lease_inner(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
         if req.max_items == 0 || req.max_items > 64 {
             return Err(ApiError::bad("max_items", "must be in 1..=64"));
         }
@@ -78,7 +60,7 @@ impl Router {
                 return Err(ApiError::bad("wait_s", "must be in 0..=30 seconds"));
             }
         }
-        self.authenticate_charged(&req.device_id, &req.device_secret, now_s, charge)?;
+        self.authenticate(&req.device_id, &req.device_secret, now_s)?;
         let ttl = self.cfg.lease_ttl_s;
         if let Some(l) = self.live.get_mut(&req.device_id) {
             l.expires_s = now_s + ttl;
@@ -172,14 +154,18 @@ impl Router {
         let expires_s = now_s + ttl;
         self.counters.leases += 1;
         self.counters.items += items.len() as u64;
-        self.leases.insert(
-            lease_id.clone(),
-            Lease {
-                device: req.device_id.clone(),
-                expires_s,
-                items,
-            },
-        );
+        // An empty lease is not kept: its id names nothing to deposit, and
+        // a device polling in a loop must not grow the lease table.
+        if !items.is_empty() {
+            self.leases.insert(
+                lease_id.clone(),
+                Lease {
+                    device: req.device_id.clone(),
+                    expires_s,
+                    items,
+                },
+            );
+        }
         let retry_after_s = if wire.is_empty() {
             let refill = self.next_refill_s(now_s).unwrap_or(f64::INFINITY);
             let wait = refill.min(politeness_wait);

@@ -16,6 +16,7 @@ mod admission;
 mod facts;
 mod fold;
 mod lease;
+pub mod limits;
 mod refill;
 pub mod state;
 mod tick;
@@ -32,7 +33,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use routing::dynamics::DriftBank;
 use routing::field::{Field, Layer, Receipt};
 use routing::policy::Tier;
-use routing::politeness::Bucket;
 use routing::prices::Pool;
 use routing::trust::Clusters;
 
@@ -58,11 +58,11 @@ pub fn dimensions() -> Vec<String> {
 /// The field's layers, coarse to fine.
 pub const LAYERS: [&str; 4] = ["source", "binding", "task", "environment"];
 
-/// A device that is live (its lease is fresh).
+/// A device that is live (its lease is fresh). Its request budget is in
+/// [`limits::Limits`], which registering again does not reset.
 #[derive(Debug, Clone)]
 pub(crate) struct Live {
     pub expires_s: f64,
-    pub requests: Bucket,
 }
 
 /// One leased item.
@@ -155,6 +155,7 @@ pub struct Router {
     next_seq: u64,
     d: Durable,
     live: BTreeMap<String, Live>,
+    limits: limits::Limits,
     leases: HashMap<String, Lease>,
     /// Leases that expired recently: id → (device, expiry), kept for
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
@@ -287,6 +288,12 @@ impl Router {
         if !now_s.is_finite() {
             return Err(OpenError::BadConfig(format!("clock reads {now_s}")));
         }
+        let limits = limits::Limits::new(
+            cfg.device_rate,
+            cfg.registration_rate,
+            cfg.registration_address_rate,
+        )
+        .map_err(OpenError::BadConfig)?;
         store.schema_version()?;
         let d = match store.get(Table::Meta, SNAPSHOT_KEY)? {
             None => fresh(&cfg, now_s)?,
@@ -319,6 +326,7 @@ impl Router {
             next_seq: 0,
             d,
             live: BTreeMap::new(),
+            limits,
             leases: HashMap::new(),
             expired: HashMap::new(),
             in_flight: HashMap::new(),

@@ -158,3 +158,47 @@ fn an_observation_row_without_its_adapter_loads_with_empty_fields() {
     let back: Observation = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
     assert_eq!(back, o);
 }
+
+/// `GET /v1/field` is open to anyone: a device whose trust state changes
+/// shows there as a `device_state` event with its id withheld (the event
+/// log, for the operator, keeps it).
+#[test]
+fn the_field_view_withholds_the_device_of_a_state_change() {
+    let mut r = router();
+    let mut secrets = BTreeMap::new();
+    for id in ["a", "b", "liar-device-7"] {
+        register(&mut r, &mut secrets, id, "1.0");
+    }
+    let mut seq = 0;
+    let mut logged = Vec::new();
+    for _ in 0..60 {
+        for k in 0..TARGETS {
+            observe(&mut r, &mut seq, "a", "1.0", k, &format!("good-{k}"));
+            observe(&mut r, &mut seq, "b", "1.0", k, &format!("good-{k}"));
+            let lie = format!("bad-{seq}");
+            observe(&mut r, &mut seq, "liar-device-7", "1.0", k, &lie);
+        }
+        logged.extend(r.drain_events());
+        if logged
+            .iter()
+            .any(|e| matches!(e, Event::DeviceState { device, .. } if device == "liar-device-7"))
+        {
+            break;
+        }
+    }
+    assert!(
+        logged
+            .iter()
+            .any(|e| matches!(e, Event::DeviceState { device, .. } if device == "liar-device-7")),
+        "the liar's state changed, with its id in the log: {logged:?}"
+    );
+    let view = serde_json::to_string(&r.field_view()).unwrap();
+    assert!(!view.contains("liar-device-7"), "{view}");
+    assert!(
+        r.field_view().recent_events.iter().any(|e| matches!(
+            e,
+            Event::DeviceState { device, .. } if device == crate::events::WITHHELD
+        )),
+        "the event is shown, its device withheld"
+    );
+}

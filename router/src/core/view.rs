@@ -175,7 +175,7 @@ impl Router {
             population,
             drift_observations: self.d.drift.observations(),
             drift_confirmations: self.d.drift.confirmations(),
-            recent_events: self.recent.iter().cloned().collect(),
+            recent_events: self.recent.iter().map(Event::without_identities).collect(),
             targets: self.d.targets.len(),
             settled: self.settled_rows(),
             open_verifications: self.open_verifications(),
@@ -254,6 +254,9 @@ impl Router {
             let _ = writeln!(out, "router_price{{pool=\"{k}\"}} {v}");
         }
         let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
+        let _ = writeln!(out, "# HELP router_outstanding_leases Leases held until they expire or every item is settled (empty leases are not kept).\n# TYPE router_outstanding_leases gauge\nrouter_outstanding_leases {}", self.leases.len());
+        let (devices, credentials, addresses) = self.limits.tracked();
+        let _ = writeln!(out, "# HELP router_request_budgets Request budgets held, by what they are keyed by.\n# TYPE router_request_budgets gauge\nrouter_request_budgets{{key=\"device\"}} {devices}\nrouter_request_budgets{{key=\"credential\"}} {credentials}\nrouter_request_budgets{{key=\"address\"}} {addresses}");
         let _ = writeln!(out, "# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {}", self.open_verifications());
         let _ = writeln!(out, "# HELP router_field_revision Field revision.\n# TYPE router_field_revision gauge\nrouter_field_revision {}", self.d.field.revision());
         out

@@ -3,11 +3,15 @@
 //! admissible instead of at its next re-poll.
 //!
 //! The core stays pure: each try is one [`crate::Router::lease`] at the
-//! clock's now. Between tries the request sleeps until the earliest of the
-//! empty answer's `retry_after_s` (the next refill or the politeness token
-//! promised to this device), the next tick, the wait's end and the service
-//! stopping. An answer with items, an error, the wait's end or a stop
-//! answers the request; the last empty answer is the one returned.
+//! clock's now, and each try spends one token of the device's request
+//! budget, so however many polls a device holds open, its tries are paced
+//! by that budget. Between tries the request sleeps until the earliest of
+//! the empty answer's `retry_after_s` (the next refill or the politeness
+//! token promised to this device), the next tick, the wait's end and the
+//! service stopping. An answer with items, an error of the first try, the
+//! wait's end or a stop answers the request; a later try refused for the
+//! device's budget answers the last empty answer, its `retry_after_s` at
+//! least the budget's wait. Empty tries keep no lease.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +19,7 @@ use std::time::{Duration, Instant};
 use axum::response::Response;
 
 use super::{error, ok, Shell};
-use crate::api::{ApiError, LeaseRequest, MAX_LEASE_WAIT_S};
+use crate::api::{ApiError, LeaseRequest, LeaseResponse, MAX_LEASE_WAIT_S};
 
 /// The shortest sleep between two tries: a hint of 0 (a refill due now
 /// whose tick is a moment late) does not spin.
@@ -34,21 +38,15 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
     let mut ticks = shell.ticks.subscribe();
     let mut closing = shell.closing.subscribe();
     let req = Arc::new(req);
-    let mut first = true;
+    let mut last: Option<LeaseResponse> = None;
     loop {
         ticks.borrow_and_update();
         let s = shell.clone();
         let r = req.clone();
-        let charge = std::mem::take(&mut first);
         let joined = tokio::task::spawn_blocking(move || {
             let now = (s.clock)();
             let mut core = s.router.lock();
-            // Only the first try counts against the device's request rate.
-            let out = if charge {
-                core.lease(&r, now)
-            } else {
-                core.lease_again(&r, now)
-            };
+            let out = core.lease(&r, now);
             (out, core.drain_events())
         })
         .await;
@@ -57,9 +55,14 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
             Err(_) => return error(&ApiError::Store("the request's worker failed".into())),
         };
         shell.write_events(events);
-        let resp = match out {
-            Ok(resp) => resp,
-            Err(e) => return error(&e),
+        let resp = match (out, last.take()) {
+            (Ok(resp), _) => resp,
+            (Err(ApiError::RateLimited(wait)), Some(mut prev)) => {
+                let hint = prev.retry_after_s.unwrap_or(0.0).max(wait);
+                prev.retry_after_s = Some(hint);
+                return ok(prev);
+            }
+            (Err(e), _) => return error(&e),
         };
         let now = Instant::now();
         if !resp.items.is_empty() || now >= deadline || *closing.borrow() {
@@ -71,6 +74,7 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
             .filter(|h| h.is_finite() && *h >= 0.0)
             .map_or(left, Duration::from_secs_f64);
         let nap = hint.clamp(MIN_NAP, left.max(MIN_NAP)).min(left);
+        last = Some(resp);
         tokio::select! {
             _ = tokio::time::sleep(nap) => {}
             _ = ticks.changed() => {}

@@ -256,6 +256,7 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .route("/metrics", get(metrics))
         .route("/v1/clock", post(clock_advance))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(shell)
 }
 
@@ -276,8 +277,51 @@ async fn not_found() -> Response {
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
-/// Reads and strictly parses a JSON body within the cap.
+/// Whether `headers` declare a JSON body: `application/json`, with or
+/// without parameters (`; charset=utf-8`), in any case.
+fn declares_json(headers: &HeaderMap) -> Result<(), ApiError> {
+    let given = headers.get(header::CONTENT_TYPE);
+    let essence = given.and_then(|v| v.to_str().ok()).map(|v| {
+        v.split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase()
+    });
+    match essence.as_deref() {
+        Some("application/json") => Ok(()),
+        _ => Err(ApiError::UnsupportedMediaType(match given {
+            None => "(none)".into(),
+            Some(v) => String::from_utf8_lossy(v.as_bytes())
+                .chars()
+                .take(64)
+                .collect(),
+        })),
+    }
+}
+
+/// A known path asked with a method it does not answer: 405 in the
+/// documented JSON shape, with an `Allow` header naming the methods the
+/// path answers.
+async fn method_not_allowed(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    let allowed = match req.uri().path() {
+        "/v1/facts" => "GET, PUT",
+        "/" | "/v1/field" | "/metrics" => "GET",
+        _ => "POST",
+    };
+    let e = ApiError::MethodNotAllowed(allowed.into());
+    s.router.lock().refused(&e);
+    let mut resp = error(&e);
+    if let Ok(v) = header::HeaderValue::from_str(allowed) {
+        resp.headers_mut().insert(header::ALLOW, v);
+    }
+    resp
+}
+
+/// Reads and strictly parses a JSON body within the cap; the body must be
+/// declared as JSON.
 async fn body<T: DeserializeOwned>(limit: usize, req: Request) -> Result<T, ApiError> {
+    declares_json(req.headers())?;
     let bytes = to_bytes(req.into_body(), limit)
         .await
         .map_err(|_| ApiError::TooLarge(limit))?;
@@ -356,8 +400,19 @@ async fn page() -> Response {
 }
 
 async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
+    // The peer's address, where the server was started with connect info
+    // (routerd is): its registrations share one budget.
+    let source = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|c| c.0.ip().to_string());
     match parsed::<crate::api::RegisterRequest>(&s, req).await {
-        Ok(r) => run(s, move |core, now| core.register(&r, now)).await,
+        Ok(r) => {
+            run(s, move |core, now| {
+                core.register_from(&r, now, source.as_deref())
+            })
+            .await
+        }
         Err(resp) => resp,
     }
 }

@@ -104,6 +104,30 @@ impl Routerd {
         body: &str,
         operator: bool,
     ) -> Option<(u16, Value)> {
+        self.try_send_as(method, path, body, operator, Some("application/json"))
+    }
+
+    /// Sends `body` with `method` to `path` declared as `content_type`
+    /// (`None`: no Content-Type header); returns (status, JSON body).
+    pub fn send_as(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        content_type: Option<&str>,
+    ) -> (u16, Value) {
+        self.try_send_as(method, path, body, false, content_type)
+            .expect("the request reaches routerd")
+    }
+
+    fn try_send_as(
+        &self,
+        method: &str,
+        path: &str,
+        body: &str,
+        operator: bool,
+        content_type: Option<&str>,
+    ) -> Option<(u16, Value)> {
         let url = format!("{}{}", self.base, path);
         let mut resp = match method {
             "GET" => {
@@ -119,7 +143,9 @@ impl Routerd {
                 } else {
                     self.agent.post(&url)
                 };
-                r = r.header("content-type", "application/json");
+                if let Some(t) = content_type {
+                    r = r.header("content-type", t);
+                }
                 if operator {
                     r = r.header("x-operator-key", OPERATOR_KEY);
                 }

@@ -86,18 +86,15 @@ impl<'w> Driver<'w> {
             max_items: if spec.archetype == BROWSER { 4 } else { 2 },
             wait_s: Some(LONG_POLL_S),
         };
-        // A try inside the router's hold of this device's long poll is the
-        // router's own (not charged to the device's request rate).
+        // Every try spends the device's request budget, a try inside the
+        // router's hold of its long poll too; routerd answers a held try
+        // refused for the budget with the poll's empty answer.
         let held_poll = self.devs[d].poll_until.is_some_and(|until| t <= until);
         if !held_poll {
             self.devs[d].poll_until = Some(t + LONG_POLL_S);
         }
         let t0 = Instant::now();
-        let r = if held_poll {
-            self.router.lease_again(&req, t)
-        } else {
-            self.router.lease(&req, t)
-        };
+        let r = self.router.lease(&req, t);
         let el = t0.elapsed();
         self.acc.timing.router_s += el.as_secs_f64();
         self.acc.timing.lease_s += el.as_secs_f64();
@@ -110,6 +107,16 @@ impl<'w> Driver<'w> {
         match r {
             Ok(resp) if resp.items.is_empty() => self.on_empty(d, &resp, t),
             Ok(resp) => self.on_granted(d, resp, t),
+            Err(ApiError::RateLimited(wait)) if held_poll => {
+                let empty = LeaseResponse {
+                    lease_id: String::new(),
+                    items: Vec::new(),
+                    expires_at: t,
+                    routing_trace: Vec::new(),
+                    retry_after_s: Some(wait),
+                };
+                self.on_empty(d, &empty, t)
+            }
             Err(err) => self.on_refused(d, err, t),
         }
     }
