@@ -42,6 +42,23 @@ pub struct CompareBudget {
     pub rounds: u32,
     /// The level of the sign test over rounds each timed limit is judged by.
     pub alpha: f64,
+    /// Whether the fleet's timed standing against the baselines (the three
+    /// ratio limits) fails the gate (`gate`, the default) or is printed
+    /// and kept in the report only (`report`): the standing moves with the
+    /// host's state, so CI reports it (docs/gates.md "The comparison").
+    #[serde(default)]
+    pub standing: Standing,
+}
+
+/// What the comparison does with the fleet's timed standing.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Standing {
+    /// A standing limit over in enough rounds fails the gate.
+    #[default]
+    Gate,
+    /// Printed and reported, never a failure.
+    Report,
 }
 
 /// The label of the pile-of-pools baseline's run.
@@ -203,6 +220,7 @@ mod tests {
             peak_runnable_over_floor_quota_max: 1,
             rounds: 5,
             alpha: 0.05,
+            standing: Standing::Gate,
         }
     }
 

@@ -15,7 +15,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::compare_gate::{check_compare, CompareBudget};
+use crate::compare_gate::{check_compare, CompareBudget, Standing};
 use crate::gate::Breach;
 use crate::paired::sign::{binomial_half_upper_tail, critical_count};
 use crate::report::RunReport;
@@ -192,6 +192,25 @@ pub fn render_rounds(rounds: &[Vec<RunReport>]) -> String {
         );
     }
     out
+}
+
+/// The timed standing limits (fleet ÷ the baselines) among [`OVER_ROUNDS`].
+pub const STANDING: [&str; 3] = [
+    "cotenant_p99_over_every_baseline_max",
+    "makespan_p99_over_best_baseline_max",
+    "makespan_p99_over_pile_max",
+];
+
+/// Splits [`check_rounds`]'s breaches into what fails the gate and what is
+/// only reported: with [`Standing::Report`] the standing limits
+/// ([`STANDING`]) are reported; every other breach fails.
+pub fn split_standing(breaches: Vec<Breach>, b: &CompareBudget) -> (Vec<Breach>, Vec<Breach>) {
+    match b.standing {
+        Standing::Gate => (breaches, Vec::new()),
+        Standing::Report => breaches
+            .into_iter()
+            .partition(|br| !STANDING.contains(&br.budget)),
+    }
 }
 
 /// Checks `b`'s rounds and level can make a gate that can fail.

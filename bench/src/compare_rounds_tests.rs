@@ -15,6 +15,7 @@ fn budget() -> CompareBudget {
         peak_runnable_over_floor_quota_max: 1,
         rounds: 5,
         alpha: 0.05,
+        standing: Standing::Gate,
     }
 }
 
@@ -177,5 +178,25 @@ fn the_median_round_and_the_rounds_table() {
     assert!(
         t.contains("÷ pile of pools") && t.contains("0.91 (0.73–1.09)"),
         "{t}"
+    );
+}
+
+#[test]
+fn a_reported_standing_never_fails_and_everything_else_still_does() {
+    let mut b = budget();
+    let mut rounds: Vec<_> = (0..5).map(|_| round(80.0)).collect();
+    rounds[2][0].threads.created_during_run = 7;
+    let all = check_rounds(&rounds, &b, 0.1, "stress");
+    assert!(names(&all).contains(&"makespan_p99_over_best_baseline_max"));
+    let (fails, reported) = split_standing(all.clone(), &b);
+    assert_eq!(fails, all, "gated: every breach fails");
+    assert!(reported.is_empty());
+    b.standing = Standing::Report;
+    let (fails, reported) = split_standing(all, &b);
+    assert_eq!(names(&fails), ["threads_created_per_cycle_max"]);
+    assert!(!reported.is_empty());
+    assert!(
+        reported.iter().all(|r| STANDING.contains(&r.budget)),
+        "{reported:?}"
     );
 }

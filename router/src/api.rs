@@ -149,7 +149,9 @@ pub struct DepositRequest {
     pub adapter_version: String,
     /// What happened.
     pub outcome: Outcome,
-    /// Targets a listing crawl found (≤ 1,000 ids).
+    /// Targets a listing crawl found (≤ 1,000 ids): only a successful
+    /// deposit of a listing target may carry any, within the device's
+    /// discovery budget per price window.
     #[serde(default)]
     pub discovered: Vec<String>,
 }
@@ -249,6 +251,10 @@ pub enum ApiError {
     /// address (429): which budget, and the seconds until it refills.
     #[error("registrations limited per {0}; retry after {1:.3} s")]
     RegistrationLimited(String, f64),
+    /// A device's discovered targets over its budget for the price window
+    /// (429): the budget.
+    #[error("discovered targets limited to {0} per device per price window")]
+    DiscoveryLimited(usize),
     /// The store failed; nothing was acknowledged (503).
     #[error("store unavailable: {0}")]
     Store(String),
@@ -274,6 +280,7 @@ impl ApiError {
             ApiError::Replayed => "replayed",
             ApiError::RateLimited(_) => "rate_limited",
             ApiError::RegistrationLimited(..) => "registration_limited",
+            ApiError::DiscoveryLimited(_) => "discovery_limited",
             ApiError::Store(_) => "store_unavailable",
         }
     }
@@ -291,7 +298,9 @@ impl ApiError {
             ApiError::UnknownDevice(_) | ApiError::UnknownLease | ApiError::UnknownItem => 404,
             ApiError::LeaseExpired(_) => 410,
             ApiError::Replayed => 409,
-            ApiError::RateLimited(_) | ApiError::RegistrationLimited(..) => 429,
+            ApiError::RateLimited(_)
+            | ApiError::RegistrationLimited(..)
+            | ApiError::DiscoveryLimited(_) => 429,
             ApiError::Store(_) => 503,
         }
     }
@@ -368,6 +377,7 @@ mod tests {
                 "registration_limited",
                 429,
             ),
+            (ApiError::DiscoveryLimited(3), "discovery_limited", 429),
             (ApiError::Store("x".into()), "store_unavailable", 503),
         ];
         let mut kinds = std::collections::BTreeSet::new();
@@ -397,9 +407,10 @@ mod tests {
                 | ApiError::Replayed
                 | ApiError::RateLimited(_)
                 | ApiError::RegistrationLimited(..)
+                | ApiError::DiscoveryLimited(_)
                 | ApiError::Store(_) => {}
             }
         }
-        assert_eq!(rows.len(), 17);
+        assert_eq!(rows.len(), 18);
     }
 }

@@ -69,6 +69,9 @@ pub struct RouterConfig {
     /// Behind a reverse proxy every device has the proxy's address: raise
     /// it there.
     pub registration_address_rate: (f64, f64),
+    /// Most targets one device may discover per price window, default
+    /// 10,000 (ten full listing deposits).
+    pub discovery_per_window: usize,
     /// Fleet-level cap on the share of live devices treated as limited, default 0.3.
     pub limited_cap_share: f64,
     /// Most queued targets per archetype, default 1,024 (also bounds the
@@ -183,6 +186,7 @@ impl Default for RouterConfig {
             device_rate: (20.0, 10.0),
             registration_rate: (100_000.0, 1_000.0),
             registration_address_rate: (1_000.0, 10.0),
+            discovery_per_window: 10_000,
             limited_cap_share: 0.3,
             queue_limit: 1024,
             candidates_per_lease: 32,

@@ -165,9 +165,14 @@ fn a_first_observation_is_verified_by_others_and_survives_a_restart() {
         .deposit(&deposit_req(&a, &la.lease_id, &item, "h1"), 3.0)
         .unwrap();
     assert!(!dep.settled);
-    // The same token again is a replay.
+    // The same deposit again (its answer was lost) gets the same answer;
+    // another body under the used token is a replay.
     assert_eq!(
         r.deposit(&deposit_req(&a, &la.lease_id, &item, "h1"), 3.5),
+        Ok(dep.clone())
+    );
+    assert_eq!(
+        r.deposit(&deposit_req(&a, &la.lease_id, &item, "h2"), 3.5),
         Err(ApiError::Replayed)
     );
     // Another device may not deposit on a's lease.

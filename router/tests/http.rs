@@ -205,7 +205,7 @@ fn bad_input_table() {
         ("unknown field", "/v1/deposit", unknown.to_string(), false, 400, "unknown_field"),
         ("oversized body", "/v1/register", big, false, 413, "too_large"),
         ("another device's lease", "/v1/deposit", foreign.to_string(), false, 404, "unknown_lease"),
-        ("replayed deposit token", "/v1/deposit", deposit_body("dev-a", &a, &lid, &items[0], "h").to_string(), false, 409, "replayed"),
+        ("a used deposit token with another body", "/v1/deposit", deposit_body("dev-a", &a, &lid, &items[0], "h-other").to_string(), false, 409, "replayed"),
         ("unknown archetype", "/v1/register", json!({"device_id": "x", "archetype": "fridge", "adapter_version": "1", "registration_token": support::routerd::TOKEN}).to_string(), false, 422, "unknown_archetype"),
         ("NaN latency (not JSON)", "/v1/deposit", good.to_string().replace("900.0", "NaN"), false, 400, "malformed"),
         ("latency out of range", "/v1/deposit", negative.to_string(), false, 422, "bad_value"),

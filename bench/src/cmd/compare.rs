@@ -210,6 +210,20 @@ pub fn run(args: CompareArgs) -> Result<()> {
     println!("report: {}", args.out.join("report.html").display());
     if let Some(b) = &budget {
         let breaches = crate::compare_rounds::check_rounds(&all, b, args.replay.scale, &rate);
+        let (breaches, reported) = crate::compare_rounds::split_standing(breaches, b);
+        if !reported.is_empty() || b.standing == crate::compare_gate::Standing::Report {
+            println!(
+                "compare standing (reported, not gated: docs/gates.md \"The comparison\"): {}",
+                if reported.is_empty() {
+                    "within every limit"
+                } else {
+                    "over a limit"
+                }
+            );
+        }
+        for r in &reported {
+            println!("  standing {r}");
+        }
         crate::cmd::gate::judge("compare gate", &b.description, &breaches)?;
     }
     let lost: Vec<String> = all

@@ -22,6 +22,20 @@ pub fn default_corpus_path() -> PathBuf {
     corpus_dir().join("golden-v1.txt")
 }
 
+/// The corpus a replay uses: `given`, else `corpus/golden-v1.txt` under
+/// the working directory, else the one shipped next to this build.
+pub fn replay_corpus_path(given: Option<&Path>) -> PathBuf {
+    if let Some(p) = given {
+        return p.to_path_buf();
+    }
+    let local = Path::new("corpus").join("golden-v1.txt");
+    if local.is_file() {
+        local
+    } else {
+        default_corpus_path()
+    }
+}
+
 /// The shipped filtered pool-state file.
 pub fn default_pool_path() -> PathBuf {
     corpus_dir().join("pools-2020-09.txt")

@@ -133,7 +133,11 @@ pub fn run(args: GateArgs) -> Result<()> {
         .unwrap_or_else(|| PathBuf::from(format!("fleet-lab-out/gate-{}", args.profile)));
     crate::report::check_out_dir(&out, args.force)?;
     let throttle_skip = cgroup_decision(&budget)?;
-    let common = server_args(&budget, args.corpus.as_deref(), throttle_skip.is_none());
+    // Both builds replay the one corpus file this build resolves (a cached
+    // reference would look for its own next to a source tree that is gone).
+    let corpus = crate::cmd::corpus::replay_corpus_path(args.corpus.as_deref());
+    let corpus = std::path::absolute(&corpus).unwrap_or(corpus);
+    let common = server_args(&budget, &corpus, throttle_skip.is_none());
     let mut cand_args = common.clone();
     cand_args.extend(injections(&args));
     let t0 = std::time::Instant::now();
@@ -245,7 +249,7 @@ fn cgroup_decision(budget: &ProfileBudget) -> Result<Option<String>> {
 /// The arguments both block servers get: the profile, scale, block
 /// length, the gates' arrival rate (stress) and co-tenant (on), the
 /// reserve's lending, the corpus and, where made, the cgroup quota.
-fn server_args(budget: &ProfileBudget, corpus: Option<&Path>, with_cgroup: bool) -> Vec<OsString> {
+fn server_args(budget: &ProfileBudget, corpus: &Path, with_cgroup: bool) -> Vec<OsString> {
     let mut a: Vec<OsString> = [
         "--fleet-profile",
         &budget.fleet_profile,
@@ -267,9 +271,7 @@ fn server_args(budget: &ProfileBudget, corpus: Option<&Path>, with_cgroup: bool)
     if let (Some(q), true) = (budget.cgroup_quota, with_cgroup) {
         a.extend(["--cgroup-quota".into(), q.to_string().into()]);
     }
-    if let Some(c) = corpus {
-        a.extend(["--corpus".into(), c.as_os_str().to_owned()]);
-    }
+    a.extend(["--corpus".into(), corpus.as_os_str().to_owned()]);
     a
 }
 

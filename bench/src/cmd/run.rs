@@ -135,15 +135,7 @@ impl ReplayArgs {
     /// The corpus path: `--corpus`, else `corpus/golden-v1.txt` under the
     /// working directory, else the one shipped next to this build.
     pub fn corpus_path(&self) -> PathBuf {
-        if let Some(p) = &self.corpus {
-            return p.clone();
-        }
-        let local = Path::new("corpus").join("golden-v1.txt");
-        if local.is_file() {
-            local
-        } else {
-            crate::cmd::corpus::default_corpus_path()
-        }
+        crate::cmd::corpus::replay_corpus_path(self.corpus.as_deref())
     }
 
     /// Loads and checks the corpus (checksum, fields), refusing bad input

@@ -3,6 +3,7 @@
 //! `routerd facts get|set` talks to a running one as the operator.
 //! Source: `ROUTING.md` §4; the API is documented in `docs/router.md`.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use router::config::RouterConfig;
+use router::http::listener::{Bounded, Peer};
 use router::http::{app, wall_clock, ManualClock, Shell, OPERATOR_HEADER};
 use router::store::{PgStore, SqliteStore, Store};
 use router::Router;
@@ -77,6 +79,39 @@ struct ServeArgs {
     /// reverse proxy every device has the proxy's address: raise it).
     #[arg(long, value_name = "CAP,PER_S", default_value = "1000,10", value_parser = rate)]
     registration_address_rate: (f64, f64),
+    /// Seconds a stop (SIGTERM or SIGINT) waits for open requests before
+    /// routerd stops with them still open (0..=600); the final snapshot is
+    /// written either way.
+    #[arg(long, default_value_t = 10.0)]
+    drain_s: f64,
+    /// Most targets one device may discover per price window (60 s).
+    #[arg(long, default_value_t = 10_000)]
+    discovery_per_window: usize,
+    /// Most connections open at once (1..=1,000,000); at the cap new ones
+    /// wait in the kernel's backlog. Keep it under `ulimit -n`.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_connections: u64,
+    /// Seconds a connection may send nothing before it is closed: a
+    /// request that never finishes its headers or body, a kept-alive
+    /// connection left idle (0 < S ≤ 3,600; above the 30 s long poll).
+    #[arg(long, default_value_t = 45.0)]
+    idle_s: f64,
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// Parses `CAPACITY,PER_S`: a capacity ≥ 1 and a refill > 0, both finite.
@@ -185,6 +220,14 @@ fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    if !(args.drain_s.is_finite() && (0.0..=600.0).contains(&args.drain_s)) {
+        bail!("--drain-s must be in [0, 600], got {}", args.drain_s);
+    }
+    let drain = Duration::from_secs_f64(args.drain_s);
+    if !(args.idle_s.is_finite() && args.idle_s > 0.0 && args.idle_s <= 3600.0) {
+        bail!("--idle-s must be in (0, 3600], got {}", args.idle_s);
+    }
+    let idle = Duration::from_secs_f64(args.idle_s);
     if !(args.lease_ttl_s.is_finite() && (1.0..=86_400.0).contains(&args.lease_ttl_s)) {
         bail!(
             "--lease-ttl-s must be in [1, 86400], got {}",
@@ -217,6 +260,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         device_rate: args.device_rate,
         registration_rate: args.registration_rate,
         registration_address_rate: args.registration_address_rate,
+        discovery_per_window: args.discovery_per_window,
         ..RouterConfig::default()
     };
     let manual = match args.manual_clock {
@@ -254,6 +298,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("binding {}", args.listen))?;
         let local = listener.local_addr()?;
+        let listener = Bounded::new(listener, args.max_connections as usize, idle);
         // The line tests and scripts wait for.
         println!("routerd listening on http://{local}");
         tracing::info!("listening on http://{local}");
@@ -274,18 +319,29 @@ fn serve(args: ServeArgs) -> Result<()> {
         });
         let last = shell.clone();
         let closer = shell.clone();
+        let stopping = std::sync::Arc::new(tokio::sync::Notify::new());
+        let stopped = stopping.clone();
         // With the peer's address: registrations are budgeted per address.
-        axum::serve(
+        let server = axum::serve(
             listener,
-            app(shell).into_make_service_with_connect_info::<SocketAddr>(),
+            app(shell).into_make_service_with_connect_info::<Peer>(),
         )
         .with_graceful_shutdown(async move {
-            let _ = tokio::signal::ctrl_c().await;
+            stop_signal().await;
+            tracing::info!("stopping: draining open requests");
             // Held long polls answer now instead of holding the stop.
             closer.begin_close();
-        })
-        .await
-        .context("serving")?;
+            stopped.notify_one();
+        });
+        // The drain is bounded: a connection that never finishes its
+        // request does not keep routerd alive.
+        tokio::select! {
+            served = server.into_future() => served.context("serving")?,
+            _ = async {
+                stopping.notified().await;
+                tokio::time::sleep(drain).await;
+            } => tracing::warn!("stopping with requests still open after the {:?} drain", drain),
+        }
         // A clean stop writes a final snapshot.
         let _ = tokio::task::spawn_blocking(move || last.final_tick()).await;
         Ok::<(), anyhow::Error>(())

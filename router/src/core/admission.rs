@@ -11,6 +11,10 @@ use super::{Live, Router};
 use crate::api::{ApiError, RegisterRequest, RegisterResponse};
 use crate::config::{check_id, check_label};
 use crate::ids;
+use crate::store::{Row, Table};
+
+/// The field of a [`Table::Devices`] row that holds a registered identity.
+pub const IDENTITY_FIELD: &str = "identity";
 
 impl Router {
     /// Registers a device at `now_s`: it becomes live for one lease TTL. A
@@ -98,13 +102,29 @@ impl Router {
                 ));
             }
         }
-        let secret = match (
-            &req.device_secret,
-            self.d.devices.contains_key(&req.device_id),
-        ) {
+        let known = self.d.devices.contains_key(&req.device_id);
+        let secret = match (&req.device_secret, known) {
             (Some(kept), true) => kept.clone(),
             _ => ids::token(),
         };
+        if !known {
+            // A new identity is durable before it is answered: a crash
+            // right after the answer must not forget the secret it gave.
+            self.persist_identity(
+                &req.device_id,
+                &DeviceRec {
+                    archetype: req.archetype.clone(),
+                    capabilities: req.capabilities.clone(),
+                    adapter_version: req.adapter_version.clone(),
+                    trust: routing::trust::INITIAL,
+                    state: TrustState::Normal,
+                    secret_digest: ids::digest(&secret),
+                    registered_at: now_s,
+                    deposits: 0,
+                    note: None,
+                },
+            )?;
+        }
         let rec = self
             .d
             .devices
@@ -141,6 +161,24 @@ impl Router {
         })
     }
 
+    /// Writes a new identity's row to [`Table::Devices`] (version 0, under
+    /// `"identity"`; a snapshot's summary row for the device, written later
+    /// with a higher version, replaces it). [`Router::open`] restores an
+    /// identity the last snapshot did not hold from it. Errors: `Store`
+    /// (nothing changed: the registration is refused).
+    fn persist_identity(&self, id: &str, rec: &DeviceRec) -> Result<(), ApiError> {
+        let payload = serde_json::json!({ IDENTITY_FIELD: rec }).to_string();
+        let row = Row {
+            key: id.to_string(),
+            version: 0,
+            payload,
+        };
+        self.store
+            .lock()
+            .upsert(Table::Devices, &[row])
+            .map_err(|e| ApiError::Store(e.to_string()))
+    }
+
     /// Authenticates a live device and spends one token of its request
     /// budget. Errors: `UnknownDevice`, `Unauthorized`, `Forbidden`,
     /// `RateLimited` (the seconds until a token is back).
@@ -169,4 +207,29 @@ impl Router {
         }
         self.limits.charge_device(device, now_s)
     }
+}
+
+/// Restores into `d` every identity written at registration
+/// ([`IDENTITY_FIELD`] rows of [`Table::Devices`]) that the snapshot does
+/// not hold: a device registered after the last snapshot. Rows of devices
+/// the snapshot holds, and snapshot summary rows, change nothing. Errors:
+/// an identity row that does not parse, named.
+pub(super) fn restore_identities(
+    d: &mut super::state::Durable,
+    rows: Vec<Row>,
+) -> Result<(), super::OpenError> {
+    for row in rows {
+        if d.devices.contains_key(&row.key) {
+            continue;
+        }
+        let bad = |e: serde_json::Error| {
+            super::OpenError::BadState(format!("device row {}: {e}", row.key))
+        };
+        let v: serde_json::Value = serde_json::from_str(&row.payload).map_err(bad)?;
+        if let Some(identity) = v.get(IDENTITY_FIELD) {
+            let rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
+            d.devices.insert(row.key, rec);
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
-//! Deposits: validation, the write-ahead log, and the fold of one outcome
-//! into evidence, gates, politeness, trust, churn, verification and usage.
+//! The fold of one accepted deposit into evidence, gates, politeness,
+//! trust, churn, verification and usage (its validation and the log's two
+//! halves are in [`super::deposit`]).
 //! Source: `ROUTING.md` §3 (Gates are learned, Trust, Prices, Politeness,
 //! Assignment policy) and §4.
 
@@ -12,22 +13,12 @@ use routing::verify::{SettledBy, VoteOutcome};
 use super::lease::state_name;
 use super::state::{Observation, TargetRec, KEEP_OBSERVATIONS};
 use super::Router;
-use crate::api::{ApiError, DepositRequest, DepositResponse};
-use crate::config::{check_id, check_range, deposit_usage};
+use crate::api::DepositRequest;
+use crate::config::deposit_usage;
 use crate::events::Event;
-use crate::store::DepositEntry;
 
 /// Error classes that write a false gate for (source, archetype).
 pub const GATE_CLASSES: [&str; 3] = ["cors", "js_required", "antibot"];
-
-/// A deposit between [`Router::deposit_prepare`] and [`Router::deposit_commit`].
-#[derive(Debug, Clone)]
-pub struct PreparedDeposit {
-    /// The log entry to append.
-    pub entry: DepositEntry,
-    logged: Logged,
-    index: usize,
-}
 
 /// Seconds after which a failed attempt is due again (or its Retry-After, if longer).
 pub const RETRY_S: f64 = 60.0;
@@ -45,157 +36,7 @@ pub struct Logged {
     pub req: DepositRequest,
 }
 
-fn validate(req: &DepositRequest) -> Result<(), ApiError> {
-    check_id("target", &req.target)?;
-    if req.adapter_id.is_empty() || req.adapter_id.len() > 64 {
-        return Err(ApiError::bad("adapter_id", "1..=64 bytes"));
-    }
-    if req.adapter_version.is_empty() || req.adapter_version.len() > 64 {
-        return Err(ApiError::bad("adapter_version", "1..=64 bytes"));
-    }
-    let o = &req.outcome;
-    if let Some(h) = &o.content_hash {
-        if h.is_empty() || h.len() > 128 {
-            return Err(ApiError::bad("outcome.content_hash", "1..=128 bytes"));
-        }
-    } else if o.ok {
-        return Err(ApiError::bad("outcome.content_hash", "required when ok"));
-    }
-    if let Some(l) = o.latency_ms {
-        check_range("outcome.latency_ms", l, 0.0, 86_400_000.0)?;
-    }
-    if let Some(r) = o.retry_after_s {
-        check_range("outcome.retry_after_s", r, 0.0, 86_400.0)?;
-    }
-    if let Some(c) = o.crawl_delay_s {
-        check_range("outcome.crawl_delay_s", c, 0.0, 86_400.0)?;
-    }
-    if let Some(e) = &o.error_class {
-        if e.is_empty() || e.len() > 64 {
-            return Err(ApiError::bad("outcome.error_class", "1..=64 bytes"));
-        }
-    }
-    if req.discovered.len() > 1000 {
-        return Err(ApiError::bad("discovered", "at most 1,000 targets"));
-    }
-    for d in &req.discovered {
-        check_id("discovered", d)?;
-    }
-    Ok(())
-}
-
 impl Router {
-    /// Accepts the deposit of one leased item at `now_s`: validates it,
-    /// appends it to the store's log (write-ahead), folds it, and only then
-    /// answers. Errors: `BadValue`, `Unauthorized`, `UnknownDevice`,
-    /// `UnknownLease`, `LeaseExpired`, `UnknownItem`, `Replayed`,
-    /// `RateLimited`, `Store`; nothing changes on error.
-    pub fn deposit(
-        &mut self,
-        req: &DepositRequest,
-        now_s: f64,
-    ) -> Result<DepositResponse, ApiError> {
-        let r = self.deposit_inner(req, now_s);
-        self.check(r)
-    }
-
-    fn deposit_inner(
-        &mut self,
-        req: &DepositRequest,
-        now_s: f64,
-    ) -> Result<DepositResponse, ApiError> {
-        let p = self.prepare_inner(req, now_s)?;
-        let appended = self.store.lock().append_deposit(&p.entry);
-        match appended {
-            Ok(true) => Ok(self.deposit_commit(p)),
-            Ok(false) => {
-                self.deposit_abort(&p);
-                Err(ApiError::Replayed)
-            }
-            Err(e) => {
-                self.deposit_abort(&p);
-                Err(ApiError::Store(e.to_string()))
-            }
-        }
-    }
-
-    /// First half of a deposit (the shell's path): validates, authenticates,
-    /// finds the item and reserves it (a second deposit of it is `Replayed`)
-    /// and assigns the next sequence number. The caller appends
-    /// [`PreparedDeposit::entry`] to the store, then calls
-    /// [`Router::deposit_commit`] — in sequence order — or
-    /// [`Router::deposit_abort`]. Errors as [`Router::deposit`] (nothing changed).
-    pub fn deposit_prepare(
-        &mut self,
-        req: &DepositRequest,
-        now_s: f64,
-    ) -> Result<PreparedDeposit, ApiError> {
-        let r = self.prepare_inner(req, now_s);
-        self.check(r)
-    }
-
-    fn prepare_inner(
-        &mut self,
-        req: &DepositRequest,
-        now_s: f64,
-    ) -> Result<PreparedDeposit, ApiError> {
-        validate(req)?;
-        self.authenticate(&req.device_id, &req.device_secret, now_s)?;
-        let (_, index) = self.find_item(
-            &req.device_id,
-            &req.lease_id,
-            &req.target,
-            &req.deposit_token,
-            now_s,
-        )?;
-        let archetype = self.d.devices[&req.device_id].archetype.clone();
-        let mut logged = Logged {
-            device: req.device_id.clone(),
-            archetype,
-            t_s: now_s,
-            req: req.clone(),
-        };
-        logged.req.device_secret.clear();
-        let seq = self.next_seq.max(self.d.applied_seq + 1);
-        let payload = serde_json::to_string(&logged).map_err(|e| ApiError::Store(e.to_string()))?;
-        self.next_seq = seq + 1;
-        self.set_pending(&req.lease_id, index, true);
-        Ok(PreparedDeposit {
-            entry: DepositEntry {
-                seq,
-                token: req.deposit_token.clone(),
-                payload,
-            },
-            logged,
-            index,
-        })
-    }
-
-    /// Second half of a deposit, after its entry is in the store's log:
-    /// folds it and closes the item. Call in sequence order.
-    pub fn deposit_commit(&mut self, p: PreparedDeposit) -> DepositResponse {
-        let seq = p.entry.seq;
-        self.fold(&p.logged, seq);
-        self.close_item(&p.logged.req.lease_id, p.index);
-        self.counters.deposits += 1;
-        DepositResponse {
-            seq,
-            trust: self
-                .d
-                .devices
-                .get(&p.logged.device)
-                .map(|d| d.trust)
-                .unwrap_or(0.5),
-            settled: self.settled(&p.logged.req.target).is_some(),
-        }
-    }
-
-    /// Gives a prepared deposit up (its append failed or was a replay): the
-    /// item can be deposited again. Its sequence number stays unused.
-    pub fn deposit_abort(&mut self, p: &PreparedDeposit) {
-        self.set_pending(&p.logged.req.lease_id, p.index, false);
-    }
-
     /// Folds one logged deposit (also at restart, in log order). Never
     /// fails: a part that cannot apply (an unknown source, a field refusal)
     /// is skipped, the rest applies.

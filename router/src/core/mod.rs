@@ -12,7 +12,9 @@
 //! again every logged deposit after the snapshot: no acknowledged deposit
 //! is lost.
 
+mod acks;
 mod admission;
+mod deposit;
 mod facts;
 mod fold;
 mod lease;
@@ -24,7 +26,9 @@ mod tick;
 mod trust_tests;
 mod view;
 
-pub use fold::{Logged, PreparedDeposit};
+pub use acks::{ACKS_MAX, ACK_MEMORY_S};
+pub use deposit::{Prepared, PreparedDeposit};
+pub use fold::Logged;
 pub use lease::{state_name, tier_name};
 pub use tick::TickReport;
 
@@ -107,6 +111,9 @@ pub struct Counters {
     pub deposits: u64,
     /// Deposits folded again at restart.
     pub replayed: u64,
+    /// Retried deposits answered again with their acknowledgement (the
+    /// first answer was lost).
+    pub deposits_answered_again: u64,
     /// Protests (preflight releases).
     pub protests: u64,
     /// Leases expired with undeposited items.
@@ -156,6 +163,10 @@ pub struct Router {
     d: Durable,
     live: BTreeMap<String, Live>,
     limits: limits::Limits,
+    /// Answers given to deposits, for a retry after a lost answer.
+    acks: acks::Acks,
+    /// Targets each device discovered in the open price window.
+    discovered: HashMap<String, usize>,
     leases: HashMap<String, Lease>,
     /// Leases that expired recently: id → (device, expiry), kept for
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
@@ -317,6 +328,8 @@ impl Router {
                 d
             }
         };
+        let mut d = d;
+        admission::restore_identities(&mut d, store.load(Table::Devices)?)?;
         let backend = store.backend();
         let last = store.last_seq()?;
         let mut r = Router {
@@ -327,6 +340,8 @@ impl Router {
             d,
             live: BTreeMap::new(),
             limits,
+            acks: acks::Acks::default(),
+            discovered: HashMap::new(),
             leases: HashMap::new(),
             expired: HashMap::new(),
             in_flight: HashMap::new(),

@@ -83,6 +83,7 @@ impl Router {
         }
         self.expired
             .retain(|_, (_, at)| now_s - *at < super::EXPIRED_MEMORY_S);
+        self.acks.forget_before(now_s - super::ACK_MEMORY_S);
         let before = self.live.len();
         self.live.retain(|_, l| l.expires_s >= now_s);
         rep.devices_pruned = before - self.live.len();
@@ -150,6 +151,7 @@ impl Router {
         let usage = std::mem::take(&mut self.d.usage);
         let held = std::mem::take(&mut self.held_demand);
         self.held_devices.clear();
+        self.discovered.clear();
         let pools: Vec<String> = self.d.pools.keys().cloned().collect();
         for name in pools {
             let Some(pool) = self.d.pools.get_mut(&name) else {

@@ -23,6 +23,7 @@ use crate::events::Event;
 use crate::Router;
 
 pub mod clock;
+pub mod listener;
 mod long_poll;
 
 pub use clock::{wall_clock, Clock, ManualClock};
@@ -401,11 +402,12 @@ async fn page() -> Response {
 
 async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
     // The peer's address, where the server was started with connect info
-    // (routerd is): its registrations share one budget.
+    // (routerd is, over [`listener::Bounded`]): its registrations share
+    // one budget.
     let source = req
         .extensions()
-        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
-        .map(|c| c.0.ip().to_string());
+        .get::<axum::extract::ConnectInfo<listener::Peer>>()
+        .map(|c| c.0 .0.ip().to_string());
     match parsed::<crate::api::RegisterRequest>(&s, req).await {
         Ok(r) => {
             run(s, move |core, now| {
@@ -435,17 +437,21 @@ async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
     let queued = tokio::task::spawn_blocking(move || {
         let now = (shell.clock)();
         let mut r = shell.router.lock();
-        let p = r.deposit_prepare(&body, now)?;
+        let p = match r.deposit_prepare(&body, now)? {
+            crate::core::Prepared::Acknowledged(answer) => return Ok(Some(answer)),
+            crate::core::Prepared::Fresh(p) => p,
+        };
         // Sent under the router's lock: the writer sees sequence order.
         if shell.writer.lock().send((p.clone(), tx)).is_err() {
             r.deposit_abort(&p);
             return Err(ApiError::Store("the deposit writer stopped".into()));
         }
-        Ok(())
+        Ok(None)
     })
     .await;
     match queued {
-        Ok(Ok(())) => match rx.await {
+        Ok(Ok(Some(answer))) => ok(answer),
+        Ok(Ok(None)) => match rx.await {
             Ok(Ok(resp)) => ok(resp),
             Ok(Err(e)) => error(&e),
             Err(_) => error(&ApiError::Store("the deposit writer stopped".into())),

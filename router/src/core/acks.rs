@@ -1,0 +1,174 @@
+//! Deposit acknowledgements, remembered so that a deposit retried after its
+//! answer was lost gets the same answer (docs/router.md "Threat model",
+//! faults that lose nothing): idempotent by the deposit token, even after
+//! the lease finished and was dropped.
+//!
+//! A retry is the same deposit when the device, the lease, the target, the
+//! token and the whole logged request agree (a digest of it is kept);
+//! anything else under a used token is refused as before (`replayed`
+//! while the lease is held, `unknown_lease` once it is gone). Each answer is kept
+//! for [`ACK_MEMORY_S`] and at most [`ACKS_MAX`] are held (the oldest go
+//! first). Time is an argument, as everywhere in the core.
+
+use std::collections::{HashMap, VecDeque};
+
+use crate::api::{DepositRequest, DepositResponse};
+
+/// The digest [`DepositKey::request`] compares: of the request as logged,
+/// its device secret cleared.
+pub fn request_digest(req: &DepositRequest) -> String {
+    let mut cleared = req.clone();
+    cleared.device_secret.clear();
+    crate::ids::digest(&serde_json::to_string(&cleared).unwrap_or_default())
+}
+
+/// Seconds an acknowledgement is remembered.
+pub const ACK_MEMORY_S: f64 = 3600.0;
+
+/// Most acknowledgements held at once.
+pub const ACKS_MAX: usize = 262_144;
+
+/// What identifies one deposit, and its answer.
+#[derive(Debug, Clone, PartialEq)]
+struct Ack {
+    device: String,
+    lease_id: String,
+    target: String,
+    /// Digest of the logged request (secret cleared).
+    request: String,
+    response: DepositResponse,
+}
+
+/// The remembered acknowledgements, by deposit token.
+#[derive(Debug, Default)]
+pub struct Acks {
+    by_token: HashMap<String, Ack>,
+    /// Tokens in the order they were acknowledged, with the time.
+    order: VecDeque<(String, f64)>,
+}
+
+/// One deposit as [`Acks`] compares it.
+#[derive(Debug, Clone, Copy)]
+pub struct DepositKey<'a> {
+    /// The depositing device.
+    pub device: &'a str,
+    /// Its lease.
+    pub lease_id: &'a str,
+    /// The item's target.
+    pub target: &'a str,
+    /// The item's deposit token.
+    pub token: &'a str,
+    /// Digest of the logged request.
+    pub request: &'a str,
+}
+
+impl Acks {
+    /// Remembers `response` as the answer to `key` at `now_s`, dropping what
+    /// is older than [`ACK_MEMORY_S`] or beyond [`ACKS_MAX`].
+    pub fn remember(&mut self, key: DepositKey<'_>, response: &DepositResponse, now_s: f64) {
+        self.forget_before(now_s - ACK_MEMORY_S);
+        while self.order.len() >= ACKS_MAX {
+            if let Some((t, _)) = self.order.pop_front() {
+                self.by_token.remove(&t);
+            }
+        }
+        self.by_token.insert(
+            key.token.to_string(),
+            Ack {
+                device: key.device.to_string(),
+                lease_id: key.lease_id.to_string(),
+                target: key.target.to_string(),
+                request: key.request.to_string(),
+                response: response.clone(),
+            },
+        );
+        self.order.push_back((key.token.to_string(), now_s));
+    }
+
+    /// The answer already given to this very deposit, if it is remembered.
+    pub fn answer(&self, key: DepositKey<'_>) -> Option<&DepositResponse> {
+        self.by_token
+            .get(key.token)
+            .filter(|a| {
+                a.device == key.device
+                    && a.lease_id == key.lease_id
+                    && a.target == key.target
+                    && a.request == key.request
+            })
+            .map(|a| &a.response)
+    }
+
+    /// Drops every acknowledgement made before `t_s`.
+    pub fn forget_before(&mut self, t_s: f64) {
+        while self.order.front().is_some_and(|(_, at)| *at < t_s) {
+            if let Some((t, _)) = self.order.pop_front() {
+                self.by_token.remove(&t);
+            }
+        }
+    }
+
+    /// Acknowledgements held.
+    pub fn len(&self) -> usize {
+        self.by_token.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key<'a>(token: &'a str, request: &'a str) -> DepositKey<'a> {
+        DepositKey {
+            device: "d",
+            lease_id: "l",
+            target: "t",
+            token,
+            request,
+        }
+    }
+
+    fn resp(seq: u64) -> DepositResponse {
+        DepositResponse {
+            seq,
+            trust: 0.5,
+            settled: false,
+        }
+    }
+
+    #[test]
+    fn the_same_deposit_gets_the_same_answer_and_nothing_else_does() {
+        let mut a = Acks::default();
+        a.remember(key("k1", "r1"), &resp(7), 10.0);
+        assert_eq!(a.answer(key("k1", "r1")), Some(&resp(7)));
+        assert_eq!(
+            a.answer(key("k1", "r2")),
+            None,
+            "another body under the token"
+        );
+        assert_eq!(a.answer(key("k2", "r1")), None);
+        let mut other = key("k1", "r1");
+        other.device = "e";
+        assert_eq!(a.answer(other), None, "another device presenting the token");
+        let mut other = key("k1", "r1");
+        other.lease_id = "m";
+        assert_eq!(a.answer(other), None);
+    }
+
+    #[test]
+    fn answers_are_forgotten_after_the_memory_and_beyond_the_bound() {
+        let mut a = Acks::default();
+        a.remember(key("old", "r"), &resp(1), 0.0);
+        a.remember(key("new", "r"), &resp(2), ACK_MEMORY_S - 1.0);
+        a.remember(key("newer", "r"), &resp(3), ACK_MEMORY_S + 0.5);
+        assert_eq!(a.answer(key("old", "r")), None);
+        assert_eq!(a.answer(key("new", "r")), Some(&resp(2)));
+        assert_eq!(a.len(), 2);
+        let mut a = Acks::default();
+        for i in 0..ACKS_MAX + 3 {
+            a.remember(key(&format!("k{i}"), "r"), &resp(i as u64), 1.0);
+        }
+        assert_eq!(a.len(), ACKS_MAX);
+        assert_eq!(a.answer(key("k0", "r")), None, "the oldest went first");
+        assert!(a.answer(key(&format!("k{}", ACKS_MAX + 2), "r")).is_some());
+    }
+}
