@@ -41,7 +41,7 @@ for it in lease["items"]:
             "target": it["target"], "deposit_token": it["deposit_token"], "receipt_revision": 0,
             "adapter_id": "html", "adapter_version": "1",
             "outcome": {"ok": True, "content_hash": "h-" + it["target"], "latency_ms": 700.0}}
-    req = urllib.request.Request(base + "/v1/deposit", data=json.dumps(body).encode(), method="POST")
+    req = urllib.request.Request(base + "/v1/deposit", data=json.dumps(body).encode(), method="POST", headers={"content-type": "application/json"})
     assert urllib.request.urlopen(req).status == 200
 PY
 sleep 0.3
