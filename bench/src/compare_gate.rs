@@ -202,12 +202,14 @@ pub fn check_compare(runs: &[RunReport], b: &CompareBudget, scale: f64, rate: &s
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::lab::Lateness;
     use crate::report::sample::{sample_run, SampleShape};
 
-    fn budget() -> CompareBudget {
+    /// Limits for the tests (also `compare_rounds`'): co-tenant 0.5,
+    /// ÷best 1.2, ÷pile 1.0, 5 rounds at alpha 0.05, standing gated.
+    pub(crate) fn budget() -> CompareBudget {
         CompareBudget {
             description: "t".into(),
             scale: 0.1,
@@ -224,7 +226,9 @@ mod tests {
         }
     }
 
-    fn run(label: &str, baseline: bool, p99_ms: f64, cotenant_p99_us: f64) -> RunReport {
+    /// A run of `label` at cycle p99 `p99_ms` and co-tenant p99
+    /// `cotenant_p99_us`, on a 2-core quota; a baseline created 500 threads.
+    pub(crate) fn run(label: &str, baseline: bool, p99_ms: f64, cotenant_p99_us: f64) -> RunReport {
         let mut r = sample_run(label, SampleShape::FLEET, 10, 0.1, 1);
         r.label = label.into();
         r.profile = if baseline { "baseline" } else { "auto" }.into();

@@ -1,38 +1,5 @@
 use super::*;
-use crate::lab::Lateness;
-use crate::report::sample::{sample_run, SampleShape};
-
-fn budget() -> CompareBudget {
-    CompareBudget {
-        description: "t".into(),
-        scale: 0.1,
-        cycles: 10,
-        rate: "stress".into(),
-        cotenant_p99_over_every_baseline_max: 0.5,
-        makespan_p99_over_best_baseline_max: 1.2,
-        makespan_p99_over_pile_max: 1.0,
-        threads_created_per_cycle_max: 0.0,
-        peak_runnable_over_floor_quota_max: 1,
-        rounds: 5,
-        alpha: 0.05,
-        standing: Standing::Gate,
-    }
-}
-
-fn run(label: &str, baseline: bool, p99_ms: f64, cotenant_p99_us: f64) -> RunReport {
-    let mut r = sample_run(label, SampleShape::FLEET, 10, 0.1, 1);
-    r.label = label.into();
-    r.profile = if baseline { "baseline" } else { "auto" }.into();
-    r.makespan_ms.p99 = p99_ms;
-    r.cotenant_lateness_us = Some(Lateness {
-        p99: cotenant_p99_us,
-        ..Default::default()
-    });
-    r.threads.created_during_run = if baseline { 500 } else { 0 };
-    r.threads.peak_runnable = 3;
-    r.machine.quota = Some(2.0);
-    r
-}
+use crate::compare_gate::tests::{budget, run};
 
 /// A round with the fleet at `fleet_p99` ms against a pile at 55 and plain
 /// Tokio at 45.

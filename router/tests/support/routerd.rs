@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 pub const OPERATOR_KEY: &str = "test-operator-key";
 pub const TOKEN: &str = "test-registration-token";
@@ -237,5 +237,23 @@ pub fn lease(r: &Routerd, id: &str, secret: &str, n: usize) -> Value {
         &serde_json::json!({"device_id": id, "device_secret": secret, "max_items": n}),
     );
     assert_eq!(s, 200, "{v}");
+    v
+}
+
+/// A browser's registration body for `id`, with `token` and, to resume it, `secret`.
+pub fn registration(id: &str, token: &str, secret: Option<&str>) -> Value {
+    let mut v = json!({"device_id": id, "archetype": "browser", "adapter_version": "1.0", "registration_token": token});
+    if let Some(s) = secret {
+        v["device_secret"] = json!(s);
+    }
+    v
+}
+
+/// A one-item lease body, held `wait_s` when given.
+pub fn lease_body(id: &str, secret: &str, wait_s: Option<f64>) -> Value {
+    let mut v = json!({"device_id": id, "device_secret": secret, "max_items": 1});
+    if let Some(w) = wait_s {
+        v["wait_s"] = json!(w);
+    }
     v
 }

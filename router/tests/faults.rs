@@ -1,0 +1,186 @@
+//! Faults that lose nothing (docs/router.md "Threat model"): a retried
+//! deposit, a crash right after a registration, a stop with requests
+//! open, a silent connection. Real HTTP on loopback, a real SQLite store;
+//! each test names the fault it once lost work to.
+
+mod support;
+
+use serde_json::json;
+
+use support::routerd::{registration, Routerd, CLOCK_START_S, TOKEN};
+
+/// A deposit retried after its answer was lost got 404 once its lease
+/// had finished, so the device could not know it had been accepted. Now
+/// the same deposit gets the same acknowledgement; another body under the
+/// used token is still a replay.
+#[test]
+fn a_deposit_retried_after_a_lost_answer_gets_the_same_acknowledgement() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    let mut f = support::routerd::facts(1);
+    f["sources"][0]["bucket"] = json!([10.0, 10.0]);
+    assert_eq!(r.send("PUT", "/v1/facts", &f.to_string(), true).0, 200);
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "{v}");
+    let secret = v["device_secret"].as_str().unwrap().to_string();
+    r.ticks(4, 0.05);
+    let l = support::routerd::lease(&r, "dev-a", &secret, 1);
+    let items = l["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{l}");
+    let lid = l["lease_id"].as_str().unwrap();
+    let body = support::routerd::deposit_body("dev-a", &secret, lid, &items[0], "h1");
+    let (s, first) = r.post("/v1/deposit", &body);
+    assert_eq!(s, 200, "{first}");
+    assert_eq!(
+        r.metric("outstanding_leases"),
+        Some(0.0),
+        "the lease finished"
+    );
+    for _ in 0..3 {
+        let (s, again) = r.post("/v1/deposit", &body);
+        assert_eq!((s, &again), (200, &first), "the same answer again");
+    }
+    assert_eq!(r.metric("deposits_total"), Some(1.0), "folded once");
+    assert_eq!(r.metric("deposits_answered_again_total"), Some(3.0));
+    let other = support::routerd::deposit_body("dev-a", &secret, lid, &items[0], "h2");
+    let (s, v) = r.post("/v1/deposit", &other);
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (404, Some("unknown_lease")),
+        "{v}"
+    );
+    r.stop();
+}
+
+/// SIGTERM was not handled (the process died without its final snapshot)
+/// and two half-sent requests kept routerd alive after SIGINT. Now either
+/// signal stops it cleanly, and the drain is bounded (`--drain-s`): it
+/// exits with success and writes its final snapshot with the requests
+/// still open.
+#[test]
+fn sigterm_stops_routerd_cleanly_with_half_sent_requests_open() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+        .arg("--data")
+        .arg(dir.path())
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--operator-key",
+            "k",
+            "--registration-token",
+            TOKEN,
+        ])
+        .args(["--drain-s", "0.5"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("routerd listening on http://")
+        .unwrap_or_else(|| panic!("{line}"))
+        .to_string();
+    // A registration: state the final snapshot must keep.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let resp = agent
+        .post(&format!("http://{addr}/v1/register"))
+        .header("content-type", "application/json")
+        .send(registration("dev-a", TOKEN, None).to_string())
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    // Two requests that never finish their headers.
+    let mut open = Vec::new();
+    for _ in 0..2 {
+        let mut s = std::net::TcpStream::connect(&addr).unwrap();
+        s.write_all(b"POST /v1/lease HTTP/1.1\r\nHost: x\r\nContent-Len")
+            .unwrap();
+        open.push(s);
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "stopped by the signal, not cleanly: {:?} {err}",
+        out.status
+    );
+    drop(open);
+    let mut store = router::store::SqliteStore::open_dir(dir.path()).unwrap();
+    use router::store::Store;
+    assert!(
+        store
+            .get(router::store::Table::Meta, router::core::SNAPSHOT_KEY)
+            .unwrap()
+            .is_some(),
+        "the final snapshot was written"
+    );
+}
+
+/// HTTP had no read, header or idle timeout: half-sent requests stayed
+/// open as long as their senders liked. Now a connection that sends
+/// nothing for `--idle-s` is closed, and routerd goes on serving.
+#[test]
+fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &["--idle-s", "0.5"]);
+    let addr = r.base.trim_start_matches("http://").to_string();
+    let mut half = std::net::TcpStream::connect(&addr).unwrap();
+    half.write_all(b"POST /v1/register HTTP/1.1\r\nHost: x\r\nContent-Len")
+        .unwrap();
+    // Wait on the event: routerd closes the connection (end of stream or a
+    // reset), whatever the headers would have said.
+    let mut buf = [0u8; 256];
+    let closed = loop {
+        match half.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(_) => break true,
+        }
+    };
+    assert!(closed);
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "still serving: {v}");
+    r.stop();
+}
+
+/// Registration was answered before it was saved: a SIGKILL before the
+/// next snapshot forgot the identity, and registering again handed out a
+/// new secret. On a manual clock that never ticks no snapshot is ever
+/// written, so only the registration's own write can keep it.
+#[test]
+fn a_registration_survives_sigkill_right_after_its_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "{v}");
+    let secret = v["device_secret"].as_str().unwrap().to_string();
+    r.child.kill().unwrap();
+    r.child.wait().unwrap();
+    drop(r);
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(
+        (s, v["error"].as_str()),
+        (401, Some("unauthorized")),
+        "the identity is known after the crash: {v}"
+    );
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, Some(&secret)));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["device_secret"].as_str(), Some(secret.as_str()));
+    r.stop();
+}
