@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 count=${1:-50}
 lab=${FLEET_LAB:-target/release/fleet-lab}
 [ -x "$lab" ] || { echo "no $lab: cargo build --release --bin fleet-lab" >&2; exit 2; }
-filter='(binary(http) & package(router)) | binary(cooperative) | (package(fleet-workloads) & test(an_earlier_deadline_registered_later)) | test(an_unwritable_out_is_refused_before_the_run_starts)'
+filter='(binary(http) & package(router)) | binary(cooperative) | (package(fleet-workloads) & test(an_earlier_deadline_registered_later)) | test(an_unwritable_out_is_refused_before_the_run_starts) | binary(math_props)'
 exec 9> >("$lab" spin --threads 2 >/dev/null 2>&1)
 spinner=$!
 trap 'exec 9>&-; wait "$spinner" 2>/dev/null || true' EXIT
 echo "== $(date -u +%T) two busy threads beside the tests (pid $spinner); $count runs of each"
-cargo nextest run --workspace --no-fail-fast -E "$filter" --stress-count "$count"
+cargo nextest run --workspace --release --no-fail-fast -E "$filter" --stress-count "$count"

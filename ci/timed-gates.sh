@@ -78,10 +78,13 @@ fi
 step "profile B: forced pinned, paired against the reference"
 "$lab" gate --profile B --reference "$reference" --quiet --out "$out/gate-B" "${gate_inject[@]}"
 
-step "comparison: fleet auto against the designs it replaces, in rotated rounds (ci/budgets.toml [compare])"
+step "comparison: fleet auto against the designs it replaces, in rotated rounds, and paired with the reference (ci/budgets.toml [compare])"
 read -r cmp_scale cmp_cycles cmp_rate < <(python3 -c '
 import tomllib; c = tomllib.load(open("ci/budgets.toml", "rb"))["compare"]; print(c["scale"], c["cycles"], c["rate"])')
 # Rounds and the sign test's level come from the [compare] table; a host
 # stall in one round does not decide it (docs/gates.md "The comparison").
+# Each round's fleet auto is also paired with the reference's
+# ([compare.reference]): the timed figure CI gates is the fleet against its
+# own previous build, not against the baselines.
 "$lab" compare --gate --quiet --scale "$cmp_scale" --cycles "$cmp_cycles" --rate "$cmp_rate" \
-  --out "$out/ci-compare" --force "${cmp_inject[@]}"
+  --reference "$reference" --out "$out/ci-compare" --force "${cmp_inject[@]}"

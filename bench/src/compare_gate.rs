@@ -48,6 +48,11 @@ pub struct CompareBudget {
     /// host's state, so CI reports it (docs/gates.md "The comparison").
     #[serde(default)]
     pub standing: Standing,
+    /// `[compare.reference]`: with it, `--gate` pairs each round's fleet
+    /// with a reference build's ([`crate::compare_paired`]) and needs
+    /// `--reference`.
+    #[serde(default)]
+    pub reference: Option<crate::compare_paired::ReferenceTolerances>,
 }
 
 /// What the comparison does with the fleet's timed standing.
@@ -223,6 +228,7 @@ pub(crate) mod tests {
             rounds: 5,
             alpha: 0.05,
             standing: Standing::Gate,
+            reference: None,
         }
     }
 

@@ -224,6 +224,9 @@ pub fn validate(b: &CompareBudget) -> Result<(), String> {
             b.rounds, b.rounds, b.alpha
         ));
     }
+    if let Some(t) = &b.reference {
+        t.validate()?;
+    }
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 pub mod baseline;
 pub mod cmd;
 pub mod compare_gate;
+pub mod compare_paired;
 pub mod compare_rounds;
 pub mod gate;
 pub mod lab;

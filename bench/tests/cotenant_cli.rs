@@ -178,17 +178,21 @@ fn compare(dir: &Path, out: &str, budgets: &Path, extra: &[&str]) -> Output {
     lab(&args, dir)
 }
 
+/// A 6× slowed fleet fails both the standing (every round over the
+/// baselines' limit) and the rounds paired with its reference (this build
+/// as `--reference self`, its own arm slowed).
 #[test]
 fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
     let dir = tempfile::tempdir().unwrap();
-    let budgets = loose_budgets(dir.path());
+    let budgets = paired_budgets(dir.path());
     // Every fleet unit 6× slower: its cycle tail is well past 2.5× the
-    // baselines' however noisy the host.
+    // baselines' and its mean makespan past 2× its reference's, however
+    // noisy the host.
     let o = compare(
         dir.path(),
         "slow",
         &budgets,
-        &["--inject-fleet-slowdown", "6"],
+        &["--reference", "self", "--inject-fleet-slowdown", "6"],
     );
     assert!(!o.status.success(), "{}", text(&o));
     let t = text(&o);
@@ -198,8 +202,67 @@ fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
     );
     // Judged over rounds: every round was over the limit.
     assert!(t.contains("over the limit in 5 of 5 rounds"), "{t}");
+    assert!(
+        t.contains("compare gate: FAIL reference.makespan_tolerance"),
+        "{t}"
+    );
+    assert!(
+        t.contains("compare against the reference, mean makespan: 5 of 5 rounds above 2.00×"),
+        "{t}"
+    );
     // The report is still written: the figures that failed are kept.
     assert!(dir.path().join("slow/compare.json").exists());
+    let paired: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("slow/paired.json")).unwrap())
+            .unwrap();
+    let ratios = paired["makespan_ratios"].as_array().unwrap();
+    assert_eq!(ratios.len(), 5, "{paired}");
+    assert!(ratios.iter().all(|r| r.as_f64().unwrap() > 2.0), "{paired}");
+    // The balanced order: the arms alternate which runs first.
+    let firsts: Vec<&str> = paired["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["first"].as_str().unwrap())
+        .collect();
+    assert_ne!(firsts[0], firsts[1], "{firsts:?}");
+}
+
+/// `loose_budgets` with a `[compare.reference]` table: each round's fleet
+/// is paired with the reference's, at tolerances no unslowed build misses.
+fn paired_budgets(dir: &Path) -> std::path::PathBuf {
+    let p = loose_budgets(dir);
+    let mut text = std::fs::read_to_string(&p).unwrap();
+    text.push_str("\n[compare.reference]\nmakespan_tolerance = 2.0\ncotenant_tolerance = 1000\n");
+    let q = dir.join("paired.toml");
+    std::fs::write(&q, text).unwrap();
+    q
+}
+
+#[test]
+fn the_paired_rounds_need_both_the_table_and_the_reference() {
+    let dir = tempfile::tempdir().unwrap();
+    let paired = paired_budgets(dir.path());
+    let o = compare(dir.path(), "none", &paired, &[]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no --reference"), "{}", text(&o));
+    assert!(!dir.path().join("none").exists());
+    let loose = loose_budgets(dir.path());
+    let o = compare(dir.path(), "extra", &loose, &["--reference", "self"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("--reference without a [compare.reference] table"),
+        "{}",
+        text(&o)
+    );
+    let o = compare(
+        dir.path(),
+        "missing",
+        &paired,
+        &["--reference", "/no/such/fleet-lab"],
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no such file"), "{}", text(&o));
 }
 
 #[test]

@@ -151,8 +151,8 @@ fn without_the_backstop_the_exploration_reports_a_liveness_violation() {
 
 /// The larger bound: queue capacity 3, three solver seats (walk admission
 /// 2), two sim and two registrar seats, up to 8 units (backlog ≤ 8). Runs in
-/// release builds (`.ci/run`: `cargo nextest run -p fleet --release --test
-/// pump_explore`, ≈ 20 s); a debug build would take minutes, so there it is
+/// release builds (the README's test command and `.ci/run` build the tests
+/// in release, ≈ 20 s); a debug build would take minutes, so there it is
 /// ignored.
 #[test]
 #[cfg_attr(

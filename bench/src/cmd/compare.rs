@@ -8,6 +8,7 @@
 //!
 //! `DESIGN.md` §6; the baselines are in [`crate::baseline`].
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
@@ -16,6 +17,7 @@ use fleet::plan::Profile;
 
 use crate::cmd::run::ReplayArgs;
 use crate::lab::{self, Contender};
+use crate::paired::BlockServer;
 use crate::report::{
     read_log_histogram, render_compare_table, render_verdict, write_compare_dir, CompareReport,
     Metric, RunReport,
@@ -43,6 +45,11 @@ pub struct CompareArgs {
     /// comparison beyond the `[compare]` limits of --budgets.
     #[arg(long)]
     pub gate: bool,
+    /// With --gate and a `[compare.reference]` table: the reference build
+    /// whose fleet auto each round is paired with (a `fleet-lab` binary,
+    /// as `ci/reference-lab.sh` prints it, or `self` for this one).
+    #[arg(long, value_name = "BUILD", requires = "gate")]
+    pub reference: Option<String>,
     /// The budgets file --gate reads.
     #[arg(long, value_name = "FILE", default_value = "ci/budgets.toml")]
     pub budgets: PathBuf,
@@ -70,6 +77,72 @@ pub fn contenders(fleet_only: bool, gate: bool) -> Vec<Contender> {
         ]);
     }
     c
+}
+
+/// The paired rounds' file in the compare report directory.
+pub const PAIRED_JSON: &str = "paired.json";
+
+/// Starts the paired rounds' block servers: this build (slowed where the
+/// fleet is) and the reference, both serving fleet auto blocks in the
+/// comparison's own shape on the one corpus file this build resolved.
+fn start_pairs(
+    args: &CompareArgs,
+    reference: &str,
+    corpus: &std::path::Path,
+) -> Result<crate::compare_paired::RoundPairs> {
+    let this = std::env::current_exe().context("cannot find this binary")?;
+    let reference = match reference {
+        "self" => this.clone(),
+        path => PathBuf::from(path),
+    };
+    if !reference.is_file() {
+        anyhow::bail!(
+            "--reference {}: no such file (build it with ci/reference-lab.sh, or give `self`)",
+            reference.display()
+        );
+    }
+    let corpus = std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_path_buf());
+    let common = block_args(&args.replay, &corpus);
+    let mut cand = common.clone();
+    if let Some(f) = args.inject_fleet_slowdown {
+        cand.extend(["--inject-slowdown".into(), f.to_string().into()]);
+    }
+    let c = BlockServer::start(&this, &cand).context("this build's block server")?;
+    let r = BlockServer::start(&reference, &common).context("the reference's block server")?;
+    Ok(crate::compare_paired::RoundPairs::start(c, r))
+}
+
+/// `fleet-lab blocks` arguments for fleet auto in the shape of `replay`
+/// (its scale, cycles, rate or interval, co-tenant, lending, quota, config
+/// and busy threads).
+fn block_args(replay: &ReplayArgs, corpus: &std::path::Path) -> Vec<OsString> {
+    let mut a: Vec<OsString> = vec!["--fleet-profile".into(), "auto".into()];
+    let mut flag = |k: &str, v: String| a.extend([OsString::from(k), OsString::from(v)]);
+    flag("--scale", replay.scale.to_string());
+    if let Some(c) = replay.cycles {
+        flag("--cycles", c.to_string());
+    }
+    match replay.interval_ms {
+        Some(ms) => flag("--interval-ms", ms.to_string()),
+        None => flag("--rate", replay.rate().as_str().to_string()),
+    }
+    flag("--cotenant", replay.cotenant.as_str().to_string());
+    flag(
+        "--lend-reserve",
+        if replay.lend_reserve { "auto" } else { "off" }.to_string(),
+    );
+    if let Some(q) = replay.quota {
+        flag("--quota", q.to_string());
+    }
+    if let Some(c) = &replay.config {
+        flag("--config", c.display().to_string());
+    }
+    if replay.contend > 0 {
+        flag("--contend", replay.contend.to_string());
+    }
+    a.push("--quiet".into());
+    a.extend(["--corpus".into(), corpus.as_os_str().to_owned()]);
+    a
 }
 
 /// `fleet-lab compare`.
@@ -127,6 +200,15 @@ pub fn run(args: CompareArgs) -> Result<()> {
         if let Err(e) = crate::compare_rounds::validate(b) {
             wrong.push(e);
         }
+        match (&b.reference, &args.reference) {
+            (Some(_), None) => wrong.push(
+                "no --reference (the [compare.reference] table pairs each round's fleet with a reference build: give the build ci/reference-lab.sh prints, or `self`)".to_string(),
+            ),
+            (None, Some(_)) => wrong.push(
+                "--reference without a [compare.reference] table (no tolerances to judge the pairs by)".to_string(),
+            ),
+            _ => {}
+        }
         if !wrong.is_empty() {
             anyhow::bail!(
                 "--gate: this run cannot be judged against {}'s [compare] limits: {}",
@@ -160,6 +242,10 @@ pub fn run(args: CompareArgs) -> Result<()> {
             String::new()
         }
     );
+    let mut paired = match &args.reference {
+        Some(r) => Some(start_pairs(&args, r, &path)?),
+        None => None,
+    };
     let table = contenders(args.fleet_only, budget.is_some());
     let mut all: Vec<Vec<RunReport>> = Vec::new();
     let mut all_sims = Vec::new();
@@ -188,6 +274,25 @@ pub fn run(args: CompareArgs) -> Result<()> {
             by_contender.into_iter().map(|(_, r, s)| (r, s)).unzip();
         all.push(runs);
         all_sims.push(sims);
+        if let Some(p) = paired.as_mut() {
+            let pair = p
+                .measure(round)
+                .with_context(|| format!("the paired blocks of round {}", round + 1))?;
+            if !args.replay.quiet {
+                println!(
+                    "  round {}: fleet auto against the reference ({} first): mean makespan {:.2} ÷ {:.2} ms = {:.3}, co-tenant p99 {:.3}",
+                    round + 1,
+                    match pair.first {
+                        crate::paired::Arm::Candidate => "candidate",
+                        crate::paired::Arm::Reference => "reference",
+                    },
+                    pair.candidate.makespan_mean_ms,
+                    pair.reference.makespan_mean_ms,
+                    pair.ratio(),
+                    crate::compare_paired::cotenant_ratio(pair)
+                );
+            }
+        }
     }
     let shown = crate::compare_rounds::median_round(&all);
     let runs = all[shown].clone();
@@ -210,7 +315,16 @@ pub fn run(args: CompareArgs) -> Result<()> {
     println!("report: {}", args.out.join("report.html").display());
     if let Some(b) = &budget {
         let breaches = crate::compare_rounds::check_rounds(&all, b, args.replay.scale, &rate);
-        let (breaches, reported) = crate::compare_rounds::split_standing(breaches, b);
+        let (mut breaches, reported) = crate::compare_rounds::split_standing(breaches, b);
+        if let (Some(p), Some(t)) = (paired.take(), b.reference) {
+            let (found, rounds) = crate::compare_paired::judge(p.finish(), t, b.alpha);
+            print!("{}", crate::compare_paired::render(&rounds));
+            let json = serde_json::to_vec_pretty(&rounds)?;
+            std::fs::write(args.out.join(PAIRED_JSON), json).with_context(|| {
+                format!("cannot write {}", args.out.join(PAIRED_JSON).display())
+            })?;
+            breaches.extend(found);
+        }
         if !reported.is_empty() || b.standing == crate::compare_gate::Standing::Report {
             println!(
                 "compare standing (reported, not gated: docs/gates.md \"The comparison\"): {}",
