@@ -8,9 +8,13 @@
 //! reference build, in the comparison's own shape (its scale, cycles,
 //! rate, co-tenant and lending), as `fleet-lab blocks` servers
 //! ([`crate::paired`]): both arms are child processes, booted afresh for
-//! each block, in the balanced order C R, R C, C R … over rounds. The
-//! rounds' ratios candidate ÷ reference (mean cycle makespan, and the
-//! co-tenant probe's p99 lateness) are judged by the exact one-sided sign
+//! each block. Each round runs two blocks of each arm in a mirrored order,
+//! C R R C (R C C R the next round), so neither arm has the block right
+//! after the round's in-process contenders more often than the other (with
+//! one pair per round, C R, R C, C R … over 5 rounds gave the candidate
+//! that place 3 times of 5). The round's figures are the means of its two
+//! blocks per arm. The rounds' ratios candidate ÷ reference (mean cycle
+//! makespan, and the co-tenant probe's p99 lateness) are judged by the exact one-sided sign
 //! test at the `[compare]` level: with 5 rounds at alpha 0.05 a figure
 //! fails when all 5 rounds are above its tolerance (docs/gates.md "The
 //! comparison").
@@ -18,7 +22,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gate::Breach;
-use crate::paired::{pair_order, Arm, BlockServer, Pair, ServerError, SignTest, SignVerdict};
+use crate::paired::{
+    pair_order, Arm, BlockFigures, BlockServer, Pair, ServerError, SignTest, SignVerdict,
+};
 
 /// `[compare.reference]`: the tolerances the paired rounds are judged by.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
@@ -66,23 +72,24 @@ impl RoundPairs {
         }
     }
 
-    /// Runs round `round`'s pair in its balanced order and keeps it.
+    /// Runs round `round`'s four blocks in their mirrored order (C R R C,
+    /// or R C C R) and keeps the round as one pair of the arms' means.
     ///
     /// # Errors
     /// A server that fails a block, exits or speaks another protocol.
     pub fn measure(&mut self, round: u32) -> Result<&Pair, ServerError> {
         let order = pair_order(round);
-        let (mut c, mut r) = (None, None);
-        for arm in order {
+        let (mut c, mut r) = (Vec::new(), Vec::new());
+        for arm in order.iter().chain(order.iter().rev()) {
             match arm {
-                Arm::Candidate => c = Some(self.candidate.block()?),
-                Arm::Reference => r = Some(self.reference.block()?),
+                Arm::Candidate => c.push(self.candidate.block()?),
+                Arm::Reference => r.push(self.reference.block()?),
             }
         }
         self.pairs.push(Pair {
             first: order[0],
-            candidate: c.expect("each pair runs the candidate"),
-            reference: r.expect("each pair runs the reference"),
+            candidate: mean_block(&c),
+            reference: mean_block(&r),
         });
         Ok(self.pairs.last().expect("just pushed"))
     }
@@ -90,6 +97,55 @@ impl RoundPairs {
     /// The pairs, in round order (the servers are stopped).
     pub fn finish(self) -> Vec<Pair> {
         self.pairs
+    }
+}
+
+/// One arm's blocks of a round as one: the means of the timed figures
+/// (the co-tenant p99 only where every block has one), the sums of the
+/// counts, parity only if every block's held, saturated if any block was.
+pub fn mean_block(blocks: &[BlockFigures]) -> BlockFigures {
+    let n = blocks.len().max(1) as f64;
+    let mean = |f: fn(&BlockFigures) -> f64| blocks.iter().map(f).sum::<f64>() / n;
+    let first = blocks.first().cloned().unwrap_or_else(|| BlockFigures {
+        label: String::new(),
+        cycles: 0,
+        makespan_mean_ms: f64::NAN,
+        makespan_p50_ms: f64::NAN,
+        makespan_max_ms: f64::NAN,
+        over_lower_bound_mean: f64::NAN,
+        parity: false,
+        saturated: true,
+        threads_created: 0,
+        histograms_out_of_range: 0,
+        throttled_share: None,
+        throttle_in_lab_cgroup: false,
+        cotenant_p99_us: None,
+        cpu_seconds: 0.0,
+        wall_seconds: 0.0,
+    });
+    if blocks.is_empty() {
+        return first;
+    }
+    let cotenant: Option<Vec<f64>> = blocks.iter().map(|b| b.cotenant_p99_us).collect();
+    BlockFigures {
+        label: first.label,
+        cycles: blocks.iter().map(|b| b.cycles).sum(),
+        makespan_mean_ms: mean(|b| b.makespan_mean_ms),
+        makespan_p50_ms: mean(|b| b.makespan_p50_ms),
+        makespan_max_ms: blocks
+            .iter()
+            .map(|b| b.makespan_max_ms)
+            .fold(f64::MIN, f64::max),
+        over_lower_bound_mean: mean(|b| b.over_lower_bound_mean),
+        parity: blocks.iter().all(|b| b.parity),
+        saturated: blocks.iter().any(|b| b.saturated),
+        threads_created: blocks.iter().map(|b| b.threads_created).sum(),
+        histograms_out_of_range: blocks.iter().map(|b| b.histograms_out_of_range).sum(),
+        throttled_share: None,
+        throttle_in_lab_cgroup: false,
+        cotenant_p99_us: cotenant.map(|v| v.iter().sum::<f64>() / v.len() as f64),
+        cpu_seconds: blocks.iter().map(|b| b.cpu_seconds).sum(),
+        wall_seconds: blocks.iter().map(|b| b.wall_seconds).sum(),
     }
 }
 
@@ -230,7 +286,6 @@ pub fn render(r: &PairedRounds) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::paired::BlockFigures;
 
     fn block(makespan: f64, cotenant: Option<f64>) -> BlockFigures {
         BlockFigures {
@@ -338,6 +393,31 @@ mod tests {
     fn no_pairs_fail_both_figures() {
         let (b, _) = judge(Vec::new(), T, 0.05);
         assert_eq!(b.len(), 2, "{b:?}");
+    }
+
+    #[test]
+    fn a_rounds_blocks_merge_into_means_and_worst_cases() {
+        let mut a = block(100.0, Some(200.0));
+        let mut b = block(140.0, Some(400.0));
+        b.saturated = true;
+        a.threads_created = 1;
+        let m = mean_block(&[a.clone(), b.clone()]);
+        assert_eq!(
+            (m.makespan_mean_ms, m.cotenant_p99_us),
+            (120.0, Some(300.0))
+        );
+        assert_eq!((m.cycles, m.threads_created), (120, 1));
+        assert!(m.saturated && m.parity);
+        assert_eq!(m.makespan_max_ms, 280.0);
+        // A block without a probe figure leaves the round without one.
+        b.cotenant_p99_us = None;
+        a.parity = false;
+        let m = mean_block(&[a, b]);
+        assert_eq!(m.cotenant_p99_us, None);
+        assert!(!m.parity);
+        // No blocks: nothing that could pass.
+        let m = mean_block(&[]);
+        assert!(m.makespan_mean_ms.is_nan() && !m.parity && m.saturated);
     }
 
     #[test]

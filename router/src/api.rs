@@ -258,6 +258,11 @@ pub enum ApiError {
     /// The store failed; nothing was acknowledged (503).
     #[error("store unavailable: {0}")]
     Store(String),
+    /// Deposits waiting for the store are at their cap (503, with
+    /// `Retry-After`): the cap, and the seconds to wait. Nothing of the
+    /// deposit was kept; the same body may be sent again.
+    #[error("{0} deposits are waiting for the store; retry after {1:.0} s")]
+    Overloaded(usize, f64),
 }
 
 impl ApiError {
@@ -282,6 +287,7 @@ impl ApiError {
             ApiError::RegistrationLimited(..) => "registration_limited",
             ApiError::DiscoveryLimited(_) => "discovery_limited",
             ApiError::Store(_) => "store_unavailable",
+            ApiError::Overloaded(..) => "overloaded",
         }
     }
 
@@ -301,7 +307,19 @@ impl ApiError {
             ApiError::RateLimited(_)
             | ApiError::RegistrationLimited(..)
             | ApiError::DiscoveryLimited(_) => 429,
-            ApiError::Store(_) => 503,
+            ApiError::Store(_) | ApiError::Overloaded(..) => 503,
+        }
+    }
+
+    /// The seconds a client should wait before sending again, where the
+    /// refusal says (HTTP's `Retry-After`): the request budgets' refill
+    /// and the deposit queue's back-pressure.
+    pub fn retry_after_s(&self) -> Option<f64> {
+        match self {
+            ApiError::RateLimited(s)
+            | ApiError::RegistrationLimited(_, s)
+            | ApiError::Overloaded(_, s) => Some(*s),
+            _ => None,
         }
     }
 
@@ -379,6 +397,7 @@ mod tests {
             ),
             (ApiError::DiscoveryLimited(3), "discovery_limited", 429),
             (ApiError::Store("x".into()), "store_unavailable", 503),
+            (ApiError::Overloaded(4096, 1.0), "overloaded", 503),
         ];
         let mut kinds = std::collections::BTreeSet::new();
         for (e, kind, status) in &rows {
@@ -408,9 +427,15 @@ mod tests {
                 | ApiError::RateLimited(_)
                 | ApiError::RegistrationLimited(..)
                 | ApiError::DiscoveryLimited(_)
-                | ApiError::Store(_) => {}
+                | ApiError::Store(_)
+                | ApiError::Overloaded(..) => {}
             }
         }
-        assert_eq!(rows.len(), 18);
+        assert_eq!(rows.len(), 19);
+        // Retry-After where the refusal knows when to come back.
+        for (e, kind, _) in &rows {
+            let hinted = ["rate_limited", "registration_limited", "overloaded"].contains(kind);
+            assert_eq!(e.retry_after_s().is_some(), hinted, "{e:?}");
+        }
     }
 }

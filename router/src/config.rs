@@ -85,6 +85,10 @@ pub struct RouterConfig {
     pub filler_per_archetype: usize,
     /// Default politeness bucket for a new host: capacity and refill per second.
     pub host_bucket: (f64, f64),
+    /// Most deposits accepted and not yet answered by the store, default
+    /// 4,096; past it a deposit is refused with 503 `overloaded` and
+    /// `Retry-After` (the HTTP shell's back-pressure).
+    pub deposit_queue: usize,
     /// Most request body bytes on the device endpoints, default 65,536.
     pub body_limit: usize,
     /// Most request body bytes on `PUT /v1/facts` (operator), default 8 MiB.
@@ -193,6 +197,7 @@ impl Default for RouterConfig {
             reobserve_s: (3600.0, 604_800.0),
             filler_per_archetype: 64,
             host_bucket: (4.0, 1.0),
+            deposit_queue: 4096,
             body_limit: 65_536,
             facts_body_limit: 8 << 20,
             verify: routing::verify::VerifyConfig::default(),

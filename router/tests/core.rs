@@ -322,16 +322,19 @@ fn bad_requests_are_typed_and_change_nothing() {
 }
 
 #[test]
-fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
+fn a_corroborated_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
     let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
     r.put_facts(&facts(), 0.0).unwrap();
     let a = register(&mut r, "dev-a", "browser", 0.0);
+    let b = register(&mut r, "dev-b", "browser", 0.0);
     let c = register(&mut r, "dev-c", "container_plain", 0.0);
     r.tick(1.0).unwrap();
     let l = lease(&mut r, &a, 1, 2.0);
-    let it = l.items[0].clone();
-    let mut dep = deposit_req(&a, &l.lease_id, &it, "h");
+    let lb = lease(&mut r, &b, 1, 2.0);
+    let mut dep = deposit_req(&a, &l.lease_id, &l.items[0], "h");
     dep.outcome = failed("cors");
+    let mut depb = deposit_req(&b, &lb.lease_id, &lb.items[0], "h");
+    depb.outcome = failed("cors");
     let root = r.field().parse("").unwrap();
     let before = r
         .field()
@@ -339,6 +342,10 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
         .unwrap();
     r.deposit(&dep, 3.0).unwrap();
     let src = r.field().parse("board").unwrap();
+    // One device's wall is its own (docs/router.md "Threat model")...
+    assert_eq!(r.field().gate(&src, "browser"), None);
+    // ...a second device's corroborates it: the gate shuts.
+    r.deposit(&depb, 3.0).unwrap();
     assert_eq!(r.field().gate(&src, "browser"), Some(false));
     // The gate carries the failure: no reliability evidence is folded, so
     // the archetype's fleet-wide mean does not move for one source's wall.
@@ -351,7 +358,7 @@ fn a_cors_failure_closes_the_archetype_and_a_success_reopens_it() {
     // After the refill every target of the source goes to the container.
     r.tick(4.0).unwrap();
     assert!(
-        lease(&mut r, &a, 4, 5.0).items.is_empty(),
+        lease(&mut r, &b, 4, 5.0).items.is_empty(),
         "browser is gated off the source"
     );
     let lc = lease(&mut r, &c, 1, 5.0);

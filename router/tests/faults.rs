@@ -184,3 +184,169 @@ fn a_registration_survives_sigkill_right_after_its_answer() {
     assert_eq!(v["device_secret"].as_str(), Some(secret.as_str()));
     r.stop();
 }
+
+/// routerd in this process over real loopback HTTP, so the test can hold
+/// its store (the writer then cannot append) without a timer.
+struct InProcess {
+    base: String,
+    agent: ureq::Agent,
+    store: router::core::SharedStore,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl InProcess {
+    fn start(deposit_queue: usize) -> InProcess {
+        let cfg = router::config::RouterConfig {
+            operator_key: support::routerd::OPERATOR_KEY.into(),
+            registration_token: TOKEN.into(),
+            deposit_queue,
+            ..Default::default()
+        };
+        let manual = router::http::clock::ManualClock::new(CLOCK_START_S).unwrap();
+        let store: Box<dyn router::store::Store> = Box::new(router::store::MemoryStore::new());
+        let core = router::core::Router::open(cfg, store, CLOCK_START_S).unwrap();
+        let store = core.store_handle();
+        let shell = router::http::Shell::new_manual(core, manual, None).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        rt.spawn(async move { axum::serve(listener, router::http::app(shell)).await });
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        InProcess {
+            base,
+            agent,
+            store,
+            _rt: rt,
+        }
+    }
+
+    /// POSTs (PUT for the facts) `body`; (status, JSON body, Retry-After).
+    fn send(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (u16, serde_json::Value, Option<String>) {
+        let url = format!("{}{path}", self.base);
+        let req = match path {
+            "/v1/facts" => self.agent.put(&url),
+            _ => self.agent.post(&url),
+        };
+        let mut resp = req
+            .header("content-type", "application/json")
+            .header("x-operator-key", support::routerd::OPERATOR_KEY)
+            .send(body.to_string())
+            .expect("the request reaches routerd");
+        let retry = resp
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().to_string());
+        let text = resp.body_mut().read_to_string().unwrap();
+        (
+            resp.status().as_u16(),
+            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            retry,
+        )
+    }
+
+    fn metric(&self, name: &str) -> f64 {
+        let mut resp = self
+            .agent
+            .get(format!("{}/metrics", self.base))
+            .call()
+            .unwrap();
+        let text = resp.body_mut().read_to_string().unwrap();
+        let key = format!("router_{name} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&key))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in /metrics"))
+    }
+}
+
+/// The deposit channel was unbounded: a store slower than the deposits
+/// grew routerd's memory without limit. Now deposits waiting for the store
+/// are capped: with the store held, the cap's worth wait, the next is
+/// refused with 503 `overloaded` and `Retry-After` and nothing of it is
+/// kept; once the store is free every waiting deposit is acknowledged and
+/// the refused one, sent again, is too.
+#[test]
+fn a_full_deposit_queue_answers_503_with_retry_after_and_loses_nothing() {
+    let r = InProcess::start(2);
+    let mut f = support::routerd::facts(3);
+    f["sources"][0]["bucket"] = json!([10.0, 10.0]);
+    assert_eq!(r.send("/v1/facts", &f).0, 200);
+    let (s, v, _) = r.send("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "{v}");
+    let secret = v["device_secret"].as_str().unwrap().to_string();
+    for _ in 0..4 {
+        assert_eq!(r.send("/v1/clock", &json!({"advance_s": 0.05})).0, 200);
+    }
+    let (s, l, _) = r.send(
+        "/v1/lease",
+        &json!({"device_id": "dev-a", "device_secret": secret, "max_items": 3}),
+    );
+    assert_eq!(s, 200, "{l}");
+    let items = l["items"].as_array().unwrap().clone();
+    assert_eq!(items.len(), 3, "{l}");
+    let lid = l["lease_id"].as_str().unwrap().to_string();
+    let bodies: Vec<serde_json::Value> = items
+        .iter()
+        .map(|it| support::routerd::deposit_body("dev-a", &secret, &lid, it, "h"))
+        .collect();
+    assert_eq!(r.metric("deposit_queue_cap"), 2.0);
+
+    let held = r.store.lock();
+    let answers = std::thread::scope(|scope| {
+        let waiting: Vec<_> = bodies[..2]
+            .iter()
+            .map(|b| scope.spawn(|| r.send("/v1/deposit", b)))
+            .collect();
+        // Wait on the event: both deposits accepted and waiting.
+        while r.metric("deposits_pending") < 2.0 {
+            std::thread::yield_now();
+        }
+        let (s, v, retry) = r.send("/v1/deposit", &bodies[2]);
+        assert_eq!((s, v["error"].as_str()), (503, Some("overloaded")), "{v}");
+        assert_eq!(retry.as_deref(), Some("1"), "Retry-After in whole seconds");
+        assert_eq!(
+            r.metric("deposits_pending"),
+            2.0,
+            "the refused one is not kept"
+        );
+        drop(held);
+        waiting
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .collect::<Vec<_>>()
+    });
+    for (s, v, _) in &answers {
+        assert_eq!(*s, 200, "{v}");
+    }
+    // Refused, not lost: the same body is accepted now.
+    let (s, v, _) = r.send("/v1/deposit", &bodies[2]);
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(r.metric("deposits_pending"), 0.0);
+    let mut store = r.store.lock();
+    for it in &items {
+        assert!(store
+            .has_deposit(it["deposit_token"].as_str().unwrap())
+            .unwrap());
+    }
+    drop(store);
+    // What an operator sees: the refusal by kind.
+    let mut resp = r.agent.get(format!("{}/metrics", r.base)).call().unwrap();
+    let text = resp.body_mut().read_to_string().unwrap();
+    assert!(
+        text.contains("router_refused_total{kind=\"overloaded\"} 1"),
+        "{text}"
+    );
+}

@@ -65,6 +65,23 @@ impl Bucket {
         self.rate
     }
 
+    /// Whether a pause holds admission at `t` (the refill aside). A
+    /// non-finite `t` gives `false`.
+    pub fn paused_at(&self, t: f64) -> bool {
+        t.is_finite() && t < self.paused_until
+    }
+
+    /// Sets the refill rate (a lapsed crawl delay restores the rate it
+    /// lowered); the tokens held and the pause stay. Errors:
+    /// [`PolitenessError::BadRate`] for a rate that is not finite and > 0.
+    pub fn set_rate(&mut self, rate: f64) -> Result<(), PolitenessError> {
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(PolitenessError::BadRate(rate));
+        }
+        self.rate = rate;
+        Ok(())
+    }
+
     fn refill(&mut self, t: f64) {
         let last = self.t_last.unwrap_or(t);
         let dt = (t - last).max(0.0);

@@ -61,6 +61,15 @@ fn bucket_pause_and_crawl_delay() {
     ));
     b.crawl_delay(10_000.0).unwrap();
     assert_eq!(b.rate(), 1.0 / MAX_CRAWL_DELAY_S);
+    // A lapsed crawl delay restores the rate; the pause is read apart.
+    b.set_rate(1.0).unwrap();
+    assert_eq!(b.rate(), 1.0);
+    for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+        assert!(matches!(b.set_rate(bad), Err(PolitenessError::BadRate(_))));
+    }
+    assert_eq!(b.rate(), 1.0, "a refused rate changes nothing");
+    b.pause(20.0, 5.0).unwrap();
+    assert!(b.paused_at(24.9) && !b.paused_at(25.0) && !b.paused_at(f64::NAN));
 }
 
 #[test]

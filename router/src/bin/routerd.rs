@@ -87,6 +87,11 @@ struct ServeArgs {
     /// Most targets one device may discover per price window (60 s).
     #[arg(long, default_value_t = 10_000)]
     discovery_per_window: usize,
+    /// Most deposits accepted and not yet answered by the store
+    /// (1..=1,000,000); past it a deposit gets 503 `overloaded` with
+    /// `Retry-After` and nothing of it is kept.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    deposit_queue: u64,
     /// Most connections open at once (1..=1,000,000); at the cap new ones
     /// wait in the kernel's backlog. Keep it under `ulimit -n`.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -261,6 +266,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         registration_rate: args.registration_rate,
         registration_address_rate: args.registration_address_rate,
         discovery_per_window: args.discovery_per_window,
+        deposit_queue: args.deposit_queue as usize,
         ..RouterConfig::default()
     };
     let manual = match args.manual_clock {

@@ -11,6 +11,7 @@ use routing::trust::{pairwise, AdapterKey, State as TrustState};
 use routing::verify::{SettledBy, VoteOutcome};
 
 use super::lease::state_name;
+use super::reports::{Subject, Verdict};
 use super::state::{Observation, TargetRec, KEEP_OBSERVATIONS};
 use super::Router;
 use crate::api::DepositRequest;
@@ -66,7 +67,7 @@ impl Router {
             self.d.applied_seq = self.d.applied_seq.max(seq);
             return;
         };
-        self.fold_evidence(l, &leaf, &cell, &src, t);
+        self.fold_evidence(l, &target.source, &leaf, &cell, &src, t);
         if let Some(ch) = self.chooser.as_mut() {
             ch.observe(
                 &target.source,
@@ -75,7 +76,7 @@ impl Router {
                 req.outcome.latency_ms,
             );
         }
-        self.fold_politeness(&source.host, req, t);
+        self.fold_politeness(l, &source.host, t);
         let changed = self.fold_observation(l, &target, t);
         for (pool, n) in deposit_usage(changed) {
             *self.d.usage.entry(pool.into()).or_default() += n;
@@ -105,7 +106,14 @@ impl Router {
             tr.due_s = if req.outcome.ok {
                 t + cadence
             } else {
-                t + RETRY_S.max(req.outcome.retry_after_s.unwrap_or(0.0))
+                // One device's Retry-After moves this target's next try by
+                // at most the shared pause's cap.
+                t + RETRY_S.max(
+                    req.outcome
+                        .retry_after_s
+                        .unwrap_or(0.0)
+                        .min(super::reports::MAX_SHARED_PAUSE_S),
+                )
             };
             compact = tr.listing
                 || (tr.verification.settled().is_some() && tr.verification.open().is_empty());
@@ -122,7 +130,15 @@ impl Router {
         self.dirty = true;
     }
 
-    fn fold_evidence(&mut self, l: &Logged, leaf: &Address, cell: &Address, src: &Address, t: f64) {
+    fn fold_evidence(
+        &mut self,
+        l: &Logged,
+        source: &str,
+        leaf: &Address,
+        cell: &Address,
+        src: &Address,
+        t: f64,
+    ) {
         let o = &l.req.outcome;
         // A failure of a gate class is a datapoint about the gate, not an
         // error of the archetype (`ROUTING.md` §3 Gates are learned too): it
@@ -161,8 +177,18 @@ impl Router {
         }
         let gated = self.d.field.gate(src, &l.archetype) == Some(false);
         match (&o.error_class, o.ok) {
+            // Evidence, not a command: one device's wall holds its own
+            // work off the source; a corroborated one shuts the gate for
+            // the archetype until it lapses (docs/router.md "Threat model").
             (Some(c), false) if GATE_CLASSES.contains(&c.as_str()) => {
-                let _ = self.d.field.set_gate(src, &l.archetype, Some(false));
+                let subject = Subject::Gate(source.to_string(), l.archetype.clone());
+                let trusted = self.trusted(&l.device);
+                if let Verdict::Shared(_) =
+                    self.d.reports.claim(&subject, &l.device, trusted, t, 0.0)
+                {
+                    let _ = self.d.field.set_gate(src, &l.archetype, Some(false));
+                    self.d.reports.schedule_lapse(&subject, t, None);
+                }
             }
             (_, true) if gated => {
                 let _ = self.d.field.set_gate(src, &l.archetype, None);
@@ -171,18 +197,45 @@ impl Router {
         }
     }
 
-    fn fold_politeness(&mut self, host: &str, req: &DepositRequest, t: f64) {
+    /// A device's `retry_after_s` and `crawl_delay_s`: claims that hold
+    /// its own work on the host, and move the host's shared bucket only
+    /// once corroborated, capped ([`super::reports`]).
+    fn fold_politeness(&mut self, l: &Logged, host: &str, t: f64) {
         let (cap, rate) = self.cfg.host_bucket;
         let Ok(fresh) = routing::politeness::Bucket::new(cap, rate) else {
             return;
         };
-        let b = self.d.buckets.entry(host.to_string()).or_insert(fresh);
-        if let Some(s) = req.outcome.retry_after_s {
-            let _ = b.pause(t, s);
+        let o = &l.req.outcome;
+        let trusted = self.trusted(&l.device);
+        if let Some(s) = o.retry_after_s {
+            let subject = Subject::Pause(host.to_string());
+            if let Verdict::Shared(v) = self.d.reports.claim(&subject, &l.device, trusted, t, s) {
+                let b = self
+                    .d
+                    .buckets
+                    .entry(host.to_string())
+                    .or_insert(fresh.clone());
+                let _ = b.pause(t, v);
+            }
         }
-        if let Some(s) = req.outcome.crawl_delay_s {
-            let _ = b.crawl_delay(s);
+        if let Some(s) = o.crawl_delay_s {
+            let subject = Subject::CrawlDelay(host.to_string());
+            if let Verdict::Shared(v) = self.d.reports.claim(&subject, &l.device, trusted, t, s) {
+                let b = self.d.buckets.entry(host.to_string()).or_insert(fresh);
+                let before = b.rate();
+                let _ = b.crawl_delay(v);
+                self.d.reports.schedule_lapse(&subject, t, Some(before));
+            }
         }
+    }
+
+    /// Whether `device`'s trust alone corroborates its reports (at or
+    /// above the verification rule's τ_hi).
+    fn trusted(&self, device: &str) -> bool {
+        self.d
+            .devices
+            .get(device)
+            .is_some_and(|d| d.trust >= self.cfg.verify.tau_hi)
     }
 
     /// Trust, churn and verification for a successful observation; returns

@@ -51,6 +51,54 @@ impl Router {
         self.check(r)
     }
 
+    /// The first `candidates_per_lease` queue entries this device may be
+    /// offered. Entries on a paused host, or held off this device by its
+    /// own uncorroborated reports ([`super::reports`]), stay queued, in
+    /// order, for the others: one pause cannot empty every lease of the
+    /// archetype. Only the front is taken when nothing there is skipped
+    /// (O(candidates)); otherwise one pass over the queue (at most
+    /// `queue_limit` entries).
+    fn lease_head(
+        &self,
+        queue: &mut std::collections::VecDeque<super::Queued>,
+        device: &str,
+        now_s: f64,
+    ) -> Vec<super::Queued> {
+        let want = self.cfg.candidates_per_lease;
+        let holds = self.d.reports.holds_any(device, now_s);
+        let skip = |q: &super::Queued| {
+            self.d
+                .buckets
+                .get(&q.host)
+                .is_some_and(|b| b.paused_at(now_s))
+                || (holds
+                    && self.d.reports.held(
+                        device,
+                        &q.host,
+                        self.d
+                            .targets
+                            .get(&q.target)
+                            .map_or("", |t| t.source.as_str()),
+                        now_s,
+                    ))
+        };
+        if !queue.iter().take(want).any(skip) {
+            let take = want.min(queue.len());
+            return queue.drain(..take).collect();
+        }
+        let mut head = Vec::with_capacity(want);
+        let mut kept = std::collections::VecDeque::with_capacity(queue.len());
+        while let Some(q) = queue.pop_front() {
+            if head.len() < want && !skip(&q) {
+                head.push(q);
+            } else {
+                kept.push_back(q);
+            }
+        }
+        *queue = kept;
+        head
+    }
+
     fn lease_inner(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
         if req.max_items == 0 || req.max_items > 64 {
             return Err(ApiError::bad("max_items", "must be in 1..=64"));
@@ -72,9 +120,7 @@ impl Router {
         let limited = self.limited.contains(&req.device_id);
         let config = self.policy_config(&archetype);
         let mut queue = self.queues.remove(&archetype).unwrap_or_default();
-        let take = self.cfg.candidates_per_lease.min(queue.len());
-        // Only the front of the queue is offered: O(candidates), not O(queue).
-        let head: Vec<super::Queued> = queue.drain(..take).collect();
+        let head = self.lease_head(&mut queue, &req.device_id, now_s);
         let no_live: [&str; 0] = [];
         let value_scale = self.cfg.reobserve_s.0;
         let cands: Vec<Candidate<'_>> = head

@@ -20,6 +20,7 @@ mod fold;
 mod lease;
 pub mod limits;
 mod refill;
+pub mod reports;
 pub mod state;
 mod tick;
 #[cfg(test)]
@@ -274,6 +275,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         usage: BTreeMap::new(),
         t_s: now_s,
         snapshot_seq: 0,
+        reports: Default::default(),
     })
 }
 

@@ -143,4 +143,9 @@ pub struct Durable {
     /// higher version). Absent in older snapshots: 0.
     #[serde(default)]
     pub snapshot_seq: u64,
+    /// Devices' politeness and gate reports waiting for corroboration,
+    /// their holds on the reporters' own work, and the shared effects'
+    /// lapses ([`super::reports`]). Absent in older snapshots: empty.
+    #[serde(default)]
+    pub reports: super::reports::Reports,
 }

@@ -103,6 +103,7 @@ impl Router {
                 count,
             });
         }
+        self.lapse_reports(now_s);
         rep.price_windows = self.price_tick(now_s);
         // Aging of stored evidence.
         let dt = now_s - self.d.aged_to_s;
@@ -128,6 +129,34 @@ impl Router {
             .map(|(k, v)| (k.clone(), v.len()))
             .collect();
         rep
+    }
+
+    /// Undoes the corroborated reports whose time is up: a crawl delay's
+    /// bucket gets its rate back, a shut gate opens to the evidence again
+    /// ([`super::reports`]).
+    fn lapse_reports(&mut self, now_s: f64) {
+        use super::reports::Subject;
+        for lapse in self.d.reports.lapsed(now_s) {
+            match &lapse.subject {
+                Subject::CrawlDelay(host) => {
+                    if let (Some(b), Some(rate)) = (self.d.buckets.get_mut(host), lapse.restore) {
+                        let _ = b.set_rate(rate);
+                    }
+                }
+                Subject::Gate(source, archetype) => {
+                    let layers = self.d.field.layers().to_vec();
+                    if let Ok(src) =
+                        routing::field::Address::from_labels(&layers, &[source.as_str()])
+                    {
+                        if self.d.field.gate(&src, archetype) == Some(false) {
+                            let _ = self.d.field.set_gate(&src, archetype, None);
+                        }
+                    }
+                }
+                Subject::Pause(_) => {}
+            }
+            self.dirty = true;
+        }
     }
 
     /// Seconds from `now_s` to the next queue refill, estimated from the

@@ -260,6 +260,7 @@ impl Router {
         }
         let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
         let _ = writeln!(out, "# HELP router_outstanding_leases Leases held until they expire or every item is settled (empty leases are not kept).\n# TYPE router_outstanding_leases gauge\nrouter_outstanding_leases {}", self.leases.len());
+        let _ = writeln!(out, "# HELP router_reports_waiting Device reports (Retry-After, crawl delay, gate-class failures) holding only their reporter's work until another device corroborates them.\n# TYPE router_reports_waiting gauge\nrouter_reports_waiting {}", self.d.reports.waiting());
         let _ = writeln!(out, "# HELP router_deposit_answers_remembered Deposit acknowledgements remembered for retries.\n# TYPE router_deposit_answers_remembered gauge\nrouter_deposit_answers_remembered {}", self.acks.len());
         let (devices, credentials, addresses) = self.limits.tracked();
         let _ = writeln!(out, "# HELP router_request_budgets Request budgets held, by what they are keyed by.\n# TYPE router_request_budgets gauge\nrouter_request_budgets{{key=\"device\"}} {devices}\nrouter_request_budgets{{key=\"credential\"}} {credentials}\nrouter_request_budgets{{key=\"address\"}} {addresses}");

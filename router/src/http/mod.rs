@@ -43,6 +43,10 @@ type WriterJob = (
 /// Most deposits appended in one batch by the writer.
 pub const WRITER_BATCH: usize = 256;
 
+/// Seconds a deposit refused at the queue's cap is told to wait
+/// ([`ApiError::Overloaded`]): a few of the writer's batches.
+pub const OVERLOADED_RETRY_S: f64 = 1.0;
+
 /// State shared by the handlers.
 pub struct Shell {
     /// The core.
@@ -61,6 +65,13 @@ pub struct Shell {
     store: crate::core::SharedStore,
     /// Prepared deposits for the writer thread, in sequence order.
     writer: Mutex<std::sync::mpsc::Sender<WriterJob>>,
+    /// Deposits accepted and not yet answered (queued for the writer or
+    /// in its batch); raised under the router's lock, so it never passes
+    /// [`Shell::deposit_queue`] and the queue's memory stays bounded.
+    pending: std::sync::atomic::AtomicUsize,
+    /// Most deposits pending at once (`RouterConfig::deposit_queue`);
+    /// past it a deposit is refused with 503 and `Retry-After`.
+    deposit_queue: usize,
     /// Counts ticks: held long polls wake on each (a refill may have made
     /// work admissible).
     ticks: tokio::sync::watch::Sender<u64>,
@@ -120,6 +131,7 @@ impl Shell {
         let facts_body_limit = router.config().facts_body_limit;
         let operator_key = router.config().operator_key.clone();
         let store = router.store_handle();
+        let deposit_queue = router.config().deposit_queue.max(1);
         let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
         let shell = Arc::new(Shell {
             router: Mutex::new(router),
@@ -130,6 +142,8 @@ impl Shell {
             operator_key,
             store,
             writer: Mutex::new(tx),
+            pending: std::sync::atomic::AtomicUsize::new(0),
+            deposit_queue,
             ticks: tokio::sync::watch::Sender::new(0),
             closing: tokio::sync::watch::Sender::new(false),
             manual,
@@ -237,6 +251,9 @@ fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob
                     r.refused(e);
                 }
                 let _ = reply.send(answer);
+                shell
+                    .pending
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
             r.drain_events()
         };
@@ -263,7 +280,14 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
 
 fn error(e: &ApiError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
-    (status, axum::Json(ErrorBody::from(e))).into_response()
+    let mut resp = (status, axum::Json(ErrorBody::from(e))).into_response();
+    if let Some(s) = e.retry_after_s() {
+        // Whole seconds, at least one (RFC 9110 §10.2.3).
+        let secs = s.ceil().clamp(1.0, 86_400.0) as u64;
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    resp
 }
 
 fn ok<T: Serialize>(v: T) -> Response {
@@ -441,8 +465,18 @@ async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
             crate::core::Prepared::Acknowledged(answer) => return Ok(Some(answer)),
             crate::core::Prepared::Fresh(p) => p,
         };
+        // Back-pressure: at the cap nothing of this deposit is kept.
+        use std::sync::atomic::Ordering::Relaxed;
+        if shell.pending.load(Relaxed) >= shell.deposit_queue {
+            r.deposit_abort(&p);
+            let e = ApiError::Overloaded(shell.deposit_queue, OVERLOADED_RETRY_S);
+            r.refused(&e);
+            return Err(e);
+        }
         // Sent under the router's lock: the writer sees sequence order.
+        shell.pending.fetch_add(1, Relaxed);
         if shell.writer.lock().send((p.clone(), tx)).is_err() {
+            shell.pending.fetch_sub(1, Relaxed);
             r.deposit_abort(&p);
             return Err(ApiError::Store("the deposit writer stopped".into()));
         }
@@ -473,7 +507,12 @@ async fn field(State(s): State<Arc<Shell>>) -> Response {
 }
 
 async fn metrics(State(s): State<Arc<Shell>>) -> Response {
-    let text = s.router.lock().metrics_text();
+    let mut text = s.router.lock().metrics_text();
+    let pending = s.pending.load(std::sync::atomic::Ordering::Relaxed);
+    text.push_str(&format!(
+        "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
+        s.deposit_queue
+    ));
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         Body::from(text),
