@@ -81,6 +81,12 @@ fn board_item(r: &Routerd, id: &str, secret: &str) -> (String, Value) {
     panic!("{id} got no board item in four leases")
 }
 
+/// `id` leases a board item and reports `extra` on it.
+fn report_on_board(r: &Routerd, id: &str, secret: &str, extra: Value) {
+    let (lid, item) = board_item(r, id, secret);
+    report(r, id, secret, &lid, &item, extra);
+}
+
 /// Every item of `id`'s next four leases.
 fn four_leases(r: &Routerd, id: &str, secret: &str) -> Vec<Value> {
     (0..4).flat_map(|_| leased(r, id, secret, 8).1).collect()
@@ -92,13 +98,10 @@ fn one_device_reporting_a_day_long_retry_after_holds_back_only_itself() {
     let a = r.register("dev-a", "browser");
     let b = r.register("dev-b", "browser");
     r.ticks(4, 0.05);
-    let (lid, item) = board_item(&r, "dev-a", &a);
-    report(
+    report_on_board(
         &r,
         "dev-a",
         &a,
-        &lid,
-        &item,
         json!({"retry_after_s": 86_400.0, "crawl_delay_s": 86_400.0}),
     );
     assert_eq!(r.metric("reports_waiting"), Some(2.0));
@@ -122,15 +125,7 @@ fn one_antibot_report_shuts_the_source_for_nobody_else_and_two_shut_it() {
     let b = r.register("dev-b", "browser");
     let c = r.register("dev-c", "browser");
     r.ticks(4, 0.05);
-    let (lid, item) = board_item(&r, "dev-a", &a);
-    report(
-        &r,
-        "dev-a",
-        &a,
-        &lid,
-        &item,
-        json!({"error_class": "antibot"}),
-    );
+    report_on_board(&r, "dev-a", &a, json!({"error_class": "antibot"}));
     r.ticks(4, 0.05);
     let items = four_leases(&r, "dev-c", &c);
     assert!(
@@ -144,15 +139,7 @@ fn one_antibot_report_shuts_the_source_for_nobody_else_and_two_shut_it() {
         "the reporter is held off it: {items:?}"
     );
     // A second device's wall corroborates: the gate shuts for the archetype.
-    let (lid, item) = board_item(&r, "dev-b", &b);
-    report(
-        &r,
-        "dev-b",
-        &b,
-        &lid,
-        &item,
-        json!({"error_class": "antibot"}),
-    );
+    report_on_board(&r, "dev-b", &b, json!({"error_class": "antibot"}));
     r.ticks(4, 0.05);
     let items = four_leases(&r, "dev-c", &c);
     assert_eq!(
@@ -170,15 +157,7 @@ fn a_corroborated_pause_is_capped_and_leaves_other_hosts_leasable() {
     let c = r.register("dev-c", "browser");
     r.ticks(4, 0.05);
     for (id, secret) in [("dev-a", &a), ("dev-b", &b)] {
-        let (lid, item) = board_item(&r, id, secret);
-        report(
-            &r,
-            id,
-            secret,
-            &lid,
-            &item,
-            json!({"retry_after_s": 86_400.0}),
-        );
+        report_on_board(&r, id, secret, json!({"retry_after_s": 86_400.0}));
     }
     r.ticks(4, 0.05);
     // Shared now: nobody gets the paused host, and the other host's work
