@@ -23,29 +23,19 @@ use crate::events::Event;
 use crate::Router;
 
 pub mod clock;
+mod deposit;
 pub mod listener;
 mod long_poll;
 
 pub use clock::{wall_clock, Clock, ManualClock};
+use deposit::{deposit, writer, WriterJob};
+pub use deposit::{OVERLOADED_RETRY_S, WRITER_BATCH};
 
 /// The operator page (`GET /`).
 pub const PAGE: &str = include_str!("page.html");
 
 /// Header carrying the operator key.
 pub const OPERATOR_HEADER: &str = "x-operator-key";
-
-/// A prepared deposit on its way to the writer, with where to answer.
-type WriterJob = (
-    crate::core::PreparedDeposit,
-    tokio::sync::oneshot::Sender<Result<crate::api::DepositResponse, ApiError>>,
-);
-
-/// Most deposits appended in one batch by the writer.
-pub const WRITER_BATCH: usize = 256;
-
-/// Seconds a deposit refused at the queue's cap is told to wait
-/// ([`ApiError::Overloaded`]): a few of the writer's batches.
-pub const OVERLOADED_RETRY_S: f64 = 1.0;
 
 /// State shared by the handlers.
 pub struct Shell {
@@ -212,52 +202,6 @@ impl Shell {
     /// so a graceful shutdown does not wait out the polls.
     pub fn begin_close(&self) {
         self.closing.send_replace(true);
-    }
-}
-
-/// The deposit writer: appends prepared deposits in batches (one flush per
-/// batch where the store supports it) holding only the store, then commits
-/// them in sequence order under the router's lock and answers each handler.
-fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < WRITER_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let Some(shell) = shell.upgrade() else {
-            return;
-        };
-        let entries: Vec<crate::store::DepositEntry> =
-            batch.iter().map(|(p, _)| p.entry.clone()).collect();
-        let results = shell.store.lock().append_deposits(&entries);
-        let events = {
-            let mut r = shell.router.lock();
-            for ((p, reply), res) in batch.into_iter().zip(results) {
-                let answer = match res {
-                    Ok(true) => Ok(r.deposit_commit(p)),
-                    Ok(false) => {
-                        r.deposit_abort(&p);
-                        Err(ApiError::Replayed)
-                    }
-                    Err(e) => {
-                        r.deposit_abort(&p);
-                        Err(ApiError::Store(e.to_string()))
-                    }
-                };
-                if let Err(e) = &answer {
-                    r.refused(e);
-                }
-                let _ = reply.send(answer);
-                shell
-                    .pending
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            r.drain_events()
-        };
-        shell.write_events(events);
     }
 }
 
@@ -448,50 +392,6 @@ async fn lease(State(s): State<Arc<Shell>>, req: Request) -> Response {
         Ok(r) if r.wait_s.is_some_and(|w| w > 0.0) => long_poll::lease(s, r).await,
         Ok(r) => run(s, move |core, now| core.lease(&r, now)).await,
         Err(resp) => resp,
-    }
-}
-
-async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
-    let body = match parsed::<crate::api::DepositRequest>(&s, req).await {
-        Ok(r) => r,
-        Err(resp) => return resp,
-    };
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let shell = s.clone();
-    let queued = tokio::task::spawn_blocking(move || {
-        let now = (shell.clock)();
-        let mut r = shell.router.lock();
-        let p = match r.deposit_prepare(&body, now)? {
-            crate::core::Prepared::Acknowledged(answer) => return Ok(Some(answer)),
-            crate::core::Prepared::Fresh(p) => p,
-        };
-        // Back-pressure: at the cap nothing of this deposit is kept.
-        use std::sync::atomic::Ordering::Relaxed;
-        if shell.pending.load(Relaxed) >= shell.deposit_queue {
-            r.deposit_abort(&p);
-            let e = ApiError::Overloaded(shell.deposit_queue, OVERLOADED_RETRY_S);
-            r.refused(&e);
-            return Err(e);
-        }
-        // Sent under the router's lock: the writer sees sequence order.
-        shell.pending.fetch_add(1, Relaxed);
-        if shell.writer.lock().send((p.clone(), tx)).is_err() {
-            shell.pending.fetch_sub(1, Relaxed);
-            r.deposit_abort(&p);
-            return Err(ApiError::Store("the deposit writer stopped".into()));
-        }
-        Ok(None)
-    })
-    .await;
-    match queued {
-        Ok(Ok(Some(answer))) => ok(answer),
-        Ok(Ok(None)) => match rx.await {
-            Ok(Ok(resp)) => ok(resp),
-            Ok(Err(e)) => error(&e),
-            Err(_) => error(&ApiError::Store("the deposit writer stopped".into())),
-        },
-        Ok(Err(e)) => error(&e),
-        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
     }
 }
 
