@@ -45,8 +45,14 @@ pub struct RouterConfig {
     pub archetypes: Vec<String>,
     /// Lease TTL in seconds (the heartbeat), default 60.
     pub lease_ttl_s: f64,
-    /// Token devices present to register.
+    /// Token devices present to register: the credential named
+    /// [`crate::credentials::DEFAULT_NAME`].
     pub registration_token: String,
+    /// More registration credentials, name → token
+    /// ([`crate::credentials`]), default none. Holding any (two or more
+    /// credentials in all), every quorum needs voters of two credentials.
+    #[serde(default)]
+    pub more_credentials: BTreeMap<String, String>,
     /// Key guarding the operator endpoints.
     pub operator_key: String,
     /// Observation variance of ln-latency, default 0.5.
@@ -183,6 +189,7 @@ impl Default for RouterConfig {
             archetypes,
             lease_ttl_s: 60.0,
             registration_token: "fleet-registration".into(),
+            more_credentials: BTreeMap::new(),
             operator_key: "operator".into(),
             latency_variance: 0.5,
             batch_base,

@@ -7,6 +7,7 @@
 pub mod api;
 pub mod config;
 pub mod core;
+pub mod credentials;
 pub mod events;
 pub mod http;
 pub mod ids;

@@ -29,7 +29,13 @@ fn two_sources(n: usize, m: usize) -> Value {
 
 fn start(facts: &Value) -> (tempfile::TempDir, Routerd) {
     let dir = tempfile::tempdir().unwrap();
-    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &["--device-rate", "1000,1000"]);
+    // Honest devices on networks of their own, registered in one instant:
+    // the burst rule (identities.rs) is off here.
+    let r = Routerd::start_manual(
+        dir.path(),
+        CLOCK_START_S,
+        &["--device-rate", "1000,1000", "--burst-s", "0"],
+    );
     assert_eq!(r.send("PUT", "/v1/facts", &facts.to_string(), true).0, 200);
     (dir, r)
 }
@@ -178,5 +184,39 @@ fn a_corroborated_pause_is_capped_and_leaves_other_hosts_leasable() {
     assert!(
         on(&items, "ad-") > 0,
         "the pause outlived its cap: {items:?}"
+    );
+}
+
+/// Two identities one credential's holder registered from one network
+/// are one reporter: their two `antibot` reports do not corroborate each
+/// other, and the source stays open to the rest of the archetype.
+#[test]
+fn two_identities_from_one_network_do_not_corroborate_each_other() {
+    let (_dir, r) = start(&two_sources(64, 64));
+    let home = support::routerd::network_for("dev-a");
+    let register = |id: &str| {
+        let body = json!({"device_id": id, "archetype": "browser", "adapter_version": "1.0",
+            "registration_token": support::routerd::TOKEN});
+        let (s, v) = r.register_from(&body, home);
+        assert_eq!(s, 200, "{v}");
+        v["device_secret"].as_str().unwrap().to_string()
+    };
+    let a = register("dev-a");
+    let a2 = register("dev-a2");
+    let c = r.register("dev-c", "browser");
+    r.ticks(4, 0.05);
+    report_on_board(&r, "dev-a", &a, json!({"error_class": "antibot"}));
+    report_on_board(&r, "dev-a2", &a2, json!({"error_class": "antibot"}));
+    r.ticks(4, 0.05);
+    let items = four_leases(&r, "dev-c", &c);
+    assert!(
+        on(&items, "ad-") > 0,
+        "one network's two identities shut the source: {items:?}"
+    );
+    let items = four_leases(&r, "dev-a2", &a2);
+    assert_eq!(
+        on(&items, "ad-"),
+        0,
+        "each reporter is held off it: {items:?}"
     );
 }

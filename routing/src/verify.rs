@@ -1,10 +1,14 @@
 //! Verification bookkeeping of one row: open verifications with a cap and a
 //! TTL, votes, and the settlement rule (a trusted device settles alone,
-//! otherwise a quorum of unweighted agreeing votes).
-//! Source: `ROUTING.md` §3 Assignment policy, step 2.
+//! otherwise a quorum of unweighted agreeing votes from unrelated
+//! identities).
+//! Source: `ROUTING.md` §3 Assignment policy, step 2; relatedness:
+//! [`crate::trust::Origin`].
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
+
+use crate::trust::{independent, Origin, Relation};
 
 /// Verification constants (configuration; defaults from the brief).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -18,6 +22,21 @@ pub struct VerifyConfig {
     pub max_open: u32,
     /// Seconds after which an open verification expires (default 3,600).
     pub ttl_s: f64,
+    /// Which voters count as one identity ([`Relation`]: the burst window
+    /// and hold, default 60 s and 1 h); also the rule for trust and for
+    /// corroborating reports.
+    #[serde(default)]
+    pub relation: Relation,
+    /// Distinct registration credentials a quorum needs among its
+    /// unrelated voters (default 1; a router that holds several
+    /// credentials sets 2, so one credential's identities never settle a
+    /// row alone).
+    #[serde(default = "default_quorum_credentials")]
+    pub quorum_credentials: u32,
+}
+
+fn default_quorum_credentials() -> u32 {
+    1
 }
 
 impl Default for VerifyConfig {
@@ -27,19 +46,25 @@ impl Default for VerifyConfig {
             quorum: 3,
             max_open: 2,
             ttl_s: 3600.0,
+            relation: Relation::default(),
+            quorum_credentials: 1,
         }
     }
 }
 
 impl VerifyConfig {
     /// Checks the ranges: τ_hi > 0 (above 1 no single vote settles a row:
-    /// a fixed quorum), quorum ≥ 1, max_open ≥ 1, TTL finite and > 0.
+    /// a fixed quorum), quorum ≥ 1, max_open ≥ 1, TTL finite and > 0,
+    /// the relation's windows finite and ≥ 0, 1 ≤ quorum credentials ≤
+    /// quorum.
     pub fn check(&self) -> Result<(), VerifyError> {
         let ok = self.tau_hi > 0.0
             && self.quorum >= 1
             && self.max_open >= 1
             && self.ttl_s.is_finite()
-            && self.ttl_s > 0.0;
+            && self.ttl_s > 0.0
+            && self.relation.is_valid()
+            && (1..=self.quorum).contains(&self.quorum_credentials);
         if ok {
             Ok(())
         } else {
@@ -87,9 +112,9 @@ pub enum VoteOutcome {
         /// The rule that settled it.
         by: SettledBy,
     },
-    /// Not settled yet: `agreeing` distinct votes share this vote's hash.
+    /// Not settled yet: `agreeing` unrelated votes share this vote's hash.
     Pending {
-        /// Votes agreeing with this one, itself included.
+        /// Unrelated votes agreeing with this one, itself included.
         agreeing: u32,
     },
 }
@@ -103,6 +128,10 @@ pub struct Vote {
     pub hash: String,
     /// Its τ when it voted.
     pub tau: f64,
+    /// Where its identity came from (`None`: unknown, related to no other
+    /// voter).
+    #[serde(default)]
+    pub origin: Option<Origin>,
 }
 
 /// The verification state of one row.
@@ -193,16 +222,35 @@ impl Verification {
         self.open.retain(|(d, _)| d != device);
     }
 
-    /// Counts `device`'s vote for `hash` (its τ `tau`), closing its open
-    /// verification if any. τ ≥ τ_hi settles alone; otherwise `quorum`
-    /// distinct agreeing votes settle (unweighted: trust raises the quorum
-    /// demanded, never a vote's weight). Errors: [`VerifyError::Settled`],
-    /// [`VerifyError::AlreadyInvolved`] for a second vote, [`VerifyError::BadConfig`].
+    /// Counts `device`'s vote for `hash` (its τ `tau`) from an identity of
+    /// unknown origin: [`Verification::vote_from`] with `None`.
     pub fn vote(
         &mut self,
         device: &str,
         hash: &str,
         tau: f64,
+        config: &VerifyConfig,
+    ) -> Result<VoteOutcome, VerifyError> {
+        self.vote_from(device, hash, tau, None, 0.0, config)
+    }
+
+    /// Counts `device`'s vote for `hash` (its τ `tau`, its identity's
+    /// `origin`, relatedness judged at `now_s`), closing its open
+    /// verification if any. τ ≥ τ_hi settles
+    /// alone; otherwise the agreeing votes settle when `quorum` of them
+    /// are from unrelated identities ([`crate::trust::independent`]) that
+    /// hold at least `quorum_credentials` credentials between them
+    /// (unweighted: trust raises the quorum demanded, never a vote's
+    /// weight). Errors: [`VerifyError::Settled`],
+    /// [`VerifyError::AlreadyInvolved`] for a second vote,
+    /// [`VerifyError::BadConfig`].
+    pub fn vote_from(
+        &mut self,
+        device: &str,
+        hash: &str,
+        tau: f64,
+        origin: Option<Origin>,
+        now_s: f64,
         config: &VerifyConfig,
     ) -> Result<VoteOutcome, VerifyError> {
         config.check()?;
@@ -222,6 +270,7 @@ impl Verification {
             device: device.to_string(),
             hash: hash.to_string(),
             tau,
+            origin,
         });
         if tau >= config.tau_hi {
             self.settled = Some(hash.to_string());
@@ -230,8 +279,15 @@ impl Verification {
                 by: SettledBy::Trusted,
             });
         }
-        let agreeing = self.votes.iter().filter(|v| v.hash == hash).count() as u32;
-        if agreeing >= config.quorum {
+        let origins: Vec<Option<&Origin>> = self
+            .votes
+            .iter()
+            .filter(|v| v.hash == hash)
+            .map(|v| v.origin.as_ref())
+            .collect();
+        let (agreeing, credentials) = independent(&origins, &config.relation, now_s);
+        let agreeing = agreeing as u32;
+        if agreeing >= config.quorum && credentials as u32 >= config.quorum_credentials {
             self.settled = Some(hash.to_string());
             return Ok(VoteOutcome::Settled {
                 hash: hash.to_string(),

@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use router::config::RouterConfig;
-use router::http::listener::{Bounded, Peer};
+use router::http::listener::{Bounded, Peer, Timeouts};
 use router::http::{app, wall_clock, ManualClock, Shell, OPERATOR_HEADER};
 use router::store::{PgStore, SqliteStore, Store};
 use router::Router;
@@ -56,6 +56,21 @@ struct ServeArgs {
     /// absent: a random token kept in `<data>/registration.token`.
     #[arg(long, env = "ROUTERD_REGISTRATION_TOKEN", hide_env_values = true)]
     registration_token: Option<String>,
+    /// More registration credentials, one `NAME TOKEN` a line (`#`
+    /// comments): devices registered with different credentials count
+    /// apart, and holding any, every quorum needs two credentials
+    /// (docs/router.md "Threat model").
+    #[arg(long, value_name = "PATH")]
+    credentials_file: Option<std::path::PathBuf>,
+    /// Burst window, seconds (0..=86,400; 0 turns the rule off): devices of
+    /// one credential registered from different networks less than this
+    /// apart count as one identity until the burst hold has passed.
+    #[arg(long, default_value_t = routing::trust::BURST_S)]
+    burst_s: f64,
+    /// Burst hold, seconds (0..=2,592,000): how long after the later
+    /// registration a burst's devices keep counting as one.
+    #[arg(long, default_value_t = routing::trust::BURST_HOLD_S)]
+    burst_hold_s: f64,
     /// Tick period in milliseconds (1..=60,000).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=60_000))]
     tick_ms: u64,
@@ -101,6 +116,11 @@ struct ServeArgs {
     /// connection left idle (0 < S ≤ 3,600; above the 30 s long poll).
     #[arg(long, default_value_t = 45.0)]
     idle_s: f64,
+    /// Seconds from a request's first byte to its answer's first byte
+    /// before the connection is closed, however often the peer sends a
+    /// byte (30 < S ≤ 3,600: above the 30 s long poll).
+    #[arg(long, default_value_t = 60.0)]
+    request_s: f64,
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -232,7 +252,17 @@ fn serve(args: ServeArgs) -> Result<()> {
     if !(args.idle_s.is_finite() && args.idle_s > 0.0 && args.idle_s <= 3600.0) {
         bail!("--idle-s must be in (0, 3600], got {}", args.idle_s);
     }
-    let idle = Duration::from_secs_f64(args.idle_s);
+    let max_wait = router::api::MAX_LEASE_WAIT_S;
+    if !(args.request_s.is_finite() && args.request_s > max_wait && args.request_s <= 3600.0) {
+        bail!(
+            "--request-s must be in ({max_wait}, 3600], got {}",
+            args.request_s
+        );
+    }
+    let timeouts = Timeouts {
+        idle: Duration::from_secs_f64(args.idle_s),
+        request: Duration::from_secs_f64(args.request_s),
+    };
     if !(args.lease_ttl_s.is_finite() && (1.0..=86_400.0).contains(&args.lease_ttl_s)) {
         bail!(
             "--lease-ttl-s must be in [1, 86400], got {}",
@@ -258,9 +288,37 @@ fn serve(args: ServeArgs) -> Result<()> {
         Some(k) => k.clone(),
         None => secret_file(&args.data.join("registration.token"))?,
     };
+    let more_credentials = match &args.credentials_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            router::credentials::parse(&text)
+                .with_context(|| format!("credentials file {}", path.display()))?
+        }
+        None => Default::default(),
+    };
+    if more_credentials.values().any(|t| *t == registration_token) {
+        bail!("the credentials file repeats the registration token");
+    }
+    let relation = routing::trust::Relation {
+        burst_s: args.burst_s,
+        burst_hold_s: args.burst_hold_s,
+    };
+    if !(relation.is_valid()
+        && relation.burst_s <= 86_400.0
+        && relation.burst_hold_s <= 2_592_000.0)
+    {
+        bail!("--burst-s must be in [0, 86400] and --burst-hold-s in [0, 2592000]");
+    }
+    let verify = routing::verify::VerifyConfig {
+        relation,
+        ..Default::default()
+    };
     let cfg = RouterConfig {
+        verify,
         operator_key,
         registration_token,
+        more_credentials,
         lease_ttl_s: args.lease_ttl_s,
         device_rate: args.device_rate,
         registration_rate: args.registration_rate,
@@ -304,7 +362,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             .await
             .with_context(|| format!("binding {}", args.listen))?;
         let local = listener.local_addr()?;
-        let listener = Bounded::new(listener, args.max_connections as usize, idle);
+        let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
         // The line tests and scripts wait for.
         println!("routerd listening on http://{local}");
         tracing::info!("listening on http://{local}");

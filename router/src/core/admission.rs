@@ -56,15 +56,18 @@ impl Router {
         now_s: f64,
         source: Option<&str>,
     ) -> Result<RegisterResponse, ApiError> {
-        let valid = ids::same(&req.registration_token, &self.cfg.registration_token);
-        // One credential exists (the registration token): its budget has
-        // one key.
+        let credential = crate::credentials::matching(
+            &req.registration_token,
+            &self.cfg.registration_token,
+            &self.cfg.more_credentials,
+        )
+        .map(str::to_string);
         self.limits
-            .charge_registration(valid.then_some("registration_token"), source, now_s)
+            .charge_registration(credential.as_deref(), source, now_s)
             .map_err(|(scope, wait)| ApiError::RegistrationLimited(scope.name().into(), wait))?;
-        if !valid {
+        let Some(credential) = credential else {
             return Err(ApiError::Unauthorized("registration token".into()));
-        }
+        };
         check_label("device_id", &req.device_id)?;
         if !self.cfg.archetypes.contains(&req.archetype) {
             return Err(ApiError::UnknownArchetype(
@@ -103,6 +106,11 @@ impl Router {
             }
         }
         let known = self.d.devices.contains_key(&req.device_id);
+        // A new identity's origin is where it first registered from; a
+        // known one keeps its own (resuming from elsewhere changes nothing).
+        let network = source
+            .and_then(|s| s.parse::<std::net::IpAddr>().ok())
+            .map(routing::trust::network_of);
         let secret = match (&req.device_secret, known) {
             (Some(kept), true) => kept.clone(),
             _ => ids::token(),
@@ -120,6 +128,8 @@ impl Router {
                     state: TrustState::Normal,
                     secret_digest: ids::digest(&secret),
                     registered_at: now_s,
+                    credential: credential.clone(),
+                    network: network.clone(),
                     deposits: 0,
                     note: None,
                 },
@@ -137,6 +147,8 @@ impl Router {
                 state: TrustState::Normal,
                 secret_digest: String::new(),
                 registered_at: now_s,
+                credential,
+                network,
                 deposits: 0,
                 note: None,
             });

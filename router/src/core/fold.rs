@@ -183,8 +183,12 @@ impl Router {
             (Some(c), false) if GATE_CLASSES.contains(&c.as_str()) => {
                 let subject = Subject::Gate(source.to_string(), l.archetype.clone());
                 let trusted = self.trusted(&l.device);
-                if let Verdict::Shared(_) =
-                    self.d.reports.claim(&subject, &l.device, trusted, t, 0.0)
+                let (devices, rule) = (&self.d.devices, self.cfg.verify.relation);
+                let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
+                if let Verdict::Shared(_) = self
+                    .d
+                    .reports
+                    .claim_among(&subject, &l.device, trusted, t, 0.0, related)
                 {
                     let _ = self.d.field.set_gate(src, &l.archetype, Some(false));
                     self.d.reports.schedule_lapse(&subject, t, None);
@@ -207,9 +211,16 @@ impl Router {
         };
         let o = &l.req.outcome;
         let trusted = self.trusted(&l.device);
+        let rule = self.cfg.verify.relation;
         if let Some(s) = o.retry_after_s {
             let subject = Subject::Pause(host.to_string());
-            if let Verdict::Shared(v) = self.d.reports.claim(&subject, &l.device, trusted, t, s) {
+            let devices = &self.d.devices;
+            let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
+            let verdict = self
+                .d
+                .reports
+                .claim_among(&subject, &l.device, trusted, t, s, related);
+            if let Verdict::Shared(v) = verdict {
                 let b = self
                     .d
                     .buckets
@@ -220,13 +231,36 @@ impl Router {
         }
         if let Some(s) = o.crawl_delay_s {
             let subject = Subject::CrawlDelay(host.to_string());
-            if let Verdict::Shared(v) = self.d.reports.claim(&subject, &l.device, trusted, t, s) {
+            let devices = &self.d.devices;
+            let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
+            let verdict = self
+                .d
+                .reports
+                .claim_among(&subject, &l.device, trusted, t, s, related);
+            if let Verdict::Shared(v) = verdict {
                 let b = self.d.buckets.entry(host.to_string()).or_insert(fresh);
                 let before = b.rate();
                 let _ = b.crawl_delay(v);
                 self.d.reports.schedule_lapse(&subject, t, Some(before));
             }
         }
+    }
+
+    /// The verification rule in force: the configured one, requiring two
+    /// credentials in a quorum where the router holds more than one
+    /// (decision 0014).
+    pub(crate) fn verify_config(&self) -> routing::verify::VerifyConfig {
+        let mut vc = self.cfg.verify;
+        if !self.cfg.more_credentials.is_empty() {
+            vc.quorum_credentials = vc.quorum_credentials.max(2).min(vc.quorum);
+        }
+        vc
+    }
+
+    /// Whether two identities count as one at `now_s`
+    /// ([`routing::trust::Origin::related`]).
+    fn related(&self, a: &str, b: &str, now_s: f64) -> bool {
+        related_in(&self.d.devices, a, b, &self.cfg.verify.relation, now_s)
     }
 
     /// Whether `device`'s trust alone corroborates its reports (at or
@@ -283,21 +317,21 @@ impl Router {
         if let (Some(other), false, true) = (other, cooling, self.cfg.trust_enabled) {
             self.trust_event(l, &other, &hash, &source_name, t);
         }
-        let my_trust = self
+        let (my_trust, my_origin) = self
             .d
             .devices
             .get(&l.device)
-            .map(|d| d.trust)
-            .unwrap_or(0.5);
-        let vc = self.cfg.verify;
+            .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
+        let vc = self.verify_config();
         let mut settled_by = None;
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
             if tr.verification.settled().is_some_and(|s| s != hash) {
                 tr.verification.reopen();
             }
             if tr.verification.settled().is_none() {
-                if let Ok(VoteOutcome::Settled { by, .. }) =
-                    tr.verification.vote(&l.device, &hash, my_trust, &vc)
+                if let Ok(VoteOutcome::Settled { by, .. }) = tr
+                    .verification
+                    .vote_from(&l.device, &hash, my_trust, my_origin, t, &vc)
                 {
                     settled_by = Some(by);
                 }
@@ -372,6 +406,13 @@ impl Router {
         if !agree && !clusters_move {
             return;
         }
+        // Related identities (one credential, one network or one burst)
+        // agreeing tell nothing: their agreement moves no trust. A
+        // disagreement still costs both (decision 0014).
+        if agree && self.related(&l.device, &other.device, t) {
+            self.counters.related_agreements += 1;
+            return;
+        }
         let a = self
             .d
             .devices
@@ -442,5 +483,21 @@ impl Router {
                 state,
             });
         }
+    }
+}
+
+/// Whether devices `a` and `b` of `devices` are distinct identities that
+/// count as one at `now_s` ([`routing::trust::Origin::related`]; unknown
+/// ids are related to nothing).
+fn related_in(
+    devices: &std::collections::BTreeMap<String, super::state::DeviceRec>,
+    a: &str,
+    b: &str,
+    rule: &routing::trust::Relation,
+    now_s: f64,
+) -> bool {
+    match (devices.get(a), devices.get(b)) {
+        (Some(x), Some(y)) if a != b => x.origin().related(&y.origin(), rule, now_s),
+        _ => false,
     }
 }

@@ -322,7 +322,7 @@ impl Router {
             item_cost: POOLS.iter().map(|p| price(p) * item_usage(p)).sum(),
             bucket_capacity: self.cfg.host_bucket.0,
             bucket_rate: self.cfg.host_bucket.1,
-            verify: self.cfg.verify,
+            verify: self.verify_config(),
         }
     }
 
@@ -369,11 +369,11 @@ impl Router {
         let mut items = Vec::with_capacity(grants.len());
         let mut wire = Vec::with_capacity(grants.len());
         let mut trace = Vec::with_capacity(grants.len());
+        let vc = self.verify_config();
         for g in grants {
             let token = ids::token();
             if g.tier == Tier::Verification {
                 if let Some(t) = self.d.targets.get_mut(&g.target) {
-                    let vc = self.cfg.verify;
                     let _ = t.verification.begin(device, now_s, &vc);
                 }
             }

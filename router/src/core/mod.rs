@@ -17,6 +17,8 @@ mod admission;
 mod deposit;
 mod facts;
 mod fold;
+#[cfg(test)]
+mod identity_tests;
 mod lease;
 pub mod limits;
 mod refill;
@@ -125,6 +127,9 @@ pub struct Counters {
     pub events: BTreeMap<String, u64>,
     /// Ticks run.
     pub ticks: u64,
+    /// Agreements between related identities that moved no trust
+    /// (one credential from one network or one registration burst).
+    pub related_agreements: u64,
     /// Candidates passed over for politeness.
     pub politeness_passes: u64,
     /// Leases whose batch a capped pool's remaining window budget cut

@@ -37,7 +37,7 @@ impl Router {
         }
         let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
         let layers = self.d.field.layers().to_vec();
-        let vc = self.cfg.verify;
+        let vc = self.verify_config();
         // per archetype, per tier: entries
         let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
         let mut fillers: Vec<(f64, String)> = Vec::new();

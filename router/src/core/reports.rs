@@ -132,11 +132,8 @@ pub enum Verdict {
 }
 
 impl Reports {
-    /// Records `device`'s claim on `subject` at `t_s` (its `value` in
-    /// seconds, 0 for a gate; `trusted`: the device's trust is at or above
-    /// τ_hi). A device's newer claim on a subject replaces its older one,
-    /// so no device corroborates itself. Non-finite or negative values
-    /// are taken as 0 (the deposit's validation refuses them first).
+    /// Records `device`'s claim on `subject` at `t_s` among devices no
+    /// two of which are related: [`Reports::claim_among`] with no relation.
     pub fn claim(
         &mut self,
         subject: &Subject,
@@ -144,6 +141,26 @@ impl Reports {
         trusted: bool,
         t_s: f64,
         value: f64,
+    ) -> Verdict {
+        self.claim_among(subject, device, trusted, t_s, value, |_, _| false)
+    }
+
+    /// Records `device`'s claim on `subject` at `t_s` (its `value` in
+    /// seconds, 0 for a gate; `trusted`: the device's trust is at or above
+    /// τ_hi). A device's newer claim on a subject replaces its older one,
+    /// so no device corroborates itself, and a claim from a device
+    /// `related` to this one (one credential from one network or one
+    /// registration burst, decision 0014) does not corroborate it either.
+    /// Non-finite or negative values are taken as 0 (the deposit's
+    /// validation refuses them first).
+    pub fn claim_among(
+        &mut self,
+        subject: &Subject,
+        device: &str,
+        trusted: bool,
+        t_s: f64,
+        value: f64,
+        related: impl Fn(&str, &str) -> bool,
     ) -> Verdict {
         let value = if value.is_finite() {
             value.max(0.0)
@@ -157,7 +174,10 @@ impl Reports {
             t_s,
             value,
         });
-        if !(trusted || claims.len() >= 2) {
+        let corroborated = claims
+            .iter()
+            .any(|c| c.device != device && !related(&c.device, device));
+        if !(trusted || corroborated) {
             let until_s = t_s
                 + match subject {
                     Subject::Gate(..) => GATE_HOLD_S,

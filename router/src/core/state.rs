@@ -31,11 +31,33 @@ pub struct DeviceRec {
     pub secret_digest: String,
     /// First registration, seconds.
     pub registered_at: f64,
+    /// The registration credential it first registered with (its name).
+    #[serde(default = "default_credential")]
+    pub credential: String,
+    /// The network it first registered from
+    /// ([`routing::trust::network_of`]); `None`: registered in process.
+    #[serde(default)]
+    pub network: Option<String>,
     /// Deposits folded.
     pub deposits: u64,
     /// Whether the operator marked it a liar in a test world (never set by the router).
     #[serde(default)]
     pub note: Option<String>,
+}
+
+fn default_credential() -> String {
+    crate::credentials::DEFAULT_NAME.to_string()
+}
+
+impl DeviceRec {
+    /// Where this identity came from (`ROUTING.md` §3 Trust; decision 0014).
+    pub fn origin(&self) -> routing::trust::Origin {
+        routing::trust::Origin {
+            credential: self.credential.clone(),
+            network: self.network.clone(),
+            registered_at_s: self.registered_at,
+        }
+    }
 }
 
 /// One declared source.

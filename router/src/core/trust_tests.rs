@@ -12,11 +12,17 @@ use crate::events::Event;
 use crate::store::MemoryStore;
 use crate::Router;
 
-const TARGETS: usize = 8;
+pub(super) const TARGETS: usize = 8;
 
-fn router() -> Router {
+pub(super) fn router() -> Router {
     let mut r = Router::open(RouterConfig::default(), Box::new(MemoryStore::new()), 0.0).unwrap();
-    let facts = Facts {
+    r.put_facts(&facts(), 0.0).unwrap();
+    r
+}
+
+/// One source, `board`, with [`TARGETS`] targets `ad-0`, `ad-1`, ….
+pub(super) fn facts() -> Facts {
+    Facts {
         sources: vec![SourceFact {
             source: "board".into(),
             host: "jobs.example".into(),
@@ -33,9 +39,7 @@ fn router() -> Router {
             })
             .collect(),
         ..Facts::default()
-    };
-    r.put_facts(&facts, 0.0).unwrap();
-    r
+    }
 }
 
 /// Registers `id` (again, for an upgrade) running `version`.
@@ -57,7 +61,14 @@ fn register(r: &mut Router, secrets: &mut BTreeMap<String, String>, id: &str, ve
 }
 
 /// Folds one successful observation of `target` by `device`.
-fn observe(r: &mut Router, seq: &mut u64, device: &str, version: &str, target: usize, hash: &str) {
+pub(super) fn observe(
+    r: &mut Router,
+    seq: &mut u64,
+    device: &str,
+    version: &str,
+    target: usize,
+    hash: &str,
+) {
     *seq += 1;
     let l = Logged {
         device: device.into(),

@@ -231,6 +231,11 @@ impl Router {
             c.politeness_passes,
         );
         counter(
+            "related_agreements_total",
+            "Agreements between related identities that moved no trust.",
+            c.related_agreements,
+        );
+        counter(
             "budget_held_total",
             "Leases a capped pool's remaining window budget cut.",
             c.budget_held,

@@ -1,5 +1,6 @@
-//! routerd's listener: a cap on open connections and an idle timeout on
-//! every connection's reads (docs/router.md "Threat model").
+//! routerd's listener: a cap on open connections, an idle timeout on
+//! every connection's reads and a deadline on every request
+//! (docs/router.md "Threat model").
 //!
 //! - **Connections are capped.** A connection holds one permit from
 //!   accept to close; at the cap the listener stops accepting and new
@@ -11,6 +12,12 @@
 //!   whose headers or body never finish, and a kept-alive connection that
 //!   sends nothing more, are closed after it. The timeout must exceed the
 //!   longest long poll ([`crate::api::MAX_LEASE_WAIT_S`]) plus its answer.
+//! - **A slow peer is closed too.** From the first byte of a request to
+//!   the first byte of its answer at most the request deadline may pass:
+//!   a peer that trickles a byte now and then, each within the idle
+//!   timeout, is closed once the deadline passes however alive it looks.
+//!   The deadline must exceed the longest long poll plus the time a slow
+//!   but honest device needs to send a body.
 
 use std::future::Future;
 use std::io;
@@ -27,24 +34,35 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
-/// A TCP listener with a connection cap and a read idle timeout.
+/// The time limits of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Longest wait for the peer's next byte while a read is pending.
+    pub idle: Duration,
+    /// Longest time from a request's first byte to its answer's first byte.
+    pub request: Duration,
+}
+
+/// A TCP listener with a connection cap, a read idle timeout and a
+/// request deadline.
 pub struct Bounded {
     inner: TcpListener,
     permits: Arc<Semaphore>,
     max: usize,
-    idle: Duration,
+    timeouts: Timeouts,
 }
 
 impl Bounded {
     /// Wraps `inner`: at most `max_connections` (≥ 1) open at once, each
-    /// closed after `idle` without a byte from its peer.
-    pub fn new(inner: TcpListener, max_connections: usize, idle: Duration) -> Bounded {
+    /// closed after `timeouts.idle` without a byte from its peer or when a
+    /// request goes unanswered for `timeouts.request` from its first byte.
+    pub fn new(inner: TcpListener, max_connections: usize, timeouts: Timeouts) -> Bounded {
         let max = max_connections.max(1);
         Bounded {
             inner,
             permits: Arc::new(Semaphore::new(max)),
             max,
-            idle,
+            timeouts,
         }
     }
 
@@ -67,7 +85,7 @@ impl axum::serve::Listener for Bounded {
                 continue;
             };
             match self.inner.accept().await {
-                Ok((io, peer)) => return (Guarded::new(io, permit, self.idle), peer),
+                Ok((io, peer)) => return (Guarded::new(io, permit, self.timeouts), peer),
                 Err(e) => {
                     // Out of descriptors and the like: back off, keep serving.
                     drop(permit);
@@ -93,24 +111,37 @@ impl Connected<IncomingStream<'_, Bounded>> for Peer {
     }
 }
 
-/// One accepted connection: its permit, and the idle timer of its reads.
+/// One accepted connection: its permit, the idle timer of its reads and
+/// the deadline of the request it is receiving.
 pub struct Guarded {
     io: TcpStream,
     _permit: OwnedSemaphorePermit,
-    idle: Duration,
+    timeouts: Timeouts,
     timer: Pin<Box<Sleep>>,
     armed: bool,
+    deadline: Pin<Box<Sleep>>,
+    /// A request's first byte came and its answer has not begun.
+    in_request: bool,
 }
 
 impl Guarded {
-    fn new(io: TcpStream, permit: OwnedSemaphorePermit, idle: Duration) -> Guarded {
+    fn new(io: TcpStream, permit: OwnedSemaphorePermit, timeouts: Timeouts) -> Guarded {
         Guarded {
             io,
             _permit: permit,
-            idle,
-            timer: Box::pin(tokio::time::sleep(idle)),
+            timeouts,
+            timer: Box::pin(tokio::time::sleep(timeouts.idle)),
             armed: false,
+            deadline: Box::pin(tokio::time::sleep(timeouts.request)),
+            in_request: false,
         }
+    }
+
+    fn past_deadline() -> io::Error {
+        io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the request was not received within the request deadline",
+        )
     }
 }
 
@@ -121,14 +152,27 @@ impl AsyncRead for Guarded {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let me = &mut *self;
+        if me.in_request && me.deadline.is_elapsed() {
+            return Poll::Ready(Err(Guarded::past_deadline()));
+        }
+        let filled = buf.filled().len();
         match Pin::new(&mut me.io).poll_read(cx, buf) {
             Poll::Ready(r) => {
                 me.armed = false;
+                if r.is_ok() && buf.filled().len() > filled && !me.in_request {
+                    me.in_request = true;
+                    me.deadline
+                        .as_mut()
+                        .reset(Instant::now() + me.timeouts.request);
+                }
                 Poll::Ready(r)
             }
             Poll::Pending => {
+                if me.in_request && me.deadline.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(Guarded::past_deadline()));
+                }
                 if !me.armed {
-                    me.timer.as_mut().reset(Instant::now() + me.idle);
+                    me.timer.as_mut().reset(Instant::now() + me.timeouts.idle);
                     me.armed = true;
                 }
                 match me.timer.as_mut().poll(cx) {
@@ -149,7 +193,12 @@ impl AsyncWrite for Guarded {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let r = Pin::new(&mut self.io).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            // The answer began: the next byte read starts the next request.
+            self.in_request = false;
+        }
+        r
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -165,7 +214,11 @@ impl AsyncWrite for Guarded {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.in_request = false;
+        }
+        r
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -179,13 +232,78 @@ mod tests {
     use axum::serve::Listener;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    fn timeouts(idle_s: u64, request_s: u64) -> Timeouts {
+        Timeouts {
+            idle: Duration::from_secs(idle_s),
+            request: Duration::from_secs(request_s),
+        }
+    }
+
+    /// Reads until the end of stream or an error: the bytes read, and the
+    /// error's kind if one ended it.
+    async fn drain(mut g: Guarded) -> (usize, Option<io::ErrorKind>) {
+        let mut got = 0;
+        let mut b = [0u8; 8];
+        loop {
+            match g.read(&mut b).await {
+                Ok(0) => return (got, None),
+                Ok(k) => got += k,
+                Err(e) => return (got, Some(e.kind())),
+            }
+        }
+    }
+
+    /// A peer that trickles a byte every 25 s never trips a 30 s idle
+    /// timeout, but its request is cut off at the 60 s deadline: after
+    /// three bytes, before the fourth (on Tokio's paused clock).
+    #[tokio::test(start_paused = true)]
+    async fn a_trickling_peer_is_cut_off_at_the_request_deadline() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut l = Bounded::new(tcp, 4, timeouts(30, 60));
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let (g, _) = l.accept().await;
+        let reader = tokio::spawn(drain(g));
+        c.write_all(b"P").await.unwrap();
+        for _ in 0..5 {
+            tokio::time::sleep(Duration::from_secs(25)).await;
+            // Writes after the close may fail; the reader's count decides.
+            let _ = c.write_all(b"x").await;
+        }
+        let (got, err) = reader.await.unwrap();
+        assert_eq!(err, Some(io::ErrorKind::TimedOut));
+        assert_eq!(got, 3, "bytes at 0, 25 and 50 s; the deadline at 60 s");
+    }
+
+    /// An answer ends the request: a kept-alive connection whose requests
+    /// are each answered in time lives past the deadline.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_restarts_the_request_deadline() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let mut l = Bounded::new(tcp, 4, timeouts(30, 60));
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let (mut g, _) = l.accept().await;
+        let mut b = [0u8; 8];
+        for _ in 0..4 {
+            c.write_all(b"q").await.unwrap();
+            assert_eq!(g.read(&mut b).await.unwrap(), 1);
+            tokio::time::sleep(Duration::from_secs(25)).await;
+            g.write_all(b"a").await.unwrap();
+            c.read_exact(&mut b[..1]).await.unwrap();
+        }
+        // 100 s on one connection, no request older than 25 s: still open.
+        c.write_all(b"q").await.unwrap();
+        assert_eq!(g.read(&mut b).await.unwrap(), 1);
+    }
+
     /// At the cap the listener holds no permit to accept with; a closed
     /// connection gives its permit back and the next one is accepted.
     #[tokio::test]
     async fn at_the_cap_nothing_more_is_accepted_until_one_closes() {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
-        let mut l = Bounded::new(tcp, 1, Duration::from_secs(600));
+        let mut l = Bounded::new(tcp, 1, timeouts(600, 600));
         let _c1 = TcpStream::connect(addr).await.unwrap();
         let (g1, _) = l.accept().await;
         assert_eq!(l.open(), 1);
@@ -210,7 +328,7 @@ mod tests {
     async fn a_silent_peer_is_cut_off_after_the_idle_timeout() {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
-        let mut l = Bounded::new(tcp, 4, Duration::from_secs(30));
+        let mut l = Bounded::new(tcp, 4, timeouts(30, 600));
         let mut c = TcpStream::connect(addr).await.unwrap();
         let (mut g, _) = l.accept().await;
         c.write_all(b"POST / HTTP/1.1\r\nHost").await.unwrap();

@@ -100,7 +100,9 @@ impl State {
 mod cap;
 mod churn;
 mod cluster;
+mod origin;
 
 pub use cap::treated_as_limited;
 pub use churn::{Churn, CHURN_CHANGES, CHURN_COOLDOWN_H, CHURN_WINDOW_H};
 pub use cluster::{AdapterKey, Clusters, Restoration};
+pub use origin::{independent, network_of, Origin, Relation, BURST_HOLD_S, BURST_S};
