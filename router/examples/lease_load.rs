@@ -2,10 +2,20 @@
 //! data directory, drives it with the bounded load generator and prints
 //! the figures as JSON.
 //!
-//! `cargo run --release -p router --example lease_load -- [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA]`
+//! `cargo run --release -p router --example lease_load -- [--targets N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA]`
+//! (`--targets`: targets seeded, default 20,000, at most 1,000,000).
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let mut targets = 20_000usize;
+    if let Some(i) = args.iter().position(|a| a == "--targets") {
+        targets = args
+            .get(i + 1)
+            .and_then(|s| s.parse().ok())
+            .filter(|n| (1..=1_000_000).contains(n))
+            .unwrap_or_else(|| panic!("--targets takes a count in 1..=1000000"));
+        args.drain(i..i + 2);
+    }
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (devices, threads, seconds) =
         (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
@@ -30,7 +40,7 @@ fn main() {
         devices,
         threads,
         seconds,
-        targets: 20_000,
+        targets,
     };
     let report = router::load::run(&spec);
     let _ = child.kill();

@@ -1,7 +1,9 @@
 //! A bounded load generator for a running `routerd`: N registered devices
 //! driven by T client threads for a fixed time, each lease followed by the
-//! deposits of its items. Reports leases/s and lease latency percentiles.
-//! Used by the `lease_load` example and the lab's `route load`.
+//! deposits of its items, and one more thread reading `/metrics` every
+//! 50 ms as a monitor would. Reports leases/s and the latency percentiles
+//! of leases and of `/metrics`. Used by the `lease_load` example and the
+//! lab's `route load`.
 
 use std::time::{Duration, Instant};
 
@@ -48,6 +50,49 @@ pub struct LoadReport {
     pub errors: u64,
     /// Lease latency percentiles, microseconds: p50, p90, p99, max.
     pub lease_us: [u64; 4],
+    /// `/metrics` reads during the run.
+    pub metrics_reads: u64,
+    /// `/metrics` latency percentiles, microseconds: p50, p90, p99, max.
+    pub metrics_us: [u64; 4],
+}
+
+/// p50, p90, p99 and max of `lat` (sorted in place), 0s when empty.
+fn percentiles(lat: &mut [u64]) -> [u64; 4] {
+    lat.sort_unstable();
+    let pct = |p: f64| -> u64 {
+        if lat.is_empty() {
+            0
+        } else {
+            lat[((lat.len() as f64 - 1.0) * p).round() as usize]
+        }
+    };
+    [
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        lat.last().copied().unwrap_or(0),
+    ]
+}
+
+/// Reads `/metrics` every 50 ms until `deadline`; returns each read's
+/// latency in microseconds (failed reads are left out).
+fn probe_metrics(base: &str, deadline: Instant) -> Vec<u64> {
+    let a = agent();
+    let mut lat = Vec::new();
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        let ok = a
+            .get(format!("{base}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .is_some();
+        if ok {
+            lat.push(t0.elapsed().as_micros() as u64);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    lat
 }
 
 /// Starts the `routerd` binary at `routerd` on a free loopback port with
@@ -167,7 +212,8 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     std::thread::sleep(Duration::from_millis(1500));
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
     let chunk = devices.len().div_ceil(spec.threads);
-    let results: Vec<(Vec<u64>, u64, u64, u64)> = std::thread::scope(|scope| {
+    let (results, mut metrics_lat) = std::thread::scope(|scope| {
+        let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
         let handles: Vec<_> = devices
             .chunks(chunk)
             .map(|mine| {
@@ -200,20 +246,13 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
                 })
             })
             .collect();
-        handles
+        let results: Vec<(Vec<u64>, u64, u64, u64)> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
-            .collect()
+            .collect();
+        (results, probe.join().unwrap_or_default())
     });
     let mut lat: Vec<u64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
-    lat.sort_unstable();
-    let pct = |p: f64| -> u64 {
-        if lat.is_empty() {
-            0
-        } else {
-            lat[((lat.len() as f64 - 1.0) * p).round() as usize]
-        }
-    };
     let leases = lat.len() as u64;
     Ok(LoadReport {
         devices: spec.devices,
@@ -224,11 +263,8 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         items: results.iter().map(|r| r.1).sum(),
         deposits: results.iter().map(|r| r.2).sum(),
         errors: results.iter().map(|r| r.3).sum(),
-        lease_us: [
-            pct(0.5),
-            pct(0.9),
-            pct(0.99),
-            lat.last().copied().unwrap_or(0),
-        ],
+        lease_us: percentiles(&mut lat),
+        metrics_reads: metrics_lat.len() as u64,
+        metrics_us: percentiles(&mut metrics_lat),
     })
 }

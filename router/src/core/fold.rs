@@ -490,7 +490,7 @@ impl Router {
 /// count as one at `now_s` ([`routing::trust::Origin::related`]; unknown
 /// ids are related to nothing).
 fn related_in(
-    devices: &std::collections::BTreeMap<String, super::state::DeviceRec>,
+    devices: &imbl::OrdMap<String, super::state::DeviceRec>,
     a: &str,
     b: &str,
     rule: &routing::trust::Relation,

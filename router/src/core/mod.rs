@@ -33,6 +33,7 @@ pub use acks::{ACKS_MAX, ACK_MEMORY_S};
 pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
+pub use refill::{RefillDecision, RefillPlan};
 pub use tick::TickReport;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -271,8 +272,8 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         clusters: Clusters::new(0.5, 5),
         sources: BTreeMap::new(),
         buckets: BTreeMap::new(),
-        devices: BTreeMap::new(),
-        targets: BTreeMap::new(),
+        devices: imbl::OrdMap::new(),
+        targets: imbl::OrdMap::new(),
         temperature: 1.0,
         applied_seq: 0,
         aged_to_s: now_s,
@@ -507,10 +508,12 @@ impl Router {
             .or_default() += 1;
     }
 
-    /// The snapshot rows (meta snapshot, device views) if anything changed
-    /// since the last call; marks the state clean. Serializing happens here
-    /// (under whatever lock guards the router); writing is
-    /// [`Router::write_snapshot`], which needs only the store.
+    /// The snapshot if anything changed since the last call and the
+    /// snapshot period has passed; marks the state clean. Taking it clones
+    /// the durable state, which shares the targets and devices (persistent
+    /// maps) and copies the rest (the field, O(its nodes)); serializing and
+    /// writing is [`Router::write_snapshot`], which needs only the store,
+    /// outside whatever lock guards the router.
     pub fn take_snapshot(&mut self, now_s: f64) -> Option<Snapshot> {
         if now_s < self.last_snapshot_s + self.cfg.snapshot_period_s {
             return None;
@@ -527,39 +530,22 @@ impl Router {
         self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
         self.d.snapshot_seq += 1;
-        let version = self.d.snapshot_seq;
-        let payload = serde_json::to_string(&self.d).ok()?;
-        let meta = vec![Row {
-            key: SNAPSHOT_KEY.into(),
-            version,
-            payload,
-        }];
-        let devices = self
-            .d
-            .devices
-            .iter()
-            .map(|(k, v)| Row {
-                key: k.clone(),
-                version,
-                payload: serde_json::json!({
-                    "archetype": v.archetype,
-                    "trust": v.trust,
-                    "state": lease::state_name(v.state),
-                    "deposits": v.deposits,
-                })
-                .to_string(),
-            })
-            .collect();
         self.dirty = false;
-        Some(Snapshot { meta, devices })
+        Some(Snapshot {
+            state: Box::new(self.d.clone()),
+        })
     }
 
-    /// Writes a snapshot taken by [`Router::take_snapshot`] to `store`.
-    /// Errors: the store's (the next snapshot carries the state again).
+    /// Serializes a snapshot taken by [`Router::take_snapshot`] and writes
+    /// it to `store`: the state as one [`Table::Meta`] row, and one
+    /// [`Table::Devices`] row per device (identity, trust, state), all at
+    /// the snapshot's version. Errors: the store's, or `BadValue` when the
+    /// state does not serialize (the next snapshot carries the state again).
     pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {
+        let (meta, devices) = snap.rows()?;
         let mut st = store.lock();
-        st.upsert(Table::Meta, &snap.meta)?;
-        st.upsert(Table::Devices, &snap.devices)
+        st.upsert(Table::Meta, &meta)?;
+        st.upsert(Table::Devices, &devices)
     }
 
     /// Marks the state changed (a snapshot write failed: the next tick retries).
@@ -580,11 +566,48 @@ impl Router {
     }
 }
 
-/// One snapshot's rows, ready to write.
+/// One snapshot: a clone of the durable state at the moment it was taken
+/// (cheap: its large maps are shared), serialized only when written.
 #[derive(Debug, Clone)]
 pub struct Snapshot {
-    /// The snapshot row of [`Table::Meta`].
-    pub meta: Vec<Row>,
-    /// One row per known device in [`Table::Devices`] (identity, trust, state).
-    pub devices: Vec<Row>,
+    state: Box<Durable>,
+}
+
+impl Snapshot {
+    /// The snapshot's version: the state's snapshot sequence (a store keeps
+    /// the row with the higher version, so a late write never wins).
+    pub fn version(&self) -> u64 {
+        self.state.snapshot_seq
+    }
+
+    /// The rows to write: the [`Table::Meta`] snapshot row and one
+    /// [`Table::Devices`] row per device. Errors: `BadValue` when the
+    /// state does not serialize.
+    pub fn rows(&self) -> Result<(Vec<Row>, Vec<Row>), StoreError> {
+        let version = self.version();
+        let payload = serde_json::to_string(&*self.state)
+            .map_err(|e| StoreError::BadValue(format!("snapshot: {e}")))?;
+        let meta = vec![Row {
+            key: SNAPSHOT_KEY.into(),
+            version,
+            payload,
+        }];
+        let devices = self
+            .state
+            .devices
+            .iter()
+            .map(|(k, v)| Row {
+                key: k.clone(),
+                version,
+                payload: serde_json::json!({
+                    "archetype": v.archetype,
+                    "trust": v.trust,
+                    "state": lease::state_name(v.state),
+                    "deposits": v.deposits,
+                })
+                .to_string(),
+            })
+            .collect();
+        Ok((meta, devices))
+    }
 }

@@ -3,10 +3,19 @@
 //! every archetype not vetoed: it needs distinct devices). Queues are rebuilt
 //! from the state every tick: they mirror it, never accrete.
 //! Source: `ROUTING.md` §3 Assignment policy, step 1 and 3.
+//!
+//! Three steps, so the shell decides outside the router's lock:
+//! [`Router::refill_plan`] (under the lock: which targets are due, with
+//! what each decision reads, and a clone of the field),
+//! [`RefillPlan::decide`] (no lock: the decisions, the refill's main cost)
+//! and [`Router::refill_install`] (under the lock: drop what changed
+//! meanwhile, then the fillers, the lanes and the queues). In process the
+//! three run back to back, so the queues are exactly what one step made.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
-use routing::field::{Address, LossReason};
+use routing::field::{Address, Field, Layer, LossReason};
 use routing::policy::{schedule_priority, Tier};
 use routing::trust::State as TrustState;
 
@@ -15,6 +24,89 @@ use super::{Queued, Router};
 /// Volatility floor used in the schedule priority, so a source never
 /// re-observed yet (volatility 0) still ranks its new targets.
 pub const VOLATILITY_FLOOR: f64 = 0.1;
+
+/// What one decision reads of the state, copied out under the lock.
+#[derive(Debug, Clone)]
+struct Planned {
+    target: String,
+    tier: Tier,
+    source: String,
+    binding: String,
+    host: String,
+    requires: Arc<[String]>,
+    /// Trust of the target's last observer (0.5 without one).
+    last_tau: f64,
+    /// Seconds overdue plus one (≥ 1).
+    staleness: f64,
+    volatility: f64,
+}
+
+/// The refill's decisions to make, taken under the router's lock by
+/// [`Router::refill_plan`]; [`RefillPlan::decide`] makes them without it.
+#[derive(Debug, Clone)]
+pub struct RefillPlan {
+    allowed: Vec<String>,
+    layers: Vec<Layer>,
+    field: Field,
+    temperature: f64,
+    due: Vec<Planned>,
+    /// Settled targets not due, least recently attempted first: filler
+    /// candidates, decided at install (few are taken).
+    fillers: Vec<(f64, String)>,
+}
+
+/// The decisions of a [`RefillPlan`], for [`Router::refill_install`].
+#[derive(Debug, Clone)]
+pub struct RefillDecision {
+    allowed: Vec<String>,
+    decided: Vec<Queued>,
+    fillers: Vec<(f64, String)>,
+}
+
+/// Decides one target at its task address among `allowed`; `None` when
+/// every archetype is vetoed or the address is not the field's.
+fn decide_one(
+    field: &Field,
+    temperature: f64,
+    layers: &[Layer],
+    allowed: &[&str],
+    p: &Planned,
+) -> Option<Queued> {
+    let address = Address::from_labels(
+        layers,
+        &[p.source.as_str(), p.binding.as_str(), p.target.as_str()],
+    )
+    .ok()?;
+    let receipt = field.decide(&address, temperature, allowed).ok()?;
+    receipt.selected.as_ref()?;
+    let priority = schedule_priority(p.staleness, p.last_tau, p.volatility.max(VOLATILITY_FLOOR));
+    Some(Queued {
+        target: p.target.clone(),
+        tier: p.tier,
+        priority,
+        receipt,
+        host: p.host.clone(),
+        requires: p.requires.clone(),
+    })
+}
+
+impl RefillPlan {
+    /// Makes the plan's decisions (the field's, at each due target's
+    /// address); needs nothing of the router.
+    pub fn decide(self) -> RefillDecision {
+        let allowed: Vec<&str> = self.allowed.iter().map(String::as_str).collect();
+        let decided = self
+            .due
+            .iter()
+            .filter_map(|p| decide_one(&self.field, self.temperature, &self.layers, &allowed, p))
+            .collect();
+        RefillDecision {
+            allowed: self.allowed,
+            decided,
+            fillers: self.fillers,
+        }
+    }
+}
 
 impl Router {
     /// The archetypes that have at least one live, not suspended device.
@@ -29,19 +121,31 @@ impl Router {
         set.into_iter().map(String::from).collect()
     }
 
+    /// The whole refill at `now_s`: plan, decide, install, back to back.
     pub(crate) fn refill(&mut self, now_s: f64) {
-        self.queues.clear();
+        match self.refill_plan(now_s) {
+            Some(plan) => {
+                let decision = plan.decide();
+                self.refill_install(decision, now_s);
+            }
+            None => self.queues.clear(),
+        }
+    }
+
+    /// What the refill at `now_s` must decide: the due targets (at most
+    /// `queue_limit` per live archetype, the longest overdue first; the
+    /// rest stay due for the next tick, so a tick's cost is bounded
+    /// whatever the number of targets), the filler candidates and a clone
+    /// of the field. `None` when no archetype is live (nothing to queue).
+    /// Reads only; the queues stay as they are until the install.
+    pub fn refill_plan(&self, now_s: f64) -> Option<RefillPlan> {
         let live = self.live_archetypes();
         if live.is_empty() {
-            return;
+            return None;
         }
-        let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
-        let layers = self.d.field.layers().to_vec();
         let vc = self.verify_config();
-        // per archetype, per tier: entries
-        let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
         let mut fillers: Vec<(f64, String)> = Vec::new();
-        let mut due: Vec<(String, Tier)> = Vec::new();
+        let mut due: Vec<(f64, &str, Tier)> = Vec::new();
         for (name, t) in &self.d.targets {
             if t.churn.cooling(now_s / 3600.0) {
                 continue;
@@ -74,50 +178,101 @@ impl Router {
                 }
                 continue;
             };
-            due.push((name.clone(), tier));
+            due.push((now_s - t.due_s, name.as_str(), tier));
         }
-        // Decide at most `queue_limit` targets per live archetype per tick,
-        // the longest overdue first (the rest stay due for the next tick):
-        // a tick's cost is bounded whatever the number of targets.
         let budget = self.cfg.queue_limit.saturating_mul(live.len());
         if due.len() > budget {
-            let overdue = |n: &str| {
-                self.d
-                    .targets
-                    .get(n)
-                    .map(|t| now_s - t.due_s)
-                    .unwrap_or(0.0)
+            // The `budget` longest overdue (ties by name), in that order: a
+            // selection, then a sort of the selected only.
+            let order = |a: &(f64, &str, Tier), b: &(f64, &str, Tier)| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
             };
-            let mut ranked: Vec<(f64, String, Tier)> =
-                due.into_iter().map(|(n, t)| (overdue(&n), n, t)).collect();
-            ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            ranked.truncate(budget);
-            due = ranked.into_iter().map(|(_, n, t)| (n, t)).collect();
+            if budget == 0 {
+                due.clear();
+            } else {
+                due.select_nth_unstable_by(budget - 1, order);
+                due.truncate(budget);
+            }
+            due.sort_by(order);
         }
-        for (name, tier) in due {
-            let name = name.as_str();
-            if let Some(q) = self.route(name, tier, now_s, &layers, &allowed) {
-                if tier == Tier::Verification {
-                    // A verification needs distinct devices: offer it to every
-                    // archetype the decision did not veto, the winner's included.
-                    for alt in &q.receipt.alternatives {
-                        if matches!(alt.reason, LossReason::Selected | LossReason::Score) {
-                            let lane = lanes.entry(alt.option.clone()).or_default();
-                            lane.entry(tier).or_default().push(q.clone());
-                        }
+        let due = due
+            .into_iter()
+            .filter_map(|(_, name, tier)| self.planned(name, tier, now_s))
+            .collect();
+        fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        Some(RefillPlan {
+            allowed: live,
+            layers: self.d.field.layers().to_vec(),
+            field: self.d.field.clone(),
+            temperature: self.d.temperature,
+            due,
+            fillers,
+        })
+    }
+
+    /// What deciding `name` reads of the state, `None` for an unknown
+    /// target or source.
+    fn planned(&self, name: &str, tier: Tier, now_s: f64) -> Option<Planned> {
+        let t = self.d.targets.get(name)?;
+        let s = self.d.sources.get(&t.source)?;
+        let last_tau = t
+            .observations
+            .last()
+            .and_then(|o| self.d.devices.get(&o.device))
+            .map(|d| d.trust)
+            .unwrap_or(0.5);
+        Some(Planned {
+            target: name.to_string(),
+            tier,
+            source: t.source.clone(),
+            binding: s.binding.clone(),
+            host: s.host.clone(),
+            requires: s.requires.clone().into(),
+            last_tau,
+            staleness: (now_s - t.due_s).max(0.0) + 1.0,
+            volatility: s.volatility(),
+        })
+    }
+
+    /// Builds the queues from `decision` at `now_s`: a decided target that
+    /// went in flight since the plan (leased by a device meanwhile) is
+    /// dropped, save a verification, which wants several devices; then the
+    /// fillers are decided in order until each live archetype has its
+    /// share, and every archetype's lanes are interleaved into its queue.
+    pub fn refill_install(&mut self, decision: RefillDecision, now_s: f64) {
+        let RefillDecision {
+            allowed: live,
+            decided,
+            fillers,
+        } = decision;
+        let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
+        let layers = self.d.field.layers().to_vec();
+        // per archetype, per tier: entries
+        let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
+        for q in decided {
+            let in_flight = self.in_flight.get(&q.target).copied().unwrap_or(0);
+            if q.tier != Tier::Verification && in_flight > 0 {
+                continue;
+            }
+            if q.tier == Tier::Verification {
+                // A verification needs distinct devices: offer it to every
+                // archetype the decision did not veto, the winner's included.
+                for alt in &q.receipt.alternatives {
+                    if matches!(alt.reason, LossReason::Selected | LossReason::Score) {
+                        let lane = lanes.entry(alt.option.clone()).or_default();
+                        lane.entry(q.tier).or_default().push(q.clone());
                     }
-                } else {
-                    let arch = self.pick(name, &q);
-                    lanes
-                        .entry(arch)
-                        .or_default()
-                        .entry(tier)
-                        .or_default()
-                        .push(q);
                 }
+            } else {
+                let arch = self.pick(&q.target, &q);
+                lanes
+                    .entry(arch)
+                    .or_default()
+                    .entry(q.tier)
+                    .or_default()
+                    .push(q);
             }
         }
-        fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         let mut filler_count: BTreeMap<String, usize> = BTreeMap::new();
         for (_, name) in fillers {
             if filler_count.values().sum::<usize>() >= self.cfg.filler_per_archetype * live.len() {
@@ -137,6 +292,7 @@ impl Router {
                 }
             }
         }
+        self.queues.clear();
         for (arch, mut tiers) in lanes {
             for list in tiers.values_mut() {
                 list.sort_by(|a, b| {
@@ -199,34 +355,10 @@ impl Router {
         name: &str,
         tier: Tier,
         now_s: f64,
-        layers: &[routing::field::Layer],
+        layers: &[Layer],
         allowed: &[&str],
     ) -> Option<Queued> {
-        let t = self.d.targets.get(name)?;
-        let s = self.d.sources.get(&t.source)?;
-        let address =
-            Address::from_labels(layers, &[t.source.as_str(), s.binding.as_str(), name]).ok()?;
-        let receipt = self
-            .d
-            .field
-            .decide(&address, self.d.temperature, allowed)
-            .ok()?;
-        receipt.selected.as_ref()?;
-        let last_tau = t
-            .observations
-            .last()
-            .and_then(|o| self.d.devices.get(&o.device))
-            .map(|d| d.trust)
-            .unwrap_or(0.5);
-        let staleness = (now_s - t.due_s).max(0.0) + 1.0;
-        let priority = schedule_priority(staleness, last_tau, s.volatility().max(VOLATILITY_FLOOR));
-        Some(Queued {
-            target: name.to_string(),
-            tier,
-            priority,
-            receipt,
-            host: s.host.clone(),
-            requires: s.requires.clone().into(),
-        })
+        let p = self.planned(name, tier, now_s)?;
+        decide_one(&self.d.field, self.d.temperature, layers, allowed, &p)
     }
 }

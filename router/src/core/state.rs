@@ -143,10 +143,11 @@ pub struct Durable {
     pub sources: BTreeMap<String, SourceRec>,
     /// Politeness buckets per host.
     pub buckets: BTreeMap<String, Bucket>,
-    /// Devices (durable identity and trust).
-    pub devices: BTreeMap<String, DeviceRec>,
-    /// Targets.
-    pub targets: BTreeMap<String, TargetRec>,
+    /// Devices (durable identity and trust); a persistent map, so a
+    /// snapshot's clone shares it instead of copying it.
+    pub devices: imbl::OrdMap<String, DeviceRec>,
+    /// Targets; a persistent map, as `devices`.
+    pub targets: imbl::OrdMap<String, TargetRec>,
     /// Decision temperature.
     pub temperature: f64,
     /// Highest deposit seq folded into this state.

@@ -5,6 +5,7 @@
 
 use routing::trust::treated_as_limited;
 
+use super::refill::{RefillDecision, RefillPlan};
 use super::Router;
 use crate::events::Event;
 use crate::store::StoreError;
@@ -43,12 +44,44 @@ impl Router {
         Ok(rep)
     }
 
-    /// The tick without the snapshot (the shell takes and writes the
-    /// snapshot itself, writing outside the router's lock).
+    /// The tick without the snapshot: [`Router::tick_begin`], the refill's
+    /// decisions, [`Router::tick_finish`], back to back.
     pub fn tick_state(&mut self, now_s: f64) -> TickReport {
+        let (mut rep, plan) = self.tick_begin(now_s);
+        if now_s.is_finite() {
+            self.tick_finish(&mut rep, plan.map(RefillPlan::decide), now_s);
+        }
+        rep
+    }
+
+    /// The refill's last step at `now_s` ([`Router::refill_install`], or
+    /// empty queues when no archetype was live), and the queue lengths
+    /// into `rep`. The shell runs it under the router's lock after making
+    /// the plan's decisions outside it.
+    pub fn tick_finish(
+        &mut self,
+        rep: &mut TickReport,
+        decision: Option<RefillDecision>,
+        now_s: f64,
+    ) {
+        match decision {
+            Some(d) => self.refill_install(d, now_s),
+            None => self.queues.clear(),
+        }
+        rep.queued = self
+            .queues
+            .iter()
+            .map(|(k, v)| (k.clone(), v.len()))
+            .collect();
+    }
+
+    /// The tick's work up to the refill at `now_s`, and the refill's plan
+    /// ([`Router::refill_plan`]; `None`: no archetype is live, or the time
+    /// is not finite, when nothing at all is done).
+    pub fn tick_begin(&mut self, now_s: f64) -> (TickReport, Option<RefillPlan>) {
         let mut rep = TickReport::default();
         if !now_s.is_finite() {
-            return rep;
+            return (rep, None);
         }
         self.counters.ticks += 1;
         if let Some(last) = self.last_tick_s {
@@ -88,11 +121,22 @@ impl Router {
         self.live.retain(|_, l| l.expires_s >= now_s);
         rep.devices_pruned = before - self.live.len();
         // Verification TTLs.
+        // Read first, write only the targets with an expired one: a write
+        // copies the map's path, shared with a snapshot being written.
+        let due: Vec<String> = self
+            .d
+            .targets
+            .iter()
+            .filter(|(_, t)| t.verification.open().iter().any(|(_, at)| *at <= now_s))
+            .map(|(k, _)| k.clone())
+            .collect();
         let mut expired_v = Vec::new();
-        for (name, t) in self.d.targets.iter_mut() {
-            let n = t.verification.expire(now_s);
-            if n > 0 {
-                expired_v.push((name.clone(), n));
+        for name in due {
+            if let Some(t) = self.d.targets.get_mut(&name) {
+                let n = t.verification.expire(now_s);
+                if n > 0 {
+                    expired_v.push((name, n));
+                }
             }
         }
         for (target, count) in expired_v {
@@ -122,13 +166,8 @@ impl Router {
             .into_iter()
             .filter_map(|i| live.get(i).map(|(k, _)| k.clone()))
             .collect();
-        self.refill(now_s);
-        rep.queued = self
-            .queues
-            .iter()
-            .map(|(k, v)| (k.clone(), v.len()))
-            .collect();
-        rep
+        let plan = self.refill_plan(now_s);
+        (rep, plan)
     }
 
     /// Undoes the corroborated reports whose time is up: a crawl delay's

@@ -176,18 +176,29 @@ impl Shell {
         self.tick_with(true)
     }
 
+    /// One tick at the clock's reading. Under the router's lock: the
+    /// tick's bookkeeping, the refill's plan and the snapshot's clone; then,
+    /// without it, the refill's decisions; under it again, briefly, the
+    /// queues. The snapshot is serialized and written last, outside the
+    /// lock (docs/router.md "Threat model": nothing of size on the lock).
     fn tick_with(&self, force: bool) {
         let now = (self.clock)();
-        let (snap, events) = {
+        let (mut rep, plan, snap, mut events) = {
             let mut r = self.router.lock();
-            r.tick_state(now);
+            let (rep, plan) = r.tick_begin(now);
             let snap = if force {
                 r.take_snapshot_now(now)
             } else {
                 r.take_snapshot(now)
             };
-            (snap, r.drain_events())
+            (rep, plan, snap, r.drain_events())
         };
+        if now.is_finite() {
+            let decision = plan.map(crate::core::RefillPlan::decide);
+            let mut r = self.router.lock();
+            r.tick_finish(&mut rep, decision, now);
+            events.extend(r.drain_events());
+        }
         if let Some(snap) = snap {
             if let Err(e) = Router::write_snapshot(&self.store, &snap) {
                 tracing::warn!("tick could not write its snapshot: {e}");

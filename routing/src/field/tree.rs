@@ -6,6 +6,7 @@
 //! Source: `ROUTING.md` §3 Field, Compaction, Discount.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +25,11 @@ pub struct Node {
     pub inner: Natural,
     /// Cached: the message this node sends its parent.
     pub message: Natural,
-    /// Children by label.
-    pub children: BTreeMap<String, Node>,
+    /// Children by label, shared: a clone of the field copies the roots
+    /// and shares every subtree, and an edit copies only the nodes on its
+    /// path that a clone still shares (`Arc::make_mut`). The router clones
+    /// the field under its lock and reads the clone outside it.
+    pub children: BTreeMap<String, Arc<Node>>,
 }
 
 /// Work done by one tree operation.
@@ -84,7 +88,7 @@ impl Node {
                 self.inner = self.inner.quotient(old_own).product(self.own);
             }
             Some((head, rest)) => {
-                let child = self.children.entry(head.clone()).or_default();
+                let child = Arc::make_mut(self.children.entry(head.clone()).or_default());
                 let old_msg = child.message;
                 child.edit_path(rest, &vars[1..], work, edit);
                 child.refresh_message(vars[0]);
@@ -101,7 +105,7 @@ impl Node {
         work.cells_visited += 1;
         self.own = self.own.scale(factor);
         for child in self.children.values_mut() {
-            child.scale_own(factor, work);
+            Arc::make_mut(child).scale_own(factor, work);
         }
     }
 
@@ -110,6 +114,7 @@ impl Node {
     pub fn rebuild(&mut self, vars: &[f64]) {
         let mut inner = self.own;
         for child in self.children.values_mut() {
+            let child = Arc::make_mut(child);
             child.rebuild(&vars[1..]);
             child.refresh_message(vars[0]);
             inner = inner.product(child.message);
@@ -135,7 +140,7 @@ impl Node {
         path_means.push(belief.mean());
         let mut node = Some(self);
         for (i, label) in labels.iter().enumerate() {
-            let child = node.and_then(|n| n.children.get(label));
+            let child = node.and_then(|n| n.children.get(label)).map(|c| &**c);
             match (node, child) {
                 (Some(_), Some(c)) => {
                     work.cells_visited += 1;
@@ -181,7 +186,7 @@ impl Node {
                 None => false,
             },
             [head, rest @ ..] => match self.children.get_mut(head) {
-                Some(c) => c.compact(rest, work),
+                Some(c) => Arc::make_mut(c).compact(rest, work),
                 None => false,
             },
         }
