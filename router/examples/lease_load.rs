@@ -2,11 +2,17 @@
 //! data directory, drives it with the bounded load generator and prints
 //! the figures as JSON.
 //!
-//! `cargo run --release -p router --example lease_load -- [--targets N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA]`
-//! (`--targets`: targets seeded, default 20,000, at most 1,000,000).
+//! `cargo run --release -p router --example lease_load -- [--targets N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
+//! (`--targets`: targets seeded, default 20,000, at most 1,000,000; after
+//! a second `--`, arguments for routerd itself). Reports routerd's
+//! resident set and data directory size after the setup and at the end.
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let routerd_args: Vec<String> = match args.iter().position(|a| a == "--") {
+        Some(i) => args.split_off(i).into_iter().skip(1).collect(),
+        None => Vec::new(),
+    };
     let mut targets = 20_000usize;
     if let Some(i) = args.iter().position(|a| a == "--targets") {
         targets = args
@@ -30,6 +36,7 @@ fn main() {
     if let (Some(url), Some(schema)) = (args.get(3), args.get(4)) {
         extra.extend(["--store", url.as_str(), "--store-schema", schema.as_str()]);
     }
+    extra.extend(routerd_args.iter().map(String::as_str));
     let (mut child, base) =
         router::load::spawn_routerd(&routerd, &data, "load-key", "load-token", &extra)
             .unwrap_or_else(|e| panic!("{e} (build it: cargo build --release -p router)"));
@@ -41,6 +48,7 @@ fn main() {
         threads,
         seconds,
         targets,
+        watch: Some((child.id(), data.clone())),
     };
     let report = router::load::run(&spec);
     let _ = child.kill();

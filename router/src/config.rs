@@ -107,6 +107,16 @@ pub struct RouterConfig {
     /// last snapshot are folded again from the log at restart, so this bounds
     /// replay work, not durability).
     pub snapshot_period_s: f64,
+    /// Seconds a logged deposit is kept after a written snapshot covers
+    /// it, default 86,400 (a day); then it is pruned from the log.
+    #[serde(default = "default_deposit_retention_s")]
+    pub deposit_retention_s: f64,
+    /// Seconds a device that is not live is kept (from its last
+    /// registration or the end of its last live scope); then it is
+    /// forgotten (suspended and revoked ones are kept), default 2,592,000
+    /// (30 days).
+    #[serde(default = "default_device_retention_s")]
+    pub device_retention_s: f64,
     /// The field's process variances for a new store (a reopened store
     /// keeps the ones it was created with).
     pub field_variances: FieldVariances,
@@ -210,9 +220,19 @@ impl Default for RouterConfig {
             verify: routing::verify::VerifyConfig::default(),
             trust_enabled: true,
             snapshot_period_s: 5.0,
+            deposit_retention_s: default_deposit_retention_s(),
+            device_retention_s: default_device_retention_s(),
             field_variances: FieldVariances::default(),
         }
     }
+}
+
+fn default_deposit_retention_s() -> f64 {
+    86_400.0
+}
+
+fn default_device_retention_s() -> f64 {
+    2_592_000.0
 }
 
 /// A source the operator declares.

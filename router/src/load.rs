@@ -27,6 +27,36 @@ pub struct LoadSpec {
     pub seconds: f64,
     /// Targets to seed.
     pub targets: usize,
+    /// The routerd process and data directory to measure after the setup
+    /// and at the end (resident set, bytes on disk), if any.
+    pub watch: Option<(u32, std::path::PathBuf)>,
+}
+
+/// A process's resident set in KiB (`VmRSS` of `/proc/PID/status`), 0
+/// where it cannot be read.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Bytes of the files directly in `dir` (the store, its WAL, the event
+/// log), 0 where it cannot be read.
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Measured figures.
@@ -54,6 +84,11 @@ pub struct LoadReport {
     pub metrics_reads: u64,
     /// `/metrics` latency percentiles, microseconds: p50, p90, p99, max.
     pub metrics_us: [u64; 4],
+    /// routerd's resident set after the setup and at the end, KiB (with
+    /// [`LoadSpec::watch`]).
+    pub rss_kib: [u64; 2],
+    /// Bytes in routerd's data directory after the setup and at the end.
+    pub store_bytes: [u64; 2],
 }
 
 /// p50, p90, p99 and max of `lat` (sorted in place), 0s when empty.
@@ -210,6 +245,12 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     }
     // Let one tick refill the queues.
     std::thread::sleep(Duration::from_millis(1500));
+    let sample = || {
+        spec.watch
+            .as_ref()
+            .map_or((0, 0), |(pid, dir)| (rss_kib(*pid), dir_bytes(dir)))
+    };
+    let at_start = sample();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
     let chunk = devices.len().div_ceil(spec.threads);
     let (results, mut metrics_lat) = std::thread::scope(|scope| {
@@ -252,6 +293,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
             .collect();
         (results, probe.join().unwrap_or_default())
     });
+    let at_end = sample();
     let mut lat: Vec<u64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
     let leases = lat.len() as u64;
     Ok(LoadReport {
@@ -266,5 +308,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         lease_us: percentiles(&mut lat),
         metrics_reads: metrics_lat.len() as u64,
         metrics_us: percentiles(&mut metrics_lat),
+        rss_kib: [at_start.0, at_end.0],
+        store_bytes: [at_start.1, at_end.1],
     })
 }

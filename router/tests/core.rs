@@ -43,6 +43,12 @@ impl Store for Shared {
     fn last_seq(&mut self) -> Result<u64, StoreError> {
         self.0.lock().unwrap().last_seq()
     }
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        self.0.lock().unwrap().prune_deposits(up_to)
+    }
+    fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
+        self.0.lock().unwrap().delete(t, keys)
+    }
 }
 
 fn cfg() -> RouterConfig {

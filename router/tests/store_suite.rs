@@ -461,6 +461,45 @@ fn unicode_keys(b: &dyn Backend) {
     );
 }
 
+/// Retention: pruning the deposit log keeps the highest entry (so a
+/// restart never reuses a seq) and only what is past the given seq;
+/// deleting rows removes exactly the named keys.
+fn retention(b: &dyn Backend) {
+    let mut s = b.open().unwrap();
+    assert_eq!(s.prune_deposits(100).unwrap(), 0, "an empty log");
+    for seq in 1..=10 {
+        assert!(s
+            .append_deposit(&dep(seq, &format!("t{seq}"), "p"))
+            .unwrap());
+    }
+    assert_eq!(s.prune_deposits(7).unwrap(), 7);
+    let left: Vec<u64> = s.deposits_after(0).unwrap().iter().map(|d| d.seq).collect();
+    assert_eq!(left, vec![8, 9, 10]);
+    assert!(!s.has_deposit("t7").unwrap());
+    assert!(s.has_deposit("t8").unwrap());
+    assert_eq!(s.prune_deposits(u64::MAX).unwrap(), 2, "the highest stays");
+    assert_eq!(s.last_seq().unwrap(), 10);
+    assert_eq!(s.deposits_after(0).unwrap(), vec![dep(10, "t10", "p")]);
+    assert_eq!(s.prune_deposits(10).unwrap(), 0);
+    s.upsert(
+        Table::Devices,
+        &[row("a", 1, "x"), row("b", 1, "y"), row("c", 1, "z")],
+    )
+    .unwrap();
+    s.delete(
+        Table::Devices,
+        &["a".into(), "c".into(), "absent".into(), String::new()],
+    )
+    .unwrap();
+    assert_eq!(s.load(Table::Devices).unwrap(), vec![row("b", 1, "y")]);
+    if b.persistent() {
+        drop(s);
+        let mut s = b.open().unwrap();
+        assert_eq!(s.last_seq().unwrap(), 10);
+        assert_eq!(s.load(Table::Devices).unwrap(), vec![row("b", 1, "y")]);
+    }
+}
+
 macro_rules! suite {
     ($($check:ident),* $(,)?) => {
         mod memory {
@@ -494,6 +533,7 @@ suite!(
     schema_too_new,
     large_payload,
     unicode_keys,
+    retention,
 );
 
 // ------------------------------------------------- backend-specific checks

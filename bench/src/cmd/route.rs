@@ -405,6 +405,7 @@ fn load(a: LoadArgs) -> Result<()> {
         &extra,
     )
     .map_err(|e| anyhow::anyhow!(e))?;
+    let watch = Some((spawned.id(), data.clone()));
     let child = Child {
         child: spawned,
         data: Some(data),
@@ -417,11 +418,12 @@ fn load(a: LoadArgs) -> Result<()> {
         threads: a.threads,
         seconds: a.seconds,
         targets: a.targets,
+        watch,
     };
     let r = router::load::run(&spec).map_err(|e| anyhow::anyhow!("load: {e}"))?;
     drop(child);
     println!(
-        "{} devices, {} threads, {} s ({} store): {:.0} leases/s, {} items, {} deposits, {} errors; lease latency p50 {} µs, p90 {} µs, p99 {} µs, max {} µs",
+        "{} devices, {} threads, {} s ({} store): {:.0} leases/s, {} items, {} deposits, {} errors; lease latency p50 {} µs, p90 {} µs, p99 {} µs, max {} µs; /metrics p99 {} µs; routerd RSS {} → {} KiB, data {} → {} bytes",
         r.devices,
         r.threads,
         r.seconds,
@@ -433,7 +435,12 @@ fn load(a: LoadArgs) -> Result<()> {
         r.lease_us[0],
         r.lease_us[1],
         r.lease_us[2],
-        r.lease_us[3]
+        r.lease_us[3],
+        r.metrics_us[2],
+        r.rss_kib[0],
+        r.rss_kib[1],
+        r.store_bytes[0],
+        r.store_bytes[1]
     );
     println!("{}", serde_json::to_string(&r)?);
     Ok(())

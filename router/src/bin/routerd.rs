@@ -116,6 +116,19 @@ struct ServeArgs {
     /// connection left idle (0 < S ≤ 3,600; above the 30 s long poll).
     #[arg(long, default_value_t = 45.0)]
     idle_s: f64,
+    /// Seconds a logged deposit is kept once a written snapshot covers it
+    /// (60..=31,536,000); then it is pruned from the log.
+    #[arg(long, default_value_t = 86_400.0)]
+    deposit_retention_s: f64,
+    /// Seconds a device that is not live is kept, from its last
+    /// registration or the end of its last live scope (60..=31,536,000;
+    /// suspended and revoked ones are kept); then it is forgotten.
+    #[arg(long, default_value_t = 2_592_000.0)]
+    device_retention_s: f64,
+    /// Size cap of `events.jsonl` in MiB (1..=65,536): at the cap it is
+    /// renamed `events.jsonl.1` (replacing the older one) and restarted.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    events_max_mib: u64,
     /// Seconds from a request's first byte to its answer's first byte
     /// before the connection is closed, however often the peer sends a
     /// byte (30 < S ≤ 3,600: above the 30 s long poll).
@@ -314,8 +327,18 @@ fn serve(args: ServeArgs) -> Result<()> {
         relation,
         ..Default::default()
     };
+    for (name, v) in [
+        ("--deposit-retention-s", args.deposit_retention_s),
+        ("--device-retention-s", args.device_retention_s),
+    ] {
+        if !(v.is_finite() && (60.0..=31_536_000.0).contains(&v)) {
+            bail!("{name} must be in [60, 31536000], got {v}");
+        }
+    }
     let cfg = RouterConfig {
         verify,
+        deposit_retention_s: args.deposit_retention_s,
+        device_retention_s: args.device_retention_s,
         operator_key,
         registration_token,
         more_credentials,
@@ -351,6 +374,7 @@ fn serve(args: ServeArgs) -> Result<()> {
         None => Shell::new(router, clock, events),
     }
     .context("opening the event log")?;
+    shell.set_events_max_bytes(args.events_max_mib << 20);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .max_blocking_threads(workers * 4)

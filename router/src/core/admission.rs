@@ -130,6 +130,7 @@ impl Router {
                     registered_at: now_s,
                     credential: credential.clone(),
                     network: network.clone(),
+                    last_seen_s: now_s,
                     deposits: 0,
                     note: None,
                 },
@@ -149,12 +150,14 @@ impl Router {
                 registered_at: now_s,
                 credential,
                 network,
+                last_seen_s: now_s,
                 deposits: 0,
                 note: None,
             });
         rec.capabilities = req.capabilities.clone();
         rec.adapter_version = req.adapter_version.clone();
         rec.secret_digest = ids::digest(&secret);
+        rec.last_seen_s = now_s;
         let (trust, state) = (rec.trust, rec.state);
         self.live.insert(
             req.device_id.clone(),

@@ -23,6 +23,7 @@ mod lease;
 pub mod limits;
 mod refill;
 pub mod reports;
+mod retention;
 pub mod state;
 mod tick;
 #[cfg(test)]
@@ -131,6 +132,10 @@ pub struct Counters {
     /// Agreements between related identities that moved no trust
     /// (one credential from one network or one registration burst).
     pub related_agreements: u64,
+    /// Devices forgotten after their retention (decision: docs/router.md).
+    pub devices_departed: u64,
+    /// Logged deposits pruned after their retention.
+    pub deposits_pruned: u64,
     /// Candidates passed over for politeness.
     pub politeness_passes: u64,
     /// Leases whose batch a capped pool's remaining window budget cut
@@ -198,6 +203,12 @@ pub struct Router {
     events: Vec<Event>,
     recent: std::collections::VecDeque<Event>,
     counters: Counters,
+    /// Written snapshots, for the deposit log's retention.
+    written: retention::Written,
+    /// Devices forgotten since the last snapshot, whose rows it deletes.
+    departed: Vec<String>,
+    /// When departed devices were last swept for, seconds.
+    last_sweep_s: f64,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
     last_snapshot_s: f64,
@@ -367,6 +378,9 @@ impl Router {
             dirty: false,
             chooser: None,
             last_snapshot_s: f64::MIN,
+            written: retention::Written::default(),
+            departed: Vec::new(),
+            last_sweep_s: f64::MIN,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {
@@ -533,6 +547,7 @@ impl Router {
         self.dirty = false;
         Some(Snapshot {
             state: Box::new(self.d.clone()),
+            departed: std::mem::take(&mut self.departed),
         })
     }
 
@@ -545,7 +560,12 @@ impl Router {
         let (meta, devices) = snap.rows()?;
         let mut st = store.lock();
         st.upsert(Table::Meta, &meta)?;
-        st.upsert(Table::Devices, &devices)
+        st.upsert(Table::Devices, &devices)?;
+        if snap.departed.is_empty() {
+            Ok(())
+        } else {
+            st.delete(Table::Devices, &snap.departed)
+        }
     }
 
     /// Marks the state changed (a snapshot write failed: the next tick retries).
@@ -558,7 +578,7 @@ impl Router {
     pub fn persist(&mut self, now_s: f64) -> Result<(), StoreError> {
         if let Some(snap) = self.take_snapshot_now(now_s) {
             if let Err(e) = Router::write_snapshot(&self.store, &snap) {
-                self.dirty = true;
+                self.snapshot_failed(&snap);
                 return Err(e);
             }
         }
@@ -571,9 +591,26 @@ impl Router {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     state: Box<Durable>,
+    /// Departed devices whose rows this snapshot deletes.
+    departed: Vec<String>,
 }
 
 impl Snapshot {
+    /// Router-clock time it was taken at, seconds.
+    pub fn t_s(&self) -> f64 {
+        self.state.t_s
+    }
+
+    /// The highest deposit seq folded into it.
+    pub fn applied_seq(&self) -> u64 {
+        self.state.applied_seq
+    }
+
+    /// The departed devices whose rows it deletes.
+    pub fn departed(&self) -> &[String] {
+        &self.departed
+    }
+
     /// The snapshot's version: the state's snapshot sequence (a store keeps
     /// the row with the higher version, so a late write never wins).
     pub fn version(&self) -> u64 {

@@ -38,6 +38,11 @@ pub struct DeviceRec {
     /// ([`routing::trust::network_of`]); `None`: registered in process.
     #[serde(default)]
     pub network: Option<String>,
+    /// Last sign of life, seconds: its last registration, or the end of
+    /// its last live scope (leases renew it); 0 in rows written before it
+    /// was kept (the registration time is read then).
+    #[serde(default)]
+    pub last_seen_s: f64,
     /// Deposits folded.
     pub deposits: u64,
     /// Whether the operator marked it a liar in a test world (never set by the router).

@@ -37,8 +37,12 @@ impl Router {
         let rep = self.tick_state(now_s);
         if let Some(snap) = self.take_snapshot(now_s) {
             if let Err(e) = Router::write_snapshot(&self.store, &snap) {
-                self.dirty = true;
+                self.snapshot_failed(&snap);
                 return Err(e);
+            }
+            if let Some(up_to) = self.snapshot_written(&snap, now_s) {
+                let pruned = self.store.lock().prune_deposits(up_to)?;
+                self.deposits_pruned(pruned);
             }
         }
         Ok(rep)
@@ -117,9 +121,23 @@ impl Router {
         self.expired
             .retain(|_, (_, at)| now_s - *at < super::EXPIRED_MEMORY_S);
         self.acks.forget_before(now_s - super::ACK_MEMORY_S);
-        let before = self.live.len();
-        self.live.retain(|_, l| l.expires_s >= now_s);
-        rep.devices_pruned = before - self.live.len();
+        // A live scope that ends is the device's last sign of life: its
+        // retention counts from there (a device leasing for months and then
+        // gone a minute is not departed).
+        let ended: Vec<(String, f64)> = self
+            .live
+            .iter()
+            .filter(|(_, l)| l.expires_s < now_s)
+            .map(|(k, l)| (k.clone(), l.expires_s))
+            .collect();
+        for (id, at) in &ended {
+            self.live.remove(id);
+            if let Some(d) = self.d.devices.get_mut(id) {
+                d.last_seen_s = d.last_seen_s.max(*at);
+            }
+        }
+        rep.devices_pruned = ended.len();
+        self.sweep_departed(now_s);
         // Verification TTLs.
         // Read first, write only the targets with an expired one: a write
         // copies the map's path, shared with a snapshot being written.

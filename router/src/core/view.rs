@@ -231,6 +231,16 @@ impl Router {
             c.politeness_passes,
         );
         counter(
+            "devices_departed_total",
+            "Devices forgotten after their retention (not live, not registered for --device-retention-s).",
+            c.devices_departed,
+        );
+        counter(
+            "deposits_pruned_total",
+            "Logged deposits pruned after their retention (--deposit-retention-s past a written snapshot).",
+            c.deposits_pruned,
+        );
+        counter(
             "related_agreements_total",
             "Agreements between related identities that moved no trust.",
             c.related_agreements,
@@ -263,6 +273,7 @@ impl Router {
         for (k, v) in self.prices() {
             let _ = writeln!(out, "router_price{{pool=\"{k}\"}} {v}");
         }
+        let _ = writeln!(out, "# HELP router_known_devices Devices known (identities kept, live or not).\n# TYPE router_known_devices gauge\nrouter_known_devices {}", self.d.devices.len());
         let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
         let _ = writeln!(out, "# HELP router_outstanding_leases Leases held until they expire or every item is settled (empty leases are not kept).\n# TYPE router_outstanding_leases gauge\nrouter_outstanding_leases {}", self.leases.len());
         let _ = writeln!(out, "# HELP router_reports_waiting Device reports (Retry-After, crawl delay, gate-class failures) holding only their reporter's work until another device corroborates them.\n# TYPE router_reports_waiting gauge\nrouter_reports_waiting {}", self.d.reports.waiting());

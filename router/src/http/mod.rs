@@ -4,7 +4,6 @@
 //! (the core and its store block). Errors are JSON `{error, message}` with
 //! the status of [`ApiError::status`]. Source: `ROUTING.md` §4.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -24,6 +23,7 @@ use crate::Router;
 
 pub mod clock;
 mod deposit;
+pub mod event_log;
 pub mod listener;
 mod long_poll;
 
@@ -44,7 +44,7 @@ pub struct Shell {
     /// The clock.
     pub clock: Clock,
     /// Where events go as JSON lines (`None`: not written).
-    pub event_log: Mutex<Option<std::fs::File>>,
+    pub event_log: Mutex<Option<event_log::EventLog>>,
     /// The body cap of the device endpoints, bytes.
     pub body_limit: usize,
     /// The body cap of the operator's facts, bytes.
@@ -109,12 +109,7 @@ impl Shell {
         event_log: Option<PathBuf>,
     ) -> std::io::Result<Arc<Shell>> {
         let file = match event_log {
-            Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)?,
-            ),
+            Some(p) => Some(event_log::EventLog::open(&p, event_log::DEFAULT_MAX_BYTES)?),
             None => None,
         };
         let body_limit = router.config().body_limit;
@@ -159,9 +154,18 @@ impl Shell {
             );
             if let Some(f) = log.as_mut() {
                 if let Ok(line) = serde_json::to_string(&e) {
-                    let _ = writeln!(f, "{line}");
+                    if let Err(err) = f.append(&line) {
+                        tracing::warn!("event log: {err}");
+                    }
                 }
             }
+        }
+    }
+
+    /// Sets the event log's size cap, bytes ([`event_log::EventLog`]).
+    pub fn set_events_max_bytes(&self, max_bytes: u64) {
+        if let Some(log) = self.event_log.lock().as_mut() {
+            log.set_max_bytes(max_bytes);
         }
     }
 
@@ -200,13 +204,28 @@ impl Shell {
             events.extend(r.drain_events());
         }
         if let Some(snap) = snap {
-            if let Err(e) = Router::write_snapshot(&self.store, &snap) {
-                tracing::warn!("tick could not write its snapshot: {e}");
-                self.router.lock().mark_dirty();
+            match Router::write_snapshot(&self.store, &snap) {
+                Err(e) => {
+                    tracing::warn!("tick could not write its snapshot: {e}");
+                    self.router.lock().snapshot_failed(&snap);
+                }
+                Ok(()) => self.prune_after(&snap, now),
             }
         }
         self.write_events(events);
         self.ticks.send_modify(|n| *n += 1);
+    }
+
+    /// After `snap` was written at `now`: prunes the deposit log as far as
+    /// retention allows (outside the router's lock).
+    fn prune_after(&self, snap: &crate::core::Snapshot, now: f64) {
+        let Some(up_to) = self.router.lock().snapshot_written(snap, now) else {
+            return;
+        };
+        match self.store.lock().prune_deposits(up_to) {
+            Ok(n) => self.router.lock().deposits_pruned(n),
+            Err(e) => tracing::warn!("could not prune the deposit log: {e}"),
+        }
     }
 
     /// Starts a stop: every held long poll answers now (with what it has),

@@ -89,4 +89,27 @@ impl Store for MemoryStore {
     fn last_seq(&mut self) -> Result<u64, StoreError> {
         Ok(self.deposits.keys().next_back().copied().unwrap_or(0))
     }
+
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        let Some(&last) = self.deposits.keys().next_back() else {
+            return Ok(0);
+        };
+        let cut = up_to.min(last.saturating_sub(1));
+        let doomed: Vec<u64> = self.deposits.range(..=cut).map(|(k, _)| *k).collect();
+        for seq in &doomed {
+            if let Some(e) = self.deposits.remove(seq) {
+                self.tokens.remove(&e.token);
+            }
+        }
+        Ok(doomed.len() as u64)
+    }
+
+    fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        if let Some(t) = self.tables.get_mut(&table) {
+            for k in keys {
+                t.remove(k);
+            }
+        }
+        Ok(())
+    }
 }

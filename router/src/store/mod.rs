@@ -206,4 +206,16 @@ pub trait Store: Send {
 
     /// The highest logged `seq` (0 when the log is empty).
     fn last_seq(&mut self) -> Result<u64, StoreError>;
+
+    /// Deletes the logged deposits with `seq ≤ up_to`, except the highest
+    /// logged one (so [`Store::last_seq`] never goes back and a restart
+    /// never reuses a seq). The caller passes a seq a written snapshot
+    /// covers: a restart folds only deposits after it. Returns how many
+    /// were deleted.
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError>;
+
+    /// Deletes the rows of `table` keyed by `keys` (keys not stored, or
+    /// that [`check_key`] refuses, are skipped). Atomic where the backend
+    /// has transactions.
+    fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError>;
 }

@@ -475,6 +475,31 @@ impl Store for SqliteStore {
         let v: i64 = st.query_row([], |r| r.get(0)).map_err(be)?;
         to_u64("seq", v)
     }
+
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
+        let n = self
+            .conn
+            .execute(
+                "DELETE FROM deposits WHERE seq <= ?1
+                 AND seq < (SELECT COALESCE(MAX(seq), 0) FROM deposits)",
+                params![up_to],
+            )
+            .map_err(be)?;
+        Ok(n as u64)
+    }
+
+    fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        let tx = self.conn.transaction().map_err(be)?;
+        {
+            let sql = format!("DELETE FROM {} WHERE key = ?1", table.name());
+            let mut st = tx.prepare_cached(&sql).map_err(be)?;
+            for k in keys.iter().filter(|k| check_key(k).is_ok()) {
+                st.execute(params![k]).map_err(be)?;
+            }
+        }
+        tx.commit().map_err(be)
+    }
 }
 
 #[cfg(test)]

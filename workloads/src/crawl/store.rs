@@ -88,6 +88,20 @@ impl Store for LabStore {
     fn last_seq(&mut self) -> Result<u64, StoreError> {
         Ok(self.last_seq)
     }
+
+    fn prune_deposits(&mut self, _up_to: u64) -> Result<u64, StoreError> {
+        // No payloads are kept (above): nothing to prune.
+        Ok(0)
+    }
+
+    fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        if let Some(t) = self.rows.get_mut(&table) {
+            for k in keys {
+                t.remove(k);
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -13,6 +13,8 @@ struct Statements {
     after: Statement,
     has: Statement,
     last: Statement,
+    prune: Statement,
+    delete: [Statement; 3],
     version: Statement,
 }
 
@@ -115,8 +117,10 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
     let mut upsert = Vec::new();
     let mut get = Vec::new();
     let mut load = Vec::new();
+    let mut delete = Vec::new();
     for t in Table::ALL {
         let n = t.name();
+        delete.push(p(format!("DELETE FROM {q}.{n} WHERE key = ANY($1)")).await?);
         upsert.push(
             p(format!(
                 "INSERT INTO {q}.{n} AS t (key, version, payload) VALUES ($1, $2, $3)
@@ -147,6 +151,12 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
         upsert: three(upsert)?,
         get: three(get)?,
         load: three(load)?,
+        delete: three(delete)?,
+        prune: p(format!(
+            "DELETE FROM {q}.deposits WHERE seq <= $1
+             AND seq < (SELECT COALESCE(MAX(seq), 0) FROM {q}.deposits)"
+        ))
+        .await?,
         append: p(format!(
             "INSERT INTO {q}.deposits (seq, token, payload) VALUES ($1, $2, $3)
              ON CONFLICT (token) DO NOTHING"
@@ -353,6 +363,21 @@ impl Conn {
             .await
             .map_err(pe)?
             .try_get(0)
+            .map_err(pe)
+    }
+
+    pub(super) async fn prune(&mut self, up_to: i64) -> Result<u64, StoreError> {
+        self.client
+            .execute(&self.st.prune, &[&up_to])
+            .await
+            .map_err(pe)
+    }
+
+    pub(super) async fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        self.client
+            .execute(&self.st.delete[ti(table)], &[&keys])
+            .await
+            .map(|_| ())
             .map_err(pe)
     }
 

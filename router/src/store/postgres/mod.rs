@@ -318,4 +318,18 @@ impl Store for PgStore {
     fn last_seq(&mut self) -> Result<u64, StoreError> {
         self.call(|c| Box::pin(c.last()))
     }
+
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
+        self.call(move |c| Box::pin(c.prune(up_to)))
+    }
+
+    fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
+        let keys: Vec<String> = keys
+            .iter()
+            .filter(|k| check_key(k).is_ok())
+            .cloned()
+            .collect();
+        self.call(move |c| Box::pin(async move { c.delete(table, &keys).await }))
+    }
 }
