@@ -1,7 +1,8 @@
 //! Faults that lose nothing (docs/router.md "Threat model"): a retried
 //! deposit, a crash right after a registration, a stop with requests
-//! open, a silent connection. Real HTTP on loopback, a real SQLite store;
-//! each test names the fault it once lost work to.
+//! open, a silent connection. Real HTTP on loopback, a real SQLite store
+//! (and PostgreSQL for the crash, `…_on_postgres`); each test names the
+//! fault it once lost work to.
 
 mod support;
 
@@ -165,14 +166,32 @@ fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
 #[test]
 fn a_registration_survives_sigkill_right_after_its_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let mut r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    registration_survives_sigkill(dir.path(), &[]);
+}
+
+/// The same on PostgreSQL.
+#[test]
+fn a_registration_survives_sigkill_right_after_its_answer_on_postgres() {
+    let Some(server) = support::pg::shared() else {
+        return;
+    };
+    let schema = server.schema("reg_kill");
+    let dir = tempfile::tempdir().unwrap();
+    registration_survives_sigkill(
+        dir.path(),
+        &["--store", server.url(), "--store-schema", schema.name()],
+    );
+}
+
+fn registration_survives_sigkill(data: &std::path::Path, store_args: &[&str]) {
+    let mut r = Routerd::start_manual(data, CLOCK_START_S, store_args);
     let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
     assert_eq!(s, 200, "{v}");
     let secret = v["device_secret"].as_str().unwrap().to_string();
     r.child.kill().unwrap();
     r.child.wait().unwrap();
     drop(r);
-    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &[]);
+    let r = Routerd::start_manual(data, CLOCK_START_S, store_args);
     let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
     assert_eq!(
         (s, v["error"].as_str()),

@@ -270,7 +270,39 @@ fn bad_input_table() {
 #[test]
 fn every_acknowledged_deposit_survives_sigkill() {
     let dir = tempfile::tempdir().unwrap();
-    let r = Routerd::start(dir.path(), &["--tick-ms", "20"]);
+    let path = dir.path().to_path_buf();
+    survives_sigkill(dir.path(), &[], &move || {
+        Box::new(SqliteStore::open_dir(&path).unwrap())
+    });
+}
+
+/// The same on PostgreSQL.
+#[test]
+fn every_acknowledged_deposit_survives_sigkill_on_postgres() {
+    let Some(server) = support::pg::shared() else {
+        return;
+    };
+    let schema = server.schema("kill");
+    let dir = tempfile::tempdir().unwrap();
+    let (url, name) = (server.url().to_string(), schema.name().to_string());
+    survives_sigkill(
+        dir.path(),
+        &["--store", server.url(), "--store-schema", schema.name()],
+        &move || Box::new(router::store::PgStore::connect_with_schema(&url, &name).unwrap()),
+    );
+}
+
+/// Drives four devices' leases and deposits against routerd (its store
+/// `store_args`), kills it with SIGKILL after 200 acknowledged deposits,
+/// finds every acknowledged token in the store `open_store` opens, and
+/// restarts routerd on it.
+fn survives_sigkill(
+    data: &std::path::Path,
+    store_args: &[&str],
+    open_store: &dyn Fn() -> Box<dyn router::store::Store>,
+) {
+    let args = [&["--tick-ms", "20"], store_args].concat();
+    let r = Routerd::start(data, &args);
     assert_eq!(
         r.send("PUT", "/v1/facts", &facts(400).to_string(), true).0,
         200
@@ -342,7 +374,7 @@ fn every_acknowledged_deposit_survives_sigkill() {
         "load produced {} acknowledged deposits",
         acked.len()
     );
-    let mut store = SqliteStore::open_dir(dir.path()).unwrap();
+    let mut store = open_store();
     for t in &acked {
         assert!(
             store.has_deposit(t).unwrap(),
@@ -350,7 +382,8 @@ fn every_acknowledged_deposit_survives_sigkill() {
         );
     }
     drop(store);
-    let r = Routerd::start(dir.path(), &["--tick-ms", "50"]);
+    let args = [&["--tick-ms", "50"], store_args].concat();
+    let r = Routerd::start(data, &args);
     let (_, m) = r.get("/metrics");
     let text = m.as_str().unwrap_or("").to_string();
     assert!(text.contains("router_deposits_replayed_total"), "{text}");
