@@ -2,12 +2,14 @@
 //! leases, deposits, protests, verification, trust, learned gates, prices
 //! and restart from the store (snapshot plus logged deposits).
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 
 use router::api::{
     ApiError, DepositRequest, LeaseRequest, Outcome, ProtestRequest, RegisterRequest,
 };
-use router::config::{Facts, RouterConfig, SourceFact, TargetFact};
+use router::config::{Facts, RouterConfig, TargetFact};
 use router::store::{DepositEntry, MemoryStore, Row, Store, StoreError, Table};
 use router::Router;
 
@@ -56,24 +58,7 @@ fn cfg() -> RouterConfig {
 }
 
 fn facts() -> Facts {
-    Facts {
-        sources: vec![SourceFact {
-            source: "board".into(),
-            host: "jobs.example".into(),
-            binding: "html-v1".into(),
-            requires: vec![],
-            change_timescale_s: Some(86_400.0),
-            bucket: Some((100.0, 100.0)),
-        }],
-        targets: (0..6)
-            .map(|i| TargetFact {
-                target: format!("ad-{i}"),
-                source: "board".into(),
-                listing: false,
-            })
-            .collect(),
-        ..Facts::default()
-    }
+    support::core::board_facts(6, 100.0)
 }
 
 struct Dev {

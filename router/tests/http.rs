@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use router::store::{SqliteStore, Store};
+use router::store::SqliteStore;
 use support::routerd::{deposit_body, facts, lease, Routerd, CLOCK_START_S};
 
 /// Four ticks 50 ms apart on the manual clock: queues refilled, prices

@@ -5,9 +5,11 @@
 //! either loses nothing the router decides by. The core in process on a
 //! real SQLite file, its clock injected.
 
+mod support;
+
 use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
-use router::config::{Facts, RouterConfig, SourceFact, TargetFact};
-use router::store::{SqliteStore, Store, Table};
+use router::config::{Facts, RouterConfig};
+use router::store::{SqliteStore, Table};
 use router::Router;
 
 fn cfg() -> RouterConfig {
@@ -24,24 +26,7 @@ fn open(dir: &std::path::Path, now: f64) -> Router {
 }
 
 fn facts(n: usize) -> Facts {
-    Facts {
-        sources: vec![SourceFact {
-            source: "board".into(),
-            host: "jobs.example".into(),
-            binding: "html-v1".into(),
-            requires: vec![],
-            change_timescale_s: Some(86_400.0),
-            bucket: Some((1000.0, 1000.0)),
-        }],
-        targets: (0..n)
-            .map(|i| TargetFact {
-                target: format!("ad-{i}"),
-                source: "board".into(),
-                listing: false,
-            })
-            .collect(),
-        ..Facts::default()
-    }
+    support::core::board_facts(n, 1000.0)
 }
 
 /// Registers (or renews, with its secret) `id` at `now`; returns the secret.

@@ -182,14 +182,7 @@ impl Router {
             // the archetype until it lapses (docs/router.md "Threat model").
             (Some(c), false) if GATE_CLASSES.contains(&c.as_str()) => {
                 let subject = Subject::Gate(source.to_string(), l.archetype.clone());
-                let trusted = self.trusted(&l.device);
-                let (devices, rule) = (&self.d.devices, self.cfg.verify.relation);
-                let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
-                if let Verdict::Shared(_) = self
-                    .d
-                    .reports
-                    .claim_among(&subject, &l.device, trusted, t, 0.0, related)
-                {
+                if let Verdict::Shared(_) = self.claim(&subject, &l.device, t, 0.0) {
                     let _ = self.d.field.set_gate(src, &l.archetype, Some(false));
                     self.d.reports.schedule_lapse(&subject, t, None);
                 }
@@ -210,17 +203,9 @@ impl Router {
             return;
         };
         let o = &l.req.outcome;
-        let trusted = self.trusted(&l.device);
-        let rule = self.cfg.verify.relation;
         if let Some(s) = o.retry_after_s {
             let subject = Subject::Pause(host.to_string());
-            let devices = &self.d.devices;
-            let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
-            let verdict = self
-                .d
-                .reports
-                .claim_among(&subject, &l.device, trusted, t, s, related);
-            if let Verdict::Shared(v) = verdict {
+            if let Verdict::Shared(v) = self.claim(&subject, &l.device, t, s) {
                 let b = self
                     .d
                     .buckets
@@ -231,19 +216,25 @@ impl Router {
         }
         if let Some(s) = o.crawl_delay_s {
             let subject = Subject::CrawlDelay(host.to_string());
-            let devices = &self.d.devices;
-            let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
-            let verdict = self
-                .d
-                .reports
-                .claim_among(&subject, &l.device, trusted, t, s, related);
-            if let Verdict::Shared(v) = verdict {
+            if let Verdict::Shared(v) = self.claim(&subject, &l.device, t, s) {
                 let b = self.d.buckets.entry(host.to_string()).or_insert(fresh);
                 let before = b.rate();
                 let _ = b.crawl_delay(v);
                 self.d.reports.schedule_lapse(&subject, t, Some(before));
             }
         }
+    }
+
+    /// Records `device`'s claim on `subject` at `t` (its `value`):
+    /// corroborated by trust at τ_hi or by an unrelated device
+    /// ([`super::reports::Reports::claim_among`]).
+    fn claim(&mut self, subject: &Subject, device: &str, t: f64, value: f64) -> Verdict {
+        let trusted = self.trusted(device);
+        let (devices, rule) = (&self.d.devices, self.cfg.verify.relation);
+        let related = |a: &str, b: &str| related_in(devices, a, b, &rule, t);
+        self.d
+            .reports
+            .claim_among(subject, device, trusted, t, value, related)
     }
 
     /// The verification rule in force: the configured one, requiring two

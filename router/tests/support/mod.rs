@@ -1,5 +1,6 @@
 //! Shared test support for the router's integration tests.
 #![allow(dead_code)]
 
+pub mod core;
 pub mod pg;
 pub mod routerd;
