@@ -236,7 +236,8 @@ impl Verification {
 
     /// Counts `device`'s vote for `hash` (its τ `tau`, its identity's
     /// `origin`, relatedness judged at `now_s`), closing its open
-    /// verification if any. τ ≥ τ_hi settles
+    /// verification if any; it replaces the votes of identities related
+    /// to it (one voter, its newest vote). τ ≥ τ_hi settles
     /// alone; otherwise the agreeing votes settle when `quorum` of them
     /// are from unrelated identities ([`crate::trust::independent`]) that
     /// hold at least `quorum_credentials` credentials between them
@@ -266,6 +267,16 @@ impl Verification {
         } else {
             0.5
         };
+        // Related identities are one voter: its newest vote replaces its
+        // older ones, so a row keeps at most one vote per unrelated voter
+        // however many identities one owner sends.
+        if let Some(o) = &origin {
+            self.votes.retain(|v| {
+                !v.origin
+                    .as_ref()
+                    .is_some_and(|w| w.related(o, &config.relation, now_s))
+            });
+        }
         self.votes.push(Vote {
             device: device.to_string(),
             hash: hash.to_string(),
@@ -302,5 +313,38 @@ impl Verification {
     pub fn reopen(&mut self) {
         self.settled = None;
         self.votes.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from(network: &str, at: f64) -> Option<Origin> {
+        Some(Origin {
+            credential: "default".into(),
+            network: Some(network.into()),
+            registered_at_s: at,
+        })
+    }
+
+    /// A hundred identities of one network leave one vote on the row, the
+    /// newest; an unrelated one adds its own.
+    #[test]
+    fn related_voters_keep_one_vote_per_row() {
+        let vc = VerifyConfig::default();
+        let mut v = Verification::new();
+        for i in 0..100 {
+            let out = v.vote_from(&format!("d{i}"), "forged", 0.5, from("n1", 0.0), 10.0, &vc);
+            assert_eq!(out, Ok(VoteOutcome::Pending { agreeing: 1 }));
+        }
+        assert_eq!(v.votes().len(), 1);
+        assert_eq!(v.votes()[0].device, "d99");
+        let out = v.vote_from("far", "forged", 0.5, from("n2", 1000.0), 1001.0, &vc);
+        assert_eq!(out, Ok(VoteOutcome::Pending { agreeing: 2 }));
+        assert_eq!(v.votes().len(), 2);
+        // Votes of unknown origin (in process) are each their own.
+        v.vote("x", "forged", 0.5, &vc).unwrap();
+        assert!(v.settled().is_some(), "three unrelated voters settle");
     }
 }
