@@ -172,3 +172,47 @@ fn a_departed_device_is_forgotten_with_its_row_and_a_suspended_one_is_kept() {
     register(&mut r, "gone", None, now + 2.0);
     assert_eq!(r.trust("gone"), Some(0.5));
 }
+
+/// The same over HTTP on routerd's manual clock: past the retentions the
+/// deposit log is pruned and a departed device's id registers afresh
+/// (before, a known id without its secret was refused for ever).
+#[test]
+fn routerd_prunes_its_log_and_forgets_departed_devices() {
+    use support::routerd::{deposit_body, lease, registration, Routerd, CLOCK_START_S, TOKEN};
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start_manual(
+        dir.path(),
+        CLOCK_START_S,
+        &["--deposit-retention-s", "60", "--device-retention-s", "60"],
+    );
+    let (s, _) = r.send(
+        "PUT",
+        "/v1/facts",
+        &support::routerd::facts(8).to_string(),
+        true,
+    );
+    assert_eq!(s, 200);
+    let a = r.register("dev-a", "browser");
+    r.ticks(4, 0.05);
+    let l = lease(&r, "dev-a", &a, 4);
+    let lid = l["lease_id"].as_str().unwrap();
+    let items = l["items"].as_array().unwrap();
+    assert!(items.len() >= 2, "{l}");
+    for it in items {
+        let (s, v) = r.post("/v1/deposit", &deposit_body("dev-a", &a, lid, it, "h"));
+        assert_eq!(s, 200, "{v}");
+    }
+    // 300 s in 10 s ticks: snapshots every 5 s, the log's retention 60 s,
+    // dev-a's live scope ends at 60 s and its retention 60 s after.
+    r.ticks(30, 10.0);
+    assert_eq!(
+        r.metric("deposits_pruned_total"),
+        Some(items.len() as f64 - 1.0)
+    );
+    assert_eq!(r.metric("devices_departed_total"), Some(1.0));
+    assert_eq!(r.metric("known_devices"), Some(0.0));
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "a departed id registers as a new identity: {v}");
+    assert_ne!(v["device_secret"].as_str(), Some(a.as_str()));
+    r.stop();
+}
