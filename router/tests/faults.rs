@@ -236,8 +236,10 @@ impl InProcess {
             .unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         rt.spawn(async move { axum::serve(listener, router::http::app(shell)).await });
+        // The bound only stops a broken build from hanging the suite.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            .timeout_global(Some(std::time::Duration::from_secs(20)))
             .build()
             .into();
         InProcess {
@@ -368,4 +370,44 @@ fn a_full_deposit_queue_answers_503_with_retry_after_and_loses_nothing() {
         text.contains("router_refused_total{kind=\"overloaded\"} 1"),
         "{text}"
     );
+}
+
+/// A new identity's durable write held the router's lock: with the store
+/// slow, every lease and `/metrics` waited behind one registration. Now
+/// the write happens outside the lock: with the store held, the
+/// registration waits (`router_registrations_pending` 1) while another
+/// device's lease and `/metrics` answer; freed, the registration answers
+/// and the identity is known, while a second registration of the same id
+/// during the wait is refused.
+#[test]
+fn a_registration_waiting_for_the_store_holds_up_no_one_else() {
+    let r = InProcess::start(16);
+    let f = support::routerd::facts(3);
+    assert_eq!(r.send("/v1/facts", &f).0, 200);
+    let (s, v, _) = r.send("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "{v}");
+    let secret = v["device_secret"].as_str().unwrap().to_string();
+    let held = r.store.lock();
+    let (s, v) = std::thread::scope(|scope| {
+        let new = scope.spawn(|| r.send("/v1/register", &registration("dev-b", TOKEN, None)));
+        // Wait on the event: the registration is waiting for the store.
+        while r.metric("registrations_pending") < 1.0 {
+            std::thread::yield_now();
+        }
+        let (s, l, _) = r.send(
+            "/v1/lease",
+            &json!({"device_id": "dev-a", "device_secret": secret, "max_items": 1}),
+        );
+        assert_eq!(s, 200, "a lease answers while a registration waits: {l}");
+        let (s, v, _) = r.send("/v1/register", &registration("dev-b", TOKEN, None));
+        assert_eq!((s, v["error"].as_str()), (401, Some("unauthorized")), "{v}");
+        drop(held);
+        let (s, v, _) = new.join().unwrap();
+        (s, v)
+    });
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(r.metric("registrations_pending"), 0.0);
+    let b = v["device_secret"].as_str().unwrap();
+    let (s, v, _) = r.send("/v1/register", &registration("dev-b", TOKEN, Some(b)));
+    assert_eq!(s, 200, "the identity is known: {v}");
 }

@@ -7,7 +7,7 @@ use routing::trust::State as TrustState;
 
 use super::lease::state_name;
 use super::state::DeviceRec;
-use super::{Live, Router};
+use super::{Live, Router, SharedStore};
 use crate::api::{ApiError, RegisterRequest, RegisterResponse};
 use crate::config::{check_id, check_label};
 use crate::ids;
@@ -15,6 +15,25 @@ use crate::store::{Row, Table};
 
 /// The field of a [`Table::Devices`] row that holds a registered identity.
 pub const IDENTITY_FIELD: &str = "identity";
+
+/// A registration checked by [`Router::register_prepare`].
+#[derive(Debug)]
+pub enum Registration {
+    /// A known identity, resumed: the answer.
+    Done(RegisterResponse),
+    /// A new identity, to write and commit.
+    New(NewIdentity),
+}
+
+/// A new identity waiting for its durable write
+/// ([`Router::write_identity`], then [`Router::register_commit`]).
+#[derive(Debug)]
+pub struct NewIdentity {
+    id: String,
+    rec: DeviceRec,
+    secret: String,
+    now_s: f64,
+}
 
 impl Router {
     /// Registers a device at `now_s`: it becomes live for one lease TTL. A
@@ -46,8 +65,78 @@ impl Router {
         now_s: f64,
         source: Option<&str>,
     ) -> Result<RegisterResponse, ApiError> {
+        match self.register_prepare(req, now_s, source)? {
+            Registration::Done(resp) => Ok(resp),
+            Registration::New(n) => {
+                let written = Router::write_identity(&self.store, &n);
+                self.register_commit(n, written)
+            }
+        }
+    }
+
+    /// The checks of [`Router::register_from`], done under the router's
+    /// lock: a known identity is resumed at once ([`Registration::Done`]);
+    /// a new one is reserved (a second registration of its id is refused
+    /// until it is committed) and returned to be written to the store
+    /// outside the lock ([`Router::write_identity`]) and then committed
+    /// ([`Router::register_commit`]). Errors as [`Router::register`].
+    pub fn register_prepare(
+        &mut self,
+        req: &RegisterRequest,
+        now_s: f64,
+        source: Option<&str>,
+    ) -> Result<Registration, ApiError> {
         let r = self.register_inner(req, now_s, source);
         self.check(r)
+    }
+
+    /// Writes a new identity's row to `store` ([`Table::Devices`], version
+    /// 0, under `"identity"`; a snapshot's summary row for the device,
+    /// written later with a higher version, replaces it). [`Router::open`]
+    /// restores an identity the last snapshot did not hold from it.
+    /// Needs only the store. Errors: `Store`.
+    pub fn write_identity(store: &SharedStore, n: &NewIdentity) -> Result<(), ApiError> {
+        let payload = serde_json::json!({ IDENTITY_FIELD: &n.rec }).to_string();
+        let row = Row {
+            key: n.id.clone(),
+            version: 0,
+            payload,
+        };
+        store
+            .lock()
+            .upsert(Table::Devices, &[row])
+            .map_err(|e| ApiError::Store(e.to_string()))
+    }
+
+    /// Completes a new identity's registration once `written` says whether
+    /// its row is durable: the identity becomes known and live and is
+    /// answered; on a failed write nothing of it is kept (`Store`).
+    pub fn register_commit(
+        &mut self,
+        n: NewIdentity,
+        written: Result<(), ApiError>,
+    ) -> Result<RegisterResponse, ApiError> {
+        self.registering.remove(&n.id);
+        if let Err(e) = written {
+            return self.check(Err(e));
+        }
+        let (trust, state) = (n.rec.trust, n.rec.state);
+        self.d.devices.insert(n.id.clone(), n.rec);
+        self.live.insert(
+            n.id.clone(),
+            Live {
+                expires_s: n.now_s + self.cfg.lease_ttl_s,
+            },
+        );
+        self.dirty = true;
+        self.counters.registrations += 1;
+        Ok(RegisterResponse {
+            device_id: n.id,
+            device_secret: n.secret,
+            trust,
+            state: state_name(state).into(),
+            lease_ttl_s: self.cfg.lease_ttl_s,
+        })
     }
 
     fn register_inner(
@@ -55,7 +144,7 @@ impl Router {
         req: &RegisterRequest,
         now_s: f64,
         source: Option<&str>,
-    ) -> Result<RegisterResponse, ApiError> {
+    ) -> Result<Registration, ApiError> {
         let credential = crate::credentials::matching(
             &req.registration_token,
             &self.cfg.registration_token,
@@ -105,6 +194,11 @@ impl Router {
                 ));
             }
         }
+        if self.registering.contains(&req.device_id) {
+            return Err(ApiError::Unauthorized(
+                "device id: its first registration is being saved".into(),
+            ));
+        }
         let known = self.d.devices.contains_key(&req.device_id);
         // A new identity's origin is where it first registered from; a
         // known one keeps its own (resuming from elsewhere changes nothing).
@@ -118,9 +212,11 @@ impl Router {
         if !known {
             // A new identity is durable before it is answered: a crash
             // right after the answer must not forget the secret it gave.
-            self.persist_identity(
-                &req.device_id,
-                &DeviceRec {
+            // The write happens outside the router's lock.
+            self.registering.insert(req.device_id.clone());
+            return Ok(Registration::New(NewIdentity {
+                id: req.device_id.clone(),
+                rec: DeviceRec {
                     archetype: req.archetype.clone(),
                     capabilities: req.capabilities.clone(),
                     adapter_version: req.adapter_version.clone(),
@@ -128,32 +224,21 @@ impl Router {
                     state: TrustState::Normal,
                     secret_digest: ids::digest(&secret),
                     registered_at: now_s,
-                    credential: credential.clone(),
-                    network: network.clone(),
+                    credential,
+                    network,
                     last_seen_s: now_s,
                     deposits: 0,
                     note: None,
                 },
-            )?;
+                secret,
+                now_s,
+            }));
         }
-        let rec = self
-            .d
-            .devices
-            .entry(req.device_id.clone())
-            .or_insert_with(|| DeviceRec {
-                archetype: req.archetype.clone(),
-                capabilities: Vec::new(),
-                adapter_version: String::new(),
-                trust: routing::trust::INITIAL,
-                state: TrustState::Normal,
-                secret_digest: String::new(),
-                registered_at: now_s,
-                credential,
-                network,
-                last_seen_s: now_s,
-                deposits: 0,
-                note: None,
-            });
+        let Some(rec) = self.d.devices.get_mut(&req.device_id) else {
+            return Err(ApiError::UnknownDevice(
+                req.device_id.chars().take(64).collect(),
+            ));
+        };
         rec.capabilities = req.capabilities.clone();
         rec.adapter_version = req.adapter_version.clone();
         rec.secret_digest = ids::digest(&secret);
@@ -167,31 +252,13 @@ impl Router {
         );
         self.dirty = true;
         self.counters.registrations += 1;
-        Ok(RegisterResponse {
+        Ok(Registration::Done(RegisterResponse {
             device_id: req.device_id.clone(),
             device_secret: secret,
             trust,
             state: state_name(state).into(),
             lease_ttl_s: self.cfg.lease_ttl_s,
-        })
-    }
-
-    /// Writes a new identity's row to [`Table::Devices`] (version 0, under
-    /// `"identity"`; a snapshot's summary row for the device, written later
-    /// with a higher version, replaces it). [`Router::open`] restores an
-    /// identity the last snapshot did not hold from it. Errors: `Store`
-    /// (nothing changed: the registration is refused).
-    fn persist_identity(&self, id: &str, rec: &DeviceRec) -> Result<(), ApiError> {
-        let payload = serde_json::json!({ IDENTITY_FIELD: rec }).to_string();
-        let row = Row {
-            key: id.to_string(),
-            version: 0,
-            payload,
-        };
-        self.store
-            .lock()
-            .upsert(Table::Devices, &[row])
-            .map_err(|e| ApiError::Store(e.to_string()))
+        }))
     }
 
     /// Authenticates a live device and spends one token of its request

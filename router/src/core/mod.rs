@@ -31,6 +31,7 @@ mod trust_tests;
 mod view;
 
 pub use acks::{ACKS_MAX, ACK_MEMORY_S};
+pub use admission::{NewIdentity, Registration};
 pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
@@ -209,6 +210,8 @@ pub struct Router {
     departed: Vec<String>,
     /// When departed devices were last swept for, seconds.
     last_sweep_s: f64,
+    /// New identities whose first registration is being written.
+    registering: BTreeSet<String>,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
     last_snapshot_s: f64,
@@ -381,6 +384,7 @@ impl Router {
             written: retention::Written::default(),
             departed: Vec::new(),
             last_sweep_s: f64::MIN,
+            registering: BTreeSet::new(),
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {

@@ -273,6 +273,7 @@ impl Router {
         for (k, v) in self.prices() {
             let _ = writeln!(out, "router_price{{pool=\"{k}\"}} {v}");
         }
+        let _ = writeln!(out, "# HELP router_registrations_pending New identities whose first registration is waiting for its durable write.\n# TYPE router_registrations_pending gauge\nrouter_registrations_pending {}", self.registering.len());
         let _ = writeln!(out, "# HELP router_known_devices Devices known (identities kept, live or not).\n# TYPE router_known_devices gauge\nrouter_known_devices {}", self.d.devices.len());
         let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
         let _ = writeln!(out, "# HELP router_outstanding_leases Leases held until they expire or every item is settled (empty leases are not kept).\n# TYPE router_outstanding_leases gauge\nrouter_outstanding_leases {}", self.leases.len());

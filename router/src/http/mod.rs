@@ -360,6 +360,32 @@ where
     }
 }
 
+/// As [`run`], but `f` takes the router's lock itself, as briefly as it
+/// can (for work that waits on the store between its holds).
+async fn run_unlocked<T, F>(shell: Arc<Shell>, f: F) -> Response
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce(&Shell, f64) -> Result<T, ApiError> + Send + 'static,
+{
+    let s = shell.clone();
+    let joined = tokio::task::spawn_blocking(move || {
+        let now = (s.clock)();
+        let out = f(&s, now);
+        (out, s.router.lock().drain_events())
+    })
+    .await;
+    match joined {
+        Ok((out, events)) => {
+            shell.write_events(events);
+            match out {
+                Ok(v) => ok(v),
+                Err(e) => error(&e),
+            }
+        }
+        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
+    }
+}
+
 /// Parses the body, or counts and answers the refusal.
 async fn parsed<T: DeserializeOwned>(shell: &Arc<Shell>, req: Request) -> Result<T, Response> {
     parsed_within(shell, shell.body_limit, req).await
@@ -408,8 +434,20 @@ async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
         .map(|c| c.0 .0.ip().to_string());
     match parsed::<crate::api::RegisterRequest>(&s, req).await {
         Ok(r) => {
-            run(s, move |core, now| {
-                core.register_from(&r, now, source.as_deref())
+            // A new identity's durable write happens between two short
+            // holds of the router's lock, not under it.
+            run_unlocked(s, move |shell, now| {
+                let prepared = shell
+                    .router
+                    .lock()
+                    .register_prepare(&r, now, source.as_deref())?;
+                match prepared {
+                    crate::core::Registration::Done(resp) => Ok(resp),
+                    crate::core::Registration::New(n) => {
+                        let written = Router::write_identity(&shell.store, &n);
+                        shell.router.lock().register_commit(n, written)
+                    }
+                }
             })
             .await
         }
