@@ -340,24 +340,7 @@ where
     T: Serialize + Send + 'static,
     F: FnOnce(&mut Router, f64) -> Result<T, ApiError> + Send + 'static,
 {
-    let s = shell.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        let now = (s.clock)();
-        let mut r = s.router.lock();
-        let out = f(&mut r, now);
-        (out, r.drain_events())
-    })
-    .await;
-    match joined {
-        Ok((out, events)) => {
-            shell.write_events(events);
-            match out {
-                Ok(v) => ok(v),
-                Err(e) => error(&e),
-            }
-        }
-        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
-    }
+    run_unlocked(shell, move |s, now| f(&mut s.router.lock(), now)).await
 }
 
 /// As [`run`], but `f` takes the router's lock itself, as briefly as it
