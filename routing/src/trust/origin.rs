@@ -92,19 +92,20 @@ impl Origin {
 /// IPv4-mapped IPv6 address as its IPv4 network. One subscriber is given
 /// a /48 or more of IPv6, so a single host cannot span two networks.
 pub fn network_of(address: IpAddr) -> String {
-    let v4 = match address {
-        IpAddr::V4(a) => Some(a),
-        IpAddr::V6(a) => a.to_ipv4_mapped(),
+    let v6 = match address {
+        IpAddr::V4(a) => return v4_network(a),
+        IpAddr::V6(a) => a,
     };
-    if let Some(a) = v4 {
-        let [x, y, z, _] = a.octets();
-        return format!("v4:{x}.{y}.{z}.0/24");
+    if let Some(a) = v6.to_ipv4_mapped() {
+        return v4_network(a);
     }
-    let IpAddr::V6(a) = address else {
-        unreachable!("an IPv4 address was handled above")
-    };
-    let s = a.segments();
+    let s = v6.segments();
     format!("v6:{:x}:{:x}:{:x}::/48", s[0], s[1], s[2])
+}
+
+fn v4_network(a: std::net::Ipv4Addr) -> String {
+    let [x, y, z, _] = a.octets();
+    format!("v4:{x}.{y}.{z}.0/24")
 }
 
 /// How many of `origins` count as independent: a greedy pass in order
