@@ -48,7 +48,7 @@ use routing::policy::Tier;
 use routing::prices::Pool;
 use routing::trust::Clusters;
 
-pub use view::{ArchetypeView, CellView, FieldView, SourceView};
+pub use view::{ArchetypeView, CellView, FieldView, SourceView, ViewTables};
 
 use crate::api::ApiError;
 use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS, UNCAPPED};
@@ -176,7 +176,9 @@ pub struct Router {
     backend: &'static str,
     next_seq: u64,
     d: Durable,
-    live: BTreeMap<String, Live>,
+    /// Live devices. A persistent map: the views clone it in O(1) under
+    /// the lock and count it outside ([`view::ViewTables`]).
+    live: imbl::OrdMap<String, Live>,
     limits: limits::Limits,
     /// Answers given to deposits, for a retry after a lost answer.
     acks: acks::Acks,
@@ -362,7 +364,7 @@ impl Router {
             backend,
             next_seq: 0,
             d,
-            live: BTreeMap::new(),
+            live: imbl::OrdMap::new(),
             limits,
             acks: acks::Acks::default(),
             discovered: HashMap::new(),

@@ -90,13 +90,23 @@ pub struct FieldView {
 }
 
 impl Router {
-    /// The operator's aggregate view of the field (no device identities).
+    /// The operator's aggregate view of the field (no device identities):
+    /// [`Router::field_view_parts`] completed at once.
     pub fn field_view(&self) -> FieldView {
+        let (mut view, tables) = self.field_view_parts();
+        tables.complete(&mut view);
+        view
+    }
+
+    /// The field view without the figures that walk whole tables (each
+    /// source's target count, each archetype's live and known devices and
+    /// mean trust, the targets, settled rows and open verifications: zero
+    /// here), and those tables as O(1) clones. The shell takes this under
+    /// the router's lock and runs [`ViewTables::complete`] outside it, so
+    /// `GET /v1/field` walks no table of targets or devices under the lock
+    /// (issue: the lock off the hot path; `docs/router.md`, "Threat model").
+    pub fn field_view_parts(&self) -> (FieldView, ViewTables) {
         let layers = self.d.field.layers().to_vec();
-        let mut per_source: BTreeMap<&str, usize> = BTreeMap::new();
-        for t in self.d.targets.values() {
-            *per_source.entry(t.source.as_str()).or_default() += 1;
-        }
         let sources = self
             .d
             .sources
@@ -132,7 +142,7 @@ impl Router {
                     binding: s.binding.clone(),
                     host: s.host.clone(),
                     volatility: s.volatility(),
-                    targets: per_source.get(name.as_str()).copied().unwrap_or(0),
+                    targets: 0,
                     cells,
                 }
             })
@@ -141,32 +151,15 @@ impl Router {
             .cfg
             .archetypes
             .iter()
-            .map(|a| {
-                let known: Vec<f64> = self
-                    .d
-                    .devices
-                    .values()
-                    .filter(|d| &d.archetype == a)
-                    .map(|d| d.trust)
-                    .collect();
-                ArchetypeView {
-                    archetype: a.clone(),
-                    live: self
-                        .live
-                        .keys()
-                        .filter(|k| self.d.devices.get(*k).is_some_and(|d| &d.archetype == a))
-                        .count(),
-                    known: known.len(),
-                    mean_trust: if known.is_empty() {
-                        0.0
-                    } else {
-                        known.iter().sum::<f64>() / known.len() as f64
-                    },
-                    queued: self.queues.get(a).map(|q| q.len()).unwrap_or(0),
-                }
+            .map(|a| ArchetypeView {
+                archetype: a.clone(),
+                live: 0,
+                known: 0,
+                mean_trust: 0.0,
+                queued: self.queues.get(a).map(|q| q.len()).unwrap_or(0),
             })
             .collect();
-        FieldView {
+        let view = FieldView {
             revision: self.d.field.revision(),
             backend: self.backend.into(),
             temperature: self.d.temperature,
@@ -176,14 +169,37 @@ impl Router {
             drift_observations: self.d.drift.observations(),
             drift_confirmations: self.d.drift.confirmations(),
             recent_events: self.recent.iter().map(Event::without_identities).collect(),
-            targets: self.d.targets.len(),
-            settled: self.settled_rows(),
-            open_verifications: self.open_verifications(),
+            targets: 0,
+            settled: 0,
+            open_verifications: 0,
+        };
+        (view, self.view_tables())
+    }
+
+    /// The tables the views walk, as O(1) clones (persistent maps).
+    pub fn view_tables(&self) -> ViewTables {
+        ViewTables {
+            targets: self.d.targets.clone(),
+            devices: self.d.devices.clone(),
+            live: self.live.clone(),
         }
     }
 
-    /// Prometheus text exposition (version 0.0.4) of the counters and gauges.
+    /// Prometheus text exposition (version 0.0.4) of the counters and
+    /// gauges: [`Router::metrics_parts`] completed at once.
     pub fn metrics_text(&self) -> String {
+        let (mut text, tables) = self.metrics_parts();
+        text.push_str(&tables.metrics());
+        text
+    }
+
+    /// The exposition without the gauges that walk whole tables, and those
+    /// tables ([`ViewTables::metrics`] writes the rest outside the lock).
+    pub fn metrics_parts(&self) -> (String, ViewTables) {
+        (self.metrics_counted(), self.view_tables())
+    }
+
+    fn metrics_counted(&self) -> String {
         let c = &self.counters;
         let mut out = String::new();
         let mut counter = |name: &str, help: &str, v: u64| {
@@ -281,8 +297,64 @@ impl Router {
         let _ = writeln!(out, "# HELP router_deposit_answers_remembered Deposit acknowledgements remembered for retries.\n# TYPE router_deposit_answers_remembered gauge\nrouter_deposit_answers_remembered {}", self.acks.len());
         let (devices, credentials, addresses) = self.limits.tracked();
         let _ = writeln!(out, "# HELP router_request_budgets Request budgets held, by what they are keyed by.\n# TYPE router_request_budgets gauge\nrouter_request_budgets{{key=\"device\"}} {devices}\nrouter_request_budgets{{key=\"credential\"}} {credentials}\nrouter_request_budgets{{key=\"address\"}} {addresses}");
-        let _ = writeln!(out, "# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {}", self.open_verifications());
         let _ = writeln!(out, "# HELP router_field_revision Field revision.\n# TYPE router_field_revision gauge\nrouter_field_revision {}", self.d.field.revision());
         out
+    }
+}
+
+/// The tables `GET /v1/field` and `/metrics` count: targets, devices and
+/// live devices, cloned in O(1) under the router's lock (persistent maps
+/// share their nodes) and walked outside it. A view completed from them is
+/// exact as of the moment they were taken.
+pub struct ViewTables {
+    targets: imbl::OrdMap<String, super::state::TargetRec>,
+    devices: imbl::OrdMap<String, super::state::DeviceRec>,
+    live: imbl::OrdMap<String, super::Live>,
+}
+
+impl ViewTables {
+    /// Fills in what [`Router::field_view_parts`] left at zero: each
+    /// source's targets, each archetype's live and known devices and mean
+    /// trust (0 when none), the targets, settled rows and open
+    /// verifications.
+    pub fn complete(&self, view: &mut FieldView) {
+        let mut per_source: BTreeMap<&str, usize> = BTreeMap::new();
+        let (mut settled, mut open) = (0, 0);
+        for t in self.targets.values() {
+            *per_source.entry(t.source.as_str()).or_default() += 1;
+            settled += usize::from(t.verification.settled().is_some());
+            open += t.verification.open().len();
+        }
+        for s in &mut view.sources {
+            s.targets = per_source.get(s.source.as_str()).copied().unwrap_or(0);
+        }
+        // archetype → (live, known, trust sum)
+        let mut by: BTreeMap<&str, (usize, usize, f64)> = BTreeMap::new();
+        for (id, d) in &self.devices {
+            let e = by.entry(d.archetype.as_str()).or_default();
+            e.1 += 1;
+            e.2 += d.trust;
+            e.0 += usize::from(self.live.contains_key(id));
+        }
+        for a in &mut view.population {
+            let (live, known, sum) = by.get(a.archetype.as_str()).copied().unwrap_or_default();
+            a.live = live;
+            a.known = known;
+            a.mean_trust = if known == 0 { 0.0 } else { sum / known as f64 };
+        }
+        view.targets = self.targets.len();
+        view.settled = settled;
+        view.open_verifications = open;
+    }
+
+    /// The gauges of `/metrics` that count whole tables: open
+    /// verifications (Prometheus text, version 0.0.4).
+    pub fn metrics(&self) -> String {
+        let open: usize = self
+            .targets
+            .values()
+            .map(|t| t.verification.open().len())
+            .sum();
+        format!("# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {open}\n")
     }
 }

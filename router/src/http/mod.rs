@@ -454,11 +454,17 @@ async fn protest(State(s): State<Arc<Shell>>, req: Request) -> Response {
 }
 
 async fn field(State(s): State<Arc<Shell>>) -> Response {
-    run(s, |core, _| Ok(core.field_view())).await
+    run_unlocked(s, |s, _| {
+        let (mut view, tables) = s.router.lock().field_view_parts();
+        tables.complete(&mut view);
+        Ok(view)
+    })
+    .await
 }
 
 async fn metrics(State(s): State<Arc<Shell>>) -> Response {
-    let mut text = s.router.lock().metrics_text();
+    let (mut text, tables) = s.router.lock().metrics_parts();
+    text.push_str(&tables.metrics());
     let pending = s.pending.load(std::sync::atomic::Ordering::Relaxed);
     text.push_str(&format!(
         "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
