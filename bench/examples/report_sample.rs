@@ -34,6 +34,7 @@ fn main() -> anyhow::Result<()> {
         &CompareReport {
             runs: vec![fleet, pile],
             rounds: Vec::new(),
+            host: None,
         },
         &sims,
     )?;

@@ -56,6 +56,7 @@ fn top_level_and_nested_keys_are_the_documented_ones() {
             "bin_walk_ms",
             "sim_latency_ms",
             "threads",
+            "timer_slack_ns",
             "cpu_seconds",
             "wall_seconds",
             "throttle",

@@ -247,6 +247,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         None => None,
     };
     let table = contenders(args.fleet_only, budget.is_some());
+    let watch = crate::probe::hoststate::HostWatch::begin();
     let mut all: Vec<Vec<RunReport>> = Vec::new();
     let mut all_sims = Vec::new();
     let mut order = Vec::new();
@@ -306,9 +307,26 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if rounds > 1 {
         print!("{}", crate::compare_rounds::render_rounds(&all));
     }
+    let host = watch.finish();
+    print!("{}", host.render());
+    println!("  timer slack of each contender's threads (ns × threads, the median round):");
+    for r in &runs {
+        let slack: Vec<String> = r
+            .timer_slack_ns
+            .iter()
+            .map(|(ns, n)| format!("{ns} × {n}"))
+            .collect();
+        let slack = if slack.is_empty() {
+            "-".to_string()
+        } else {
+            slack.join(", ")
+        };
+        println!("    {:<14} {slack}", r.label);
+    }
     let compare = CompareReport {
         runs,
         rounds: crate::compare_rounds::figures(&all, &order),
+        host: Some(host),
     };
     write_compare_dir(&args.out, &compare, &all_sims[shown])
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;

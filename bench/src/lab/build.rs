@@ -390,6 +390,12 @@ pub(crate) fn build_report(
             created_during_run: m.threads.created_during_run as u64,
             peak_runnable: m.threads.peak_runnable as u64,
         },
+        timer_slack_ns: m
+            .threads
+            .timer_slack_ns
+            .iter()
+            .map(|(k, v)| (*k, u64::from(*v)))
+            .collect(),
         cpu_seconds: m.cpu_seconds,
         wall_seconds: wall_s,
         throttle,

@@ -1,9 +1,10 @@
 //! Measurement probes of the lab: threads, perf counters, real cgroups,
-//! other processes' load on the host.
+//! other processes' load on the host, the host's state.
 
 pub mod cgroup;
 pub mod heap;
 pub mod hostload;
+pub mod hoststate;
 pub mod perf;
 pub mod rss;
 pub mod threads;

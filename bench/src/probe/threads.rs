@@ -11,7 +11,7 @@
 //! The same sampler reads the process's resident set size about once a
 //! second ([`RSS_EVERY`]), so a long run shows whether memory creeps.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -131,6 +131,25 @@ pub struct ThreadFigures {
     /// first at the start, then every [`RSS_EVERY`], the last at the end;
     /// bounded (see [`RssSeries`]), so a long run's sampling does not grow.
     pub rss: RssSeries,
+    /// Timer slack (ns) → threads seen with it, the lab's own threads left
+    /// out; each thread read once, when first seen (at the start or later).
+    pub timer_slack_ns: BTreeMap<u64, u32>,
+}
+
+/// The timer slack of thread `tid` of this process in ns, or `None` for
+/// one of the lab's own threads or where it cannot be read
+/// (`/proc/TID/timerslack_ns`, Linux 4.6 and later; reading another
+/// thread's needs `CAP_SYS_NICE`).
+pub fn timer_slack_ns(tid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/self/task/{tid}/stat")).ok()?;
+    if is_lab_thread(&stat) {
+        return None;
+    }
+    fs::read_to_string(format!("/proc/{tid}/timerslack_ns"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// A background sampler of `/proc/self/task` (its own thread is excluded
@@ -155,6 +174,11 @@ impl ThreadMonitor {
                     at_start: start.tids.len() as u32,
                     ..Default::default()
                 };
+                for tid in start.tids.iter().filter(|t| **t != me) {
+                    if let Some(ns) = timer_slack_ns(*tid) {
+                        *figures.timer_slack_ns.entry(ns).or_default() += 1;
+                    }
+                }
                 let began = Instant::now();
                 let mut next_rss = began;
                 loop {
@@ -177,6 +201,9 @@ impl ThreadMonitor {
                     for tid in snap.tids {
                         if tid != me && seen.insert(tid) {
                             figures.created_during_run += 1;
+                            if let Some(ns) = timer_slack_ns(tid) {
+                                *figures.timer_slack_ns.entry(ns).or_default() += 1;
+                            }
                         }
                     }
                     figures.samples += 1;
@@ -266,6 +293,42 @@ mod tests {
     /// test per process; `cargo test` does not): count their threads.
     fn other_test_threads() -> u32 {
         snapshot().tids.len().saturating_sub(2) as u32
+    }
+
+    #[test]
+    fn a_threads_timer_slack_is_read_and_the_labs_own_are_left_out() {
+        let (tx, rx) = std::sync::mpsc::channel::<u32>();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let spawn =
+            |name: &str, tx: std::sync::mpsc::Sender<u32>, done: std::sync::mpsc::Receiver<()>| {
+                std::thread::Builder::new()
+                    .name(name.into())
+                    .spawn(move || {
+                        // SAFETY: PR_SET_TIMERSLACK changes only this thread's slack.
+                        unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 123_000u64, 0, 0, 0) };
+                        tx.send(unsafe { libc::gettid() } as u32).unwrap();
+                        let _ = done.recv();
+                    })
+                    .unwrap()
+            };
+        let worker = spawn("slack-worker", tx.clone(), done_rx);
+        let tid = rx.recv().unwrap();
+        match std::fs::read_to_string(format!("/proc/{tid}/timerslack_ns")) {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                eprintln!("skip: reading another thread's timer slack needs CAP_SYS_NICE ({e})");
+                assert_eq!(timer_slack_ns(tid), None, "unreadable is None");
+            }
+            _ => assert_eq!(timer_slack_ns(tid), Some(123_000)),
+        }
+        let (lab_done_tx, lab_done_rx) = std::sync::mpsc::channel::<()>();
+        let lab = spawn(&format!("{LAB_THREAD_PREFIX}slack"), tx, lab_done_rx);
+        let lab_tid = rx.recv().unwrap();
+        assert_eq!(timer_slack_ns(lab_tid), None, "a lab thread is left out");
+        assert_eq!(timer_slack_ns(u32::MAX), None, "no such thread");
+        done_tx.send(()).unwrap();
+        lab_done_tx.send(()).unwrap();
+        worker.join().unwrap();
+        lab.join().unwrap();
     }
 
     #[test]

@@ -46,6 +46,7 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<CompareReport, ReportError> {
     Ok(CompareReport {
         runs,
         rounds: Vec::new(),
+        host: None,
     })
 }
 

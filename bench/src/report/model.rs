@@ -66,6 +66,12 @@ pub struct RunReport {
     pub sim_latency_ms: Percentiles,
     /// Thread counts of the process.
     pub threads: ThreadCounts,
+    /// Timer slack of the run's threads, the lab's own left out: slack in
+    /// ns → threads seen with it (`/proc/self/task/*/timerslack_ns`, read
+    /// once per thread when the sampler first sees it). The kernel's
+    /// default is 50,000 ns; empty where it could not be read.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub timer_slack_ns: std::collections::BTreeMap<u64, u64>,
     /// CPU time of the process during the run (user + system), seconds.
     pub cpu_seconds: f64,
     /// Wall-clock time of the run, seconds.
@@ -575,4 +581,8 @@ pub struct CompareReport {
     /// `fleet-lab compare`: every round's figures ([`crate::compare_rounds`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rounds: Vec<crate::compare_rounds::RoundFigure>,
+    /// `fleet-lab compare`: the host's state over the whole comparison
+    /// ([`crate::probe::hoststate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::probe::hoststate::HostState>,
 }

@@ -239,6 +239,7 @@ pub fn sample_run_with_logs(
             created_during_run: shape.threads_per_cycle * cycles,
             peak_runnable: 2 + shape.threads_per_cycle / 10,
         },
+        timer_slack_ns: [(50_000, 9)].into_iter().collect(),
         cpu_seconds: wall_ms / 1000.0 * 0.4 * (1.0 + shape.tail),
         wall_seconds: wall_ms / 1000.0,
         throttle: Some(Throttle {
