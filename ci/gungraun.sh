@@ -77,7 +77,14 @@ echo "== gungraun: instruction-count benches (runner $want, $toolchain)"
 mkdir -p target/gungraun
 summaries=target/gungraun/instructions.jsonl
 counts=target/gungraun/instructions.tsv
-cargo bench -p fleet-bench --bench instructions -- --output-format=json > "$summaries"
+# The bench binary of the lab's build (ci/lab-build.sh: fresh after .ci/run's
+# lab step, so nothing compiles here), run as `cargo bench` runs it. A
+# `cargo bench -p fleet-bench` of its own resolved other features of shared
+# crates and recompiled 17 of them (about 80 s of a cold run).
+bench_exe=$(ci/lab-build.sh --message-format=json |
+  jq -r 'select(.reason == "compiler-artifact" and .target.name == "instructions" and (.target.kind | index("bench")) and .executable != null) | .executable' | tail -1)
+[[ -x "$bench_exe" ]] || { echo "gungraun: the lab build made no instructions bench binary" >&2; exit 1; }
+(cd bench && CARGO_MANIFEST_DIR="$PWD" CARGO_PKG_NAME=fleet-bench CARGO_CRATE_NAME=instructions "$bench_exe" --bench --output-format=json) > "$summaries"
 jq -r '"\(.group)/\(.function_name)/\(.id)\t\(.profiles[0].data.total.metrics.Ir.values.new)"' "$summaries" | sort > "$counts"
 [[ -s "$counts" ]] || { echo "gungraun: the benches produced no summaries (see $summaries)" >&2; exit 1; }
 awk -F'\t' '{ printf "  %-60s %12d\n", $1, $2 }' "$counts"
