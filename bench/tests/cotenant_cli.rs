@@ -95,13 +95,73 @@ fn contention_runs_in_a_separate_process_and_ends_with_the_run() {
     assert!(
         !procs
             .lines()
-            .any(|l| l.contains("fleet-lab spin --threads 1")),
+            .any(|l| l.contains("fleet-lab spin --threads 1") && !l.contains("--wake-us")),
         "{procs}"
     );
     let o = lab(&["run", "--contend", "999"], dir.path());
     assert!(!o.status.success());
     let o = lab(&["spin", "--threads", "0"], dir.path());
     assert!(!o.status.success());
+}
+
+#[test]
+fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    for (name, awake) in [("as-is", false), ("awake", true)] {
+        let out = dir.path().join(name);
+        let mut args = vec![
+            "compare",
+            "--quiet",
+            "--fleet-only",
+            "--rounds",
+            "1",
+            "--corpus",
+            &c,
+            "--cycles",
+            "3",
+            "--scale",
+            "0.01",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        if awake {
+            args.push("--host-awake");
+        }
+        let o = lab(&args, dir.path());
+        assert!(o.status.success(), "{name}: {}", text(&o));
+        assert!(
+            text(&o).contains("Host: ") && text(&o).contains("timer slack"),
+            "{}",
+            text(&o)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
+        let host = &v["host"];
+        assert!(host["cpus"].as_u64().unwrap() >= 1, "{host}");
+        assert!(
+            host["steal_cpus"].as_f64().is_some_and(|s| s >= 0.0),
+            "{host}"
+        );
+        assert!(host["wall_s"].as_f64().unwrap() > 0.0, "{host}");
+        let want = if awake {
+            serde_json::json!(200)
+        } else {
+            serde_json::Value::Null
+        };
+        assert_eq!(host["awake_wake_us"], want, "{name}: {host}");
+    }
+    // The waker is gone once the comparison has returned.
+    let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
+    let procs = String::from_utf8_lossy(&ps.stdout);
+    assert!(
+        !procs
+            .lines()
+            .any(|l| l.contains("spin --threads") && l.contains("--wake-us")),
+        "{procs}"
+    );
+    let o = lab(&["spin", "--threads", "1", "--wake-us", "0"], dir.path());
+    assert!(!o.status.success(), "a zero wake period is refused");
 }
 
 #[test]

@@ -37,6 +37,13 @@ pub struct CompareArgs {
     /// Leave out the baselines (fleet auto and pinned only).
     #[arg(long)]
     pub fleet_only: bool,
+    /// Hold the host "awake" for the whole comparison: a separate process
+    /// with one thread per CPU, each waking every 200 µs (`fleet-lab spin
+    /// --wake-us 200`), keeps the CPUs out of their deep idle states, the
+    /// same for every contender (docs/lab.md, "The host's state"). Without
+    /// it the host is as it is (on a quiet VM: deep idle between wake-ups).
+    #[arg(long)]
+    pub host_awake: bool,
     /// Rounds: each contender runs once per round, in an order rotated
     /// each round (1..=50; default 5, or the `[compare]` table's with --gate).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
@@ -58,6 +65,11 @@ pub struct CompareArgs {
     #[arg(long, value_name = "F", hide = true, value_parser = crate::cmd::bounds::parse_slowdown)]
     pub inject_fleet_slowdown: Option<f64>,
 }
+
+/// The waker's period under `--host-awake`, µs: each CPU wakes 5,000 times
+/// a second, a few percent of a core, far more often than any idle
+/// governor's poll window lets a CPU go deep.
+pub const HOST_AWAKE_WAKE_US: u64 = 200;
 
 /// The rounds a comparison runs when neither --rounds nor --gate says.
 pub const DEFAULT_ROUNDS: u32 = 5;
@@ -247,6 +259,17 @@ pub fn run(args: CompareArgs) -> Result<()> {
         None => None,
     };
     let table = contenders(args.fleet_only, budget.is_some());
+    let waker = if args.host_awake {
+        let exe =
+            std::env::current_exe().context("cannot find this fleet-lab to start the waker")?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+        Some(
+            crate::lab::contend::Contention::start_waker(&exe, cpus, HOST_AWAKE_WAKE_US)
+                .context("cannot start the waker of --host-awake")?,
+        )
+    } else {
+        None
+    };
     let watch = crate::probe::hoststate::HostWatch::begin();
     let mut all: Vec<Vec<RunReport>> = Vec::new();
     let mut all_sims = Vec::new();
@@ -307,7 +330,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if rounds > 1 {
         print!("{}", crate::compare_rounds::render_rounds(&all));
     }
-    let host = watch.finish();
+    let mut host = watch.finish();
+    host.awake_wake_us = waker.map(|w| {
+        w.stop();
+        HOST_AWAKE_WAKE_US
+    });
     print!("{}", host.render());
     println!("  timer slack of each contender's threads (ns × threads, the median round):");
     for r in &runs {

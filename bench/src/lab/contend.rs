@@ -34,6 +34,26 @@ impl Contention {
         Ok(Contention { child: Some(child) })
     }
 
+    /// Starts `exe spin --threads n --wake-us us`: `n` threads that each
+    /// sleep `us` µs and wake, until the contention is stopped (the
+    /// "awake" host state of `compare --host-awake`). Errors: the OS could
+    /// not start it.
+    pub fn start_waker(exe: &Path, n: u32, us: u64) -> std::io::Result<Self> {
+        let child = Command::new(exe)
+            .args([
+                "spin",
+                "--threads",
+                &n.to_string(),
+                "--wake-us",
+                &us.to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        Ok(Contention { child: Some(child) })
+    }
+
     /// The child's process id.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
@@ -63,24 +83,46 @@ impl Drop for Contention {
 /// (the parent closed it or died), then returns. Errors: a thread could not
 /// be started.
 pub fn spin(n: u32) -> std::io::Result<()> {
+    until_stdin_ends(n, |stop| {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        while !stop.load(Ordering::Relaxed) {
+            for _ in 0..10_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+            }
+            std::hint::black_box(x);
+        }
+    })
+}
+
+/// Keeps `n` threads waking every `period` (a sleep, then nothing) until
+/// stdin reaches its end: a low-duty load that keeps the CPUs out of their
+/// deep idle states (with `haltpoll`, its poll window stays grown). Errors:
+/// a thread could not be started.
+pub fn wake(n: u32, period: std::time::Duration) -> std::io::Result<()> {
+    until_stdin_ends(n, move |stop| {
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(period);
+        }
+    })
+}
+
+/// Runs `body` on `n` threads until stdin reaches its end, then sets their
+/// stop flag and joins them.
+fn until_stdin_ends(
+    n: u32,
+    body: impl Fn(&AtomicBool) + Send + Sync + Clone + 'static,
+) -> std::io::Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut threads = Vec::new();
     for i in 0..n {
         let stop = stop.clone();
+        let body = body.clone();
         threads.push(
             std::thread::Builder::new()
                 .name(format!("spin-{i}"))
-                .spawn(move || {
-                    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-                    while !stop.load(Ordering::Relaxed) {
-                        for _ in 0..10_000 {
-                            x ^= x << 13;
-                            x ^= x >> 7;
-                            x ^= x << 17;
-                        }
-                        std::hint::black_box(x);
-                    }
-                })?,
+                .spawn(move || body(&stop))?,
         );
     }
     let mut sink = [0u8; 64];

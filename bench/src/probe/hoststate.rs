@@ -43,6 +43,11 @@ pub struct HostState {
     pub other_cpus: Option<f64>,
     /// The comparison's wall time, seconds.
     pub wall_s: f64,
+    /// Where the comparison held the host awake (`compare --host-awake`):
+    /// the period, µs, at which one thread per CPU in a separate process
+    /// woke; `null` for the host as it was. Its CPU is in `other_cpus`.
+    #[serde(default)]
+    pub awake_wake_us: Option<u64>,
 }
 
 /// The bracketed choice of a sysfs mode file: `always [madvise] never` →
@@ -138,6 +143,7 @@ impl HostWatch {
             steal_cpus,
             other_cpus: self.load.and_then(|l| l.other_cpus_since().ok()),
             wall_s,
+            awake_wake_us: None,
         }
     }
 }
@@ -148,8 +154,14 @@ impl HostState {
     pub fn render(&self) -> String {
         let s = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
         let f = |v: Option<f64>| v.map_or_else(|| "-".into(), |x| format!("{x:.2}"));
+        let state = match self.awake_wake_us {
+            Some(us) => format!(
+                "held awake (a waker thread per CPU every {us} µs, in other processes' CPU)"
+            ),
+            None => "as it was (no waker)".into(),
+        };
         format!(
-            "Host: {} CPUs, {}; kernel {}\n  cpuidle driver {}, governor {}; clock source {}; transparent huge pages {}\n  over the comparison ({:.0} s): steal {} cores, other processes {} cores\n",
+            "Host: {} CPUs, {}; kernel {}\n  cpuidle driver {}, governor {}; clock source {}; transparent huge pages {}\n  over the comparison ({:.0} s): steal {} cores, other processes {} cores; host {state}\n",
             self.cpus,
             s(&self.cpu_model),
             s(&self.kernel),
