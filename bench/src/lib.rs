@@ -10,5 +10,3 @@ pub mod ops;
 pub mod paired;
 pub mod probe;
 pub mod report;
-#[cfg(feature = "routing-lab")]
-pub mod route;

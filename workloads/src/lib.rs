@@ -10,13 +10,9 @@
 //! - [`cpu`]: the CPU burn of a unit (thread CPU time, real arithmetic).
 //! - [`simio`]: the simulated I/O timer every contender's sims wait on.
 //! - [`corpus`]: the corpus data model, its text format, generator, verifier.
-//! - [`crawl`]: the routing lab's simulated crawling fleet (`ROUTING.md` §5;
-//!   feature `routing-lab`, on by default).
 
 pub mod corpus;
 pub mod cpu;
-#[cfg(feature = "routing-lab")]
-pub mod crawl;
 pub mod lpt;
 pub mod math;
 pub mod paths;

@@ -10,12 +10,20 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use fleet_workloads::crawl::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use route_lab::render::{render_compare, render_html, render_table};
+use route_lab::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
 
 use crate::cmd::bounds::BoundError;
-use crate::report::{check_out_dir, write_dir_atomically, REPORT_HTML};
-use crate::route::{render_compare, render_html, render_table, write_report};
+use crate::report::{check_out_dir, write_dir_atomically, REPORT_HTML, REPORT_JSON};
+
+/// Writes `report.json` and `report.html` of `r` into `dir` (atomically).
+fn write_report(dir: &std::path::Path, r: &SimReport) -> Result<()> {
+    let json = serde_json::to_vec_pretty(r).context("cannot serialize the report")?;
+    let html = render_html(r)?;
+    write_dir_atomically(dir, &[(REPORT_JSON, &json), (REPORT_HTML, html.as_bytes())])?;
+    Ok(())
+}
 
 /// Arguments of `fleet-lab route`.
 #[derive(Debug, Clone, Args)]

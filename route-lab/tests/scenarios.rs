@@ -2,11 +2,9 @@
 //! property where it is robust at this size, and typed refusals of bad specs.
 //! No timed assertions: wall-clock figures are left out.
 
-use fleet_workloads::crawl::driver::Cause;
-use fleet_workloads::crawl::report::{EventFigures, Timing};
-use fleet_workloads::crawl::{
-    simulate, Contender, ContenderReport, CrawlError, Scenario, SimReport, SimSpec,
-};
+use route_lab::driver::Cause;
+use route_lab::report::{EventFigures, Timing};
+use route_lab::{simulate, Contender, ContenderReport, Scenario, SimError, SimReport, SimSpec};
 
 fn spec(scenario: Scenario, devices: usize, hours: f64) -> SimSpec {
     SimSpec::new(scenario, devices, hours, 7)
@@ -197,7 +195,7 @@ fn a_regime_change_is_detected_on_its_cell() {
 fn bad_specs_are_typed_errors() {
     assert!(matches!(
         Scenario::parse("monsoon"),
-        Err(CrawlError::UnknownScenario(_))
+        Err(SimError::UnknownScenario(_))
     ));
     for bad in [
         SimSpec::new(Scenario::Steady, 0, 1.0, 1),
@@ -215,6 +213,6 @@ fn bad_specs_are_typed_errors() {
         },
     ] {
         let e = simulate(&bad, &[Contender::Router], &|_, _| {}).unwrap_err();
-        assert!(matches!(e, CrawlError::BadSpec(_)), "{e}");
+        assert!(matches!(e, SimError::BadSpec(_)), "{e}");
     }
 }

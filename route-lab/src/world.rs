@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::population::build_devices;
 use super::rng::{coin, coin_normal, mix64, Stream};
 use super::scenario::{Scenario, SimSpec};
-use super::CrawlError;
+use super::SimError;
 
 /// The archetypes, in the router's declared order.
 pub const ARCHETYPES: [&str; 4] = ["browser", "desktop", "container_render", "container_plain"];
@@ -163,8 +163,8 @@ fn sigmoid(x: f64) -> f64 {
 }
 
 impl World {
-    /// Builds the world of `spec`. Errors: [`CrawlError::BadSpec`].
-    pub fn build(spec: &SimSpec) -> Result<World, CrawlError> {
+    /// Builds the world of `spec`. Errors: [`SimError::BadSpec`].
+    pub fn build(spec: &SimSpec) -> Result<World, SimError> {
         spec.check()?;
         let mut rng = Stream::new(spec.seed);
         let end = spec.end_s();

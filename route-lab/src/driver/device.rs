@@ -8,8 +8,8 @@ use router::api::{ApiError, LeaseItem, LeaseRequest, LeaseResponse, RegisterRequ
 use routing::field::Receipt;
 
 use super::{ms, wire_err, Driver, Ev, Held, LONG_POLL_S};
-use crate::crawl::rng::coin;
-use crate::crawl::world::{ARCHETYPES, BROWSER, CAPABILITIES};
+use crate::rng::coin;
+use crate::world::{ARCHETYPES, BROWSER, CAPABILITIES};
 
 impl<'w> Driver<'w> {
     pub(super) fn register(&mut self, d: usize, t: f64) {

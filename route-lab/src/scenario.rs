@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::CrawlError;
+use super::SimError;
 
 /// A simulated situation of the crawling fleet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -65,12 +65,12 @@ impl Scenario {
         }
     }
 
-    /// Parses a command-line name. Errors: [`CrawlError::UnknownScenario`].
-    pub fn parse(s: &str) -> Result<Scenario, CrawlError> {
+    /// Parses a command-line name. Errors: [`SimError::UnknownScenario`].
+    pub fn parse(s: &str) -> Result<Scenario, SimError> {
         Scenario::ALL
             .into_iter()
             .find(|x| x.name() == s)
-            .ok_or_else(|| CrawlError::UnknownScenario(s.chars().take(64).collect()))
+            .ok_or_else(|| SimError::UnknownScenario(s.chars().take(64).collect()))
     }
 }
 
@@ -115,28 +115,28 @@ impl SimSpec {
         }
     }
 
-    /// Checks the ranges. Errors: [`CrawlError::BadSpec`] naming the field.
-    pub fn check(&self) -> Result<(), CrawlError> {
+    /// Checks the ranges. Errors: [`SimError::BadSpec`] naming the field.
+    pub fn check(&self) -> Result<(), SimError> {
         if !(1..=MAX_DEVICES).contains(&self.devices) {
-            return Err(CrawlError::BadSpec(format!(
+            return Err(SimError::BadSpec(format!(
                 "devices {} outside 1..={MAX_DEVICES}",
                 self.devices
             )));
         }
         if !(self.hours.is_finite() && self.hours > 0.0 && self.hours <= MAX_HOURS) {
-            return Err(CrawlError::BadSpec(format!(
+            return Err(SimError::BadSpec(format!(
                 "hours {} outside (0, {MAX_HOURS}]",
                 self.hours
             )));
         }
         if !(self.tick_s.is_finite() && (1.0..=600.0).contains(&self.tick_s)) {
-            return Err(CrawlError::BadSpec(format!(
+            return Err(SimError::BadSpec(format!(
                 "tick {} s outside [1, 600]",
                 self.tick_s
             )));
         }
         if !(self.sample_s.is_finite() && self.sample_s >= self.tick_s) {
-            return Err(CrawlError::BadSpec(format!(
+            return Err(SimError::BadSpec(format!(
                 "sample period {} s must be finite and at least the tick ({} s)",
                 self.sample_s, self.tick_s
             )));

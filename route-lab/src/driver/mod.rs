@@ -23,7 +23,7 @@ use super::store::LabStore;
 use super::world::{
     Attempt, World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST,
 };
-use super::CrawlError;
+use super::SimError;
 
 mod device;
 mod figures;
@@ -181,10 +181,10 @@ fn wire_err(e: &ApiError) -> String {
 impl<'w> Driver<'w> {
     /// A driver for `contender` on `world` (the router opened at t = 0 with
     /// the operator's facts for the sources present at the start).
-    /// Errors: [`CrawlError::Router`] when the router refuses to open or the facts.
-    pub fn new(world: &'w World, contender: Contender) -> Result<Driver<'w>, CrawlError> {
+    /// Errors: [`SimError::Router`] when the router refuses to open or the facts.
+    pub fn new(world: &'w World, contender: Contender) -> Result<Driver<'w>, SimError> {
         let mut router = Router::open(contender.config(), Box::new(LabStore::new()), 0.0)
-            .map_err(|e| CrawlError::Router(e.to_string()))?;
+            .map_err(|e| SimError::Router(e.to_string()))?;
         router.set_chooser(contender.chooser(world.spec.seed));
         let devs = world
             .devices
@@ -242,7 +242,7 @@ impl<'w> Driver<'w> {
     /// The operator's facts: sources arriving by `t` not yet declared, their
     /// targets, the cost table, the latency weight (0: this lab scores
     /// successes and cloud cost), and the caps (first call only).
-    fn declare(&mut self, t: f64, first: bool) -> Result<(), CrawlError> {
+    fn declare(&mut self, t: f64, first: bool) -> Result<(), SimError> {
         let w = self.world;
         let mut facts = Facts::default();
         for (i, s) in w.sources.iter().enumerate() {
@@ -294,7 +294,7 @@ impl<'w> Driver<'w> {
         }
         self.router
             .put_facts(&facts, t)
-            .map_err(|e| CrawlError::Router(e.to_string()))?;
+            .map_err(|e| SimError::Router(e.to_string()))?;
         Ok(())
     }
 
@@ -339,8 +339,8 @@ impl<'w> Driver<'w> {
     }
 
     /// Runs to the end of the world's time; `progress(t_s)` is called at every sample.
-    /// Errors: [`CrawlError::Router`] when the router fails a tick.
-    pub fn run(mut self, mut progress: impl FnMut(f64)) -> Result<ContenderReport, CrawlError> {
+    /// Errors: [`SimError::Router`] when the router fails a tick.
+    pub fn run(mut self, mut progress: impl FnMut(f64)) -> Result<ContenderReport, SimError> {
         let wall = Instant::now();
         let end_ms = ms(self.world.spec.end_s());
         while let Some(Reverse((t_ms, _, ev))) = self.heap.pop() {
@@ -510,7 +510,7 @@ impl<'w> Driver<'w> {
         self.next_item(d, t);
     }
 
-    fn tick(&mut self, t: f64) -> Result<(), CrawlError> {
+    fn tick(&mut self, t: f64) -> Result<(), SimError> {
         let (window_start, usage) = self.router.price_window();
         let closing: Vec<(String, f64)> = self
             .acc
@@ -523,7 +523,7 @@ impl<'w> Driver<'w> {
         let rep = self
             .router
             .tick(t)
-            .map_err(|e| CrawlError::Router(e.to_string()))?;
+            .map_err(|e| SimError::Router(e.to_string()))?;
         if self.router.price_window().0 != window_start {
             for (pool, used) in closing {
                 self.acc.budget.windows.push((t, pool, used));

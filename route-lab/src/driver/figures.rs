@@ -5,10 +5,10 @@
 use router::events::Event;
 
 use super::{Cause, Driver, MIN_DEPOSITS_FOR_TRUST};
-use crate::crawl::report::{
+use crate::report::{
     auc, Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, TrustHistogram,
 };
-use crate::crawl::world::{HashKind, ARCHETYPES};
+use crate::world::{HashKind, ARCHETYPES};
 
 /// `a / b`, 0 when `b` is not positive.
 fn ratio(a: f64, b: f64) -> f64 {

@@ -1,23 +1,21 @@
 //! The routing lab's reports (`ROUTING.md` §5): the summary table of one
 //! simulated run, the table of every scenario, and the HTML page with its
-//! plots. The simulation itself is `fleet_workloads::crawl`.
+//! plots. The lab binary writes them (`fleet-lab route`).
 
 pub mod plot;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 
-use fleet_workloads::crawl::driver::{Cause, LowerDevice};
-use fleet_workloads::crawl::report::EventFigures;
-use fleet_workloads::crawl::{ContenderReport, SimReport};
+use crate::driver::{Cause, LowerDevice};
+use crate::report::EventFigures;
+use crate::{ContenderReport, SimReport};
 
-use crate::report::{write_dir_atomically, ReportError, REPORT_HTML, REPORT_JSON};
 use plot::Series;
 
-/// What can go wrong writing a routing report.
+/// What can go wrong rendering a routing report.
 #[derive(Debug, thiserror::Error)]
-pub enum RouteError {
+pub enum RenderError {
     /// A plot could not be drawn.
     #[error("plot {plot}: {reason}")]
     Plot {
@@ -26,12 +24,6 @@ pub enum RouteError {
         /// The plotting library's error.
         reason: String,
     },
-    /// The report could not be serialized.
-    #[error("cannot serialize the report: {0}")]
-    Serialize(#[from] serde_json::Error),
-    /// The directory could not be written.
-    #[error(transparent)]
-    Write(#[from] ReportError),
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -263,8 +255,8 @@ fn esc(s: &str) -> String {
 
 /// The self-contained HTML page of one run.
 ///
-/// Errors: [`RouteError::Plot`].
-pub fn render_html(r: &SimReport) -> Result<String, RouteError> {
+/// Errors: [`RenderError::Plot`].
+pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
     let h = |t: f64| t / 3600.0;
     let band = r.world.event_s.map(|(a, b)| (h(a), h(b)));
     let band_s = r.world.event_s;
@@ -414,21 +406,9 @@ pub fn render_html(r: &SimReport) -> Result<String, RouteError> {
     Ok(html)
 }
 
-/// Writes `report.json` and `report.html` of `r` into `dir` (atomically).
-///
-/// Errors: [`RouteError`].
-pub fn write_report(dir: &Path, r: &SimReport) -> Result<Vec<PathBuf>, RouteError> {
-    let json = serde_json::to_vec_pretty(r)?;
-    let html = render_html(r)?;
-    Ok(write_dir_atomically(
-        dir,
-        &[(REPORT_JSON, &json), (REPORT_HTML, html.as_bytes())],
-    )?)
-}
-
 #[cfg(test)]
 mod tests {
-    use fleet_workloads::crawl::driver::Loss;
+    use crate::driver::Loss;
 
     use super::*;
 

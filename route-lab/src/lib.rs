@@ -1,22 +1,27 @@
-//! The routing lab's simulated crawling fleet (`ROUTING.md` §5): a
-//! deterministic world from a seed, the scenarios, the contenders (the
-//! router and the baselines that each replace one part of it) and the
-//! driver that runs the real router in process on a simulated clock.
+//! The routing lab (`ROUTING.md` §5): a simulated fleet of crawling
+//! devices, built deterministically from a seed, on which the real router
+//! (in process, on a simulated clock) and the baselines that each replace
+//! one part of it route the same work. Its figures are what
+//! `fleet-lab route` prints and gates (docs/routing-lab.md).
+//!
+//! Modules, in the order a reader meets them:
 //!
 //! - [`world`]: hidden truths of sources, targets and devices;
+//! - [`rng`]: seeded randomness;
 //! - `population`: the devices, their sessions, liars and upgrades;
 //! - [`scenario`]: the scenarios and the run specification;
 //! - [`baseline`]: the contenders and the baselines' choosers;
+//! - [`store`]: the lab's lean store;
 //! - [`driver`]: one contender's run;
 //! - [`report`]: the figures;
-//! - [`store`]: the lab's lean store;
-//! - [`rng`]: seeded randomness.
+//! - [`render`]: the tables and the HTML page with its plots.
 //!
 //! [`simulate`] runs every asked contender on the same world and seed.
 
 pub mod baseline;
 pub mod driver;
 mod population;
+pub mod render;
 pub mod report;
 pub mod rng;
 pub mod scenario;
@@ -32,7 +37,7 @@ use world::ARCHETYPES;
 
 /// What can go wrong setting up or running a simulation.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CrawlError {
+pub enum SimError {
     /// A scenario name that does not exist.
     #[error("unknown scenario {0:?}: use steady, drought, regime-change, liars, adapter-bug, budget-saturation or cold-start")]
     UnknownScenario(String),
@@ -56,12 +61,12 @@ pub fn control_runs(spec: &SimSpec, contenders: &[Contender]) -> usize {
 /// In `adapter-bug`, the router also runs on the control world, the same
 /// world without the bug ([`SimReport::control`], see [`control_runs`]).
 /// `progress(i, t_s)` is called at every sample of run `i` (the control is
-/// `contenders.len()`). Errors: [`CrawlError`] (the first run's that failed).
+/// `contenders.len()`). Errors: [`SimError`] (the first run's that failed).
 pub fn simulate(
     spec: &SimSpec,
     contenders: &[Contender],
     progress: &(dyn Fn(usize, f64) + Sync),
-) -> Result<SimReport, CrawlError> {
+) -> Result<SimReport, SimError> {
     let world = World::build(spec)?;
     // Built only when it runs: a clone of the world is not free at 100,000 devices.
     let control = (control_runs(spec, contenders) > 0).then(|| world.without_bug());
@@ -78,9 +83,9 @@ pub fn simulate(
     if let Some(control) = &control {
         jobs.push((contenders.len(), Contender::Router, control));
     }
-    let mut slots: Vec<Option<Result<ContenderReport, CrawlError>>> = vec![None; jobs.len()];
+    let mut slots: Vec<Option<Result<ContenderReport, SimError>>> = vec![None; jobs.len()];
     for chunk in jobs.chunks(width) {
-        let done: Vec<(usize, Result<ContenderReport, CrawlError>)> = std::thread::scope(|scope| {
+        let done: Vec<(usize, Result<ContenderReport, SimError>)> = std::thread::scope(|scope| {
             let handles: Vec<_> = chunk
                 .iter()
                 .map(|&(i, c, world)| {
@@ -97,7 +102,7 @@ pub fn simulate(
                     h.join().unwrap_or_else(|_| {
                         (
                             usize::MAX,
-                            Err(CrawlError::Router("a contender's thread panicked".into())),
+                            Err(SimError::Router("a contender's thread panicked".into())),
                         )
                     })
                 })
@@ -105,15 +110,14 @@ pub fn simulate(
         });
         for (i, r) in done {
             if i == usize::MAX {
-                return Err(CrawlError::Router("a contender's thread panicked".into()));
+                return Err(SimError::Router("a contender's thread panicked".into()));
             }
             slots[i] = Some(r);
         }
     }
     let mut reports = Vec::with_capacity(jobs.len());
     for s in slots {
-        reports
-            .push(s.unwrap_or_else(|| Err(CrawlError::Router("a contender did not run".into())))?);
+        reports.push(s.unwrap_or_else(|| Err(SimError::Router("a contender did not run".into())))?);
     }
     let control = (reports.len() > contenders.len())
         .then(|| reports.pop())

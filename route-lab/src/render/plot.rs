@@ -5,7 +5,7 @@
 
 use plotters::prelude::*;
 
-use super::RouteError;
+use super::RenderError;
 
 const WIDTH: u32 = 1000;
 const HEIGHT: u32 = 420;
@@ -26,8 +26,8 @@ fn colour(i: usize) -> RGBColor {
     PALETTE[i % PALETTE.len()]
 }
 
-fn err<E: std::fmt::Display>(plot: &'static str) -> impl Fn(E) -> RouteError {
-    move |e| RouteError::Plot {
+fn err<E: std::fmt::Display>(plot: &'static str) -> impl Fn(E) -> RenderError {
+    move |e| RenderError::Plot {
         plot,
         reason: e.to_string(),
     }
@@ -101,7 +101,7 @@ fn bounds(series: &[Series], y_floor: Option<f64>) -> (f64, f64, f64, f64) {
 
 /// Line chart of `series` with legend; `band` shades a time span.
 ///
-/// Errors: [`RouteError::Plot`].
+/// Errors: [`RenderError::Plot`].
 pub fn lines(
     plot: &'static str,
     caption: &str,
@@ -110,7 +110,7 @@ pub fn lines(
     series: &[Series],
     band: Band,
     y_floor: Option<f64>,
-) -> Result<String, RouteError> {
+) -> Result<String, RenderError> {
     let e = err(plot);
     let (x0, x1, y0, y1) = bounds(series, y_floor);
     let mut svg = String::new();
@@ -175,7 +175,7 @@ pub fn lines(
 /// Points on a timeline, one row per contender: each mark at (t, row);
 /// `marks[i]` holds contender i's (t, is_false_alarm).
 ///
-/// Errors: [`RouteError::Plot`].
+/// Errors: [`RenderError::Plot`].
 pub fn timeline(
     plot: &'static str,
     caption: &str,
@@ -183,7 +183,7 @@ pub fn timeline(
     marks: &[Vec<(f64, bool)>],
     end_s: f64,
     band: Band,
-) -> Result<String, RouteError> {
+) -> Result<String, RenderError> {
     let e = err(plot);
     let n = rows.len().max(1) as f64;
     let mut svg = String::new();

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::crawl::world::HashKind;
+use crate::world::HashKind;
 
 /// Observations the router keeps per target (`router::core::state::KEEP_OBSERVATIONS`).
 const KEEP: usize = 8;

@@ -163,7 +163,7 @@ pub struct EventFigures {
     pub lower_devices: Vec<LowerDevice>,
     /// `adapter-bug`: comparison sides the ledger checked against the
     /// router's trust moves, and how many moved against their cause
-    /// (`crawl::driver::Ledger::checks`; 0 when the mirror is exact).
+    /// (`driver::Ledger::checks`; 0 when the mirror is exact).
     #[serde(default)]
     pub ledger_checks: Option<(u64, u64)>,
 }

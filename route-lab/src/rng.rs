@@ -1,13 +1,11 @@
 //! Seeded randomness of the simulated world: a stream for building it
-//! ([`Stream`], over the corpus generator's SplitMix64) and stateless
+//! ([`Stream`], a SplitMix64 sequence) and stateless
 //! coins keyed by what happens ([`coin`]), so every contender of one run
 //! meets the same luck for the same attempt whatever it did before.
 
-use crate::corpus::rng::SplitMix64;
-
 /// Mixes one 64-bit word (the SplitMix64 finalizer).
 pub fn mix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = z.wrapping_add(GOLDEN);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
@@ -32,19 +30,33 @@ pub fn coin_normal(keys: &[u64]) -> f64 {
     (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
 }
 
-/// A seeded stream of numbers (world building and the baselines' draws).
+/// The SplitMix64 increment (the golden ratio in 64 bits).
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// A seeded stream of numbers (world building and the baselines' draws):
+/// SplitMix64 (Steele, Lea, Flood 2014), whose output is [`mix64`] of its
+/// state before each step.
 #[derive(Debug, Clone)]
-pub struct Stream(SplitMix64);
+pub struct Stream {
+    state: u64,
+}
 
 impl Stream {
     /// A stream from `seed`.
     pub fn new(seed: u64) -> Stream {
-        Stream(SplitMix64::new(mix64(seed)))
+        Stream { state: mix64(seed) }
+    }
+
+    /// The next 64 random bits.
+    fn next_u64(&mut self) -> u64 {
+        let out = mix64(self.state);
+        self.state = self.state.wrapping_add(GOLDEN);
+        out
     }
 
     /// Uniform in `[0, 1)`.
     pub fn uniform(&mut self) -> f64 {
-        (self.0.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// Uniform in `[lo, hi)`.
@@ -59,7 +71,8 @@ impl Stream {
 
     /// Uniform in `0..n` (`n` ≥ 1; 0 reads as 1).
     pub fn below(&mut self, n: usize) -> usize {
-        self.0.below(n.max(1) as u64) as usize
+        // Multiply-shift: bias below n / 2^64.
+        ((self.next_u64() as u128 * n.max(1) as u128) >> 64) as usize
     }
 
     /// A standard normal (Box–Muller).
@@ -109,13 +122,29 @@ impl Stream {
 
     /// Fisher–Yates shuffle.
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        self.0.shuffle(v);
+        for i in (1..v.len()).rev() {
+            let j = self.below(i + 1);
+            v.swap(i, j);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stream_is_splitmix64() {
+        // Reference values of SplitMix64 from state 0 (the original paper's code).
+        let mut s = Stream { state: 0 };
+        assert_eq!(s.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(s.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+        let mut t = Stream::new(7);
+        for n in 1..200 {
+            assert!(t.below(n) < n);
+        }
+        assert_eq!(t.below(0), 0, "0 reads as 1");
+    }
 
     #[test]
     fn coins_are_keyed_and_uniform_enough() {
