@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use hdrhistogram::Histogram;
 
 use super::hdr::{read_log_histogram, Metric};
-use super::model::{CompareReport, RunReport};
+use serde::{Deserialize, Serialize};
+
+use super::model::RunReport;
 use super::ReportError;
 
 /// Reads one `report.json`.
@@ -106,4 +108,20 @@ pub fn disambiguate(runs: &mut [RunReport], sources: &[String]) {
             r.label = format!("{} #{}", r.label, i + 1);
         }
     }
+}
+
+/// Several runs rendered side by side (`fleet-lab report A.json B.json`,
+/// `fleet-lab compare`), in the order given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// The runs, in the order they were given (`fleet-lab compare`: the
+    /// median round's).
+    pub runs: Vec<RunReport>,
+    /// `fleet-lab compare`: every round's figures ([`crate::compare_rounds`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<crate::compare_rounds::RoundFigure>,
+    /// `fleet-lab compare`: the host's state over the whole comparison
+    /// ([`crate::probe::hoststate`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::probe::hoststate::HostState>,
 }

@@ -22,6 +22,7 @@ pub mod summary;
 pub mod verdict;
 pub mod write;
 
+pub use compare::CompareReport;
 pub use compare::{load_run, load_runs, load_sim_latency};
 pub use hdr::{
     read_interval_log, read_log_histogram, HdrLog, LatencyRecorder, Metric, ReadInterval,
@@ -29,9 +30,9 @@ pub use hdr::{
 pub use html::{render_html, render_html_with};
 pub use live::LiveLog;
 pub use model::{
-    CoTenantInfo, CompareReport, CorpusRef, CounterValue, CycleRow, Machine, Mismatch,
-    OutcomeCounts, Percentiles, PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport,
-    SaturationFigures, ThreadCounts, Throttle, ThrottleSource, TimelineEvent, TimelineKind,
+    CoTenantInfo, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts, Percentiles,
+    PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport, SaturationFigures,
+    ThreadCounts, Throttle, ThrottleSource, TimelineEvent, TimelineKind,
 };
 pub use summary::{render_compare_table, render_run_summary};
 pub use verdict::{render_verdict, verdict, Figures};

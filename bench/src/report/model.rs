@@ -570,19 +570,3 @@ pub struct CorpusRef {
     /// The corpus checksum as written in its header.
     pub checksum: String,
 }
-
-/// Several runs rendered side by side (`fleet-lab report A.json B.json`,
-/// `fleet-lab compare`), in the order given.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CompareReport {
-    /// The runs, in the order they were given (`fleet-lab compare`: the
-    /// median round's).
-    pub runs: Vec<RunReport>,
-    /// `fleet-lab compare`: every round's figures ([`crate::compare_rounds`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rounds: Vec<crate::compare_rounds::RoundFigure>,
-    /// `fleet-lab compare`: the host's state over the whole comparison
-    /// ([`crate::probe::hoststate`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<crate::probe::hoststate::HostState>,
-}

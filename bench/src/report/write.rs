@@ -17,7 +17,8 @@ use hdrhistogram::Histogram;
 
 use super::hdr::{read_log_histogram, HdrLog, Metric};
 use super::html::render_html_with;
-use super::model::{CompareReport, RunReport};
+use super::model::RunReport;
+use super::CompareReport;
 use super::ReportError;
 
 /// The report's JSON file name.
