@@ -24,6 +24,6 @@ runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
   -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
 ROUTER_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres" \
-  cargo nextest run --workspace --release -E 'package(router) & (binary(store_suite) | binary(http))'
+  cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/))'
 # (--workspace, as the README's test command: the test binaries it built
 # are reused; `-p router` alone resolves other features and rebuilds.)

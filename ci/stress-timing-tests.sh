@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 count=${1:-50}
 lab=${FLEET_LAB:-target/release/fleet-lab}
 [ -x "$lab" ] || { echo "no $lab: cargo build --release --bin fleet-lab" >&2; exit 2; }
-filter='(binary(http) & package(router)) | binary(cooperative) | (package(fleet-workloads) & test(an_earlier_deadline_registered_later)) | test(an_unwritable_out_is_refused_before_the_run_starts) | binary(math_props)'
+filter='(package(router) & test(/^http::/)) | (package(fleet-bindings) & test(/^cooperative::/)) | (package(fleet-workloads) & test(an_earlier_deadline_registered_later)) | test(an_unwritable_out_is_refused_before_the_run_starts) | (package(fleet-workloads) & test(/^math_props::/))'
 exec 9> >("$lab" spin --threads 2 >/dev/null 2>&1)
 spinner=$!
 trap 'exec 9>&-; wait "$spinner" 2>/dev/null || true' EXIT

@@ -114,13 +114,27 @@ pub fn check_compare(runs: &[RunReport], b: &CompareBudget, scale: f64, rate: &s
             ),
         ));
     }
+    cotenant_breaches(fleet, &baselines, b, &mut out);
+    makespan_breaches(fleet, &baselines, b, &mut out);
+    thread_breaches(fleet, b, &mut out);
+    out
+}
+
+/// The fleet's co-tenant probe p99 against every baseline's.
+fn cotenant_breaches(
+    fleet: &RunReport,
+    baselines: &[&RunReport],
+    b: &CompareBudget,
+    out: &mut Vec<Breach>,
+) {
+    let breach = |budget: &'static str, detail: String| Breach { budget, detail };
     match fleet.cotenant_lateness_us {
         None => out.push(breach(
             "cotenant_p99_over_every_baseline_max",
             "the co-tenant probe did not run (--cotenant off): nothing to judge".into(),
         )),
         Some(f) => {
-            for base in &baselines {
+            for base in baselines {
                 match base.cotenant_lateness_us {
                     Some(o) if o.p99 > 0.0 => {
                         let r = f.p99 / o.p99;
@@ -145,6 +159,17 @@ pub fn check_compare(runs: &[RunReport], b: &CompareBudget, scale: f64, rate: &s
             }
         }
     }
+}
+
+/// The fleet's makespan p99 against the best baseline's and the pile of
+/// pools'.
+fn makespan_breaches(
+    fleet: &RunReport,
+    baselines: &[&RunReport],
+    b: &CompareBudget,
+    out: &mut Vec<Breach>,
+) {
+    let breach = |budget: &'static str, detail: String| Breach { budget, detail };
     let p99 = |r: &RunReport| r.makespan_ms.p99;
     if let Some(best) = baselines.iter().min_by(|a, b| p99(a).total_cmp(&p99(b))) {
         let r = p99(fleet) / p99(best).max(1e-9);
@@ -178,6 +203,12 @@ pub fn check_compare(runs: &[RunReport], b: &CompareBudget, scale: f64, rate: &s
         }
         None => out.push(breach("contenders", "the pile of pools did not run".into())),
     }
+}
+
+/// The fleet's threads created per cycle and its peak runnable threads
+/// against ⌊Q⌋ + the limit.
+fn thread_breaches(fleet: &RunReport, b: &CompareBudget, out: &mut Vec<Breach>) {
+    let breach = |budget: &'static str, detail: String| Breach { budget, detail };
     let per_cycle = fleet.threads.created_during_run as f64 / fleet.cycles.max(1) as f64;
     if per_cycle > b.threads_created_per_cycle_max {
         out.push(breach(
@@ -203,7 +234,6 @@ pub fn check_compare(runs: &[RunReport], b: &CompareBudget, scale: f64, rate: &s
             ),
         ));
     }
-    out
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 use super::*;
+use crate::budgets::Budgets;
 use crate::paired::{Arm, BlockFigures, Pair};
+use std::path::Path;
 
 fn budget() -> ProfileBudget {
     ProfileBudget {

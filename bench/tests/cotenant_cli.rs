@@ -4,8 +4,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
-use common::{corpus, lab, text};
+use crate::common::{corpus, lab, text};
 
 /// Runs `fleet-lab run` with `extra` over 4 cycles at scale 0.01 and
 /// returns its report.

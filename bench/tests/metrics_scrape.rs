@@ -31,6 +31,61 @@ fn sample(scrape: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     })
 }
 
+/// The bin makespan histogram: bin 0's three values in their buckets,
+/// count and sum; bin 5's one value.
+fn check_bin_makespan(s: &str) {
+    let bucket = format!("{}_bucket", telemetry::BIN_MAKESPAN_SECONDS);
+    let count = format!("{}_count", telemetry::BIN_MAKESPAN_SECONDS);
+    let sum = format!("{}_sum", telemetry::BIN_MAKESPAN_SECONDS);
+    assert_eq!(
+        sample(s, &bucket, &[("bin", "0"), ("le", "0.05")]),
+        Some(1.0),
+        "{s}"
+    );
+    assert_eq!(
+        sample(s, &bucket, &[("bin", "0"), ("le", "0.1")]),
+        Some(2.0)
+    );
+    assert_eq!(
+        sample(s, &bucket, &[("bin", "0"), ("le", "+Inf")]),
+        Some(3.0)
+    );
+    assert_eq!(sample(s, &count, &[("bin", "0")]), Some(3.0));
+    let total = sample(s, &sum, &[("bin", "0")]).unwrap();
+    assert!(
+        (total - 0.256).abs() < 1e-9,
+        "sum of 40+86+130 ms, got {total}"
+    );
+    assert_eq!(sample(s, &count, &[("bin", "5")]), Some(1.0));
+    assert!(s.contains(&format!(
+        "# TYPE {} histogram",
+        telemetry::BIN_MAKESPAN_SECONDS
+    )));
+}
+
+/// The intake backlog gauge and the posture metrics after one cordon.
+fn check_backlog_and_posture(s: &str) {
+    let backlog = sample(s, telemetry::INTAKE_BACKLOG, &[("role", "verifier")]);
+    assert_eq!(backlog, Some(7.0));
+    let enters = sample(
+        s,
+        telemetry::POSTURE_ENTERS_TOTAL,
+        &[("cause", "throttle_events")],
+    );
+    assert_eq!(enters, Some(1.0), "{s}");
+    assert_eq!(sample(s, telemetry::THROTTLE_EVENTS_TOTAL, &[]), Some(2.0));
+    assert_eq!(sample(s, telemetry::POSTURE_CORDONED, &[]), Some(1.0));
+    let dwell = sample(s, telemetry::POSTURE_CORDONED_SECONDS_TOTAL, &[]).unwrap();
+    assert!(
+        (dwell - 2.0).abs() < 1e-9,
+        "cordoned 10 ms → 2010 ms, got {dwell}"
+    );
+    assert!(
+        s.contains(&format!("# HELP {}", telemetry::PROFILE)),
+        "described"
+    );
+}
+
 #[test]
 fn a_scrape_shows_profile_bin_makespan_and_posture_metrics() {
     let handle = metrics::install(Some("127.0.0.1:0".parse().unwrap())).unwrap();
@@ -60,53 +115,9 @@ fn a_scrape_shows_profile_bin_makespan_and_posture_metrics() {
     ];
     assert_eq!(sample(&s, telemetry::PROFILE, &profile), Some(1.0), "{s}");
 
-    let bucket = format!("{}_bucket", telemetry::BIN_MAKESPAN_SECONDS);
+    check_bin_makespan(&s);
+    check_backlog_and_posture(&s);
     let count = format!("{}_count", telemetry::BIN_MAKESPAN_SECONDS);
-    let sum = format!("{}_sum", telemetry::BIN_MAKESPAN_SECONDS);
-    assert_eq!(
-        sample(&s, &bucket, &[("bin", "0"), ("le", "0.05")]),
-        Some(1.0),
-        "{s}"
-    );
-    assert_eq!(
-        sample(&s, &bucket, &[("bin", "0"), ("le", "0.1")]),
-        Some(2.0)
-    );
-    assert_eq!(
-        sample(&s, &bucket, &[("bin", "0"), ("le", "+Inf")]),
-        Some(3.0)
-    );
-    assert_eq!(sample(&s, &count, &[("bin", "0")]), Some(3.0));
-    let total = sample(&s, &sum, &[("bin", "0")]).unwrap();
-    assert!(
-        (total - 0.256).abs() < 1e-9,
-        "sum of 40+86+130 ms, got {total}"
-    );
-    assert_eq!(sample(&s, &count, &[("bin", "5")]), Some(1.0));
-    assert!(s.contains(&format!(
-        "# TYPE {} histogram",
-        telemetry::BIN_MAKESPAN_SECONDS
-    )));
-
-    let backlog = sample(&s, telemetry::INTAKE_BACKLOG, &[("role", "verifier")]);
-    assert_eq!(backlog, Some(7.0));
-    let enters = sample(
-        &s,
-        telemetry::POSTURE_ENTERS_TOTAL,
-        &[("cause", "throttle_events")],
-    );
-    assert_eq!(enters, Some(1.0), "{s}");
-    assert_eq!(sample(&s, telemetry::THROTTLE_EVENTS_TOTAL, &[]), Some(2.0));
-    assert_eq!(sample(&s, telemetry::POSTURE_CORDONED, &[]), Some(1.0));
-    let dwell = sample(&s, telemetry::POSTURE_CORDONED_SECONDS_TOTAL, &[]).unwrap();
-    assert!(
-        (dwell - 2.0).abs() < 1e-9,
-        "cordoned 10 ms → 2010 ms, got {dwell}"
-    );
-    assert!(
-        s.contains(&format!("# HELP {}", telemetry::PROFILE)),
-        "described"
-    );
 
     // Another path is a 404; the dump has the same series.
     let r = http::request(addr, "GET", "/", None).unwrap();

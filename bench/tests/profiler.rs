@@ -3,10 +3,10 @@
 
 #[allow(dead_code)]
 #[path = "../benches/support/profiler.rs"]
-mod profiler;
+mod flame;
 
 use criterion::profiler::Profiler;
-use profiler::{FlamegraphProfiler, ProfileError, FLAMEGRAPH_FILE};
+use flame::{FlamegraphProfiler, ProfileError, FLAMEGRAPH_FILE};
 
 /// Real arithmetic the sampler can see on the stack.
 #[inline(never)]

@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Output};
 
-mod common;
-use common::{corpus, lab, text};
+use crate::common::{corpus, lab, text};
 
 #[path = "run_cli/gates.rs"]
 mod gates;

@@ -12,6 +12,7 @@ use fleet::ledger::ExactnessFuse;
 use fleet::plan::{serial_thread_name, Plan, Profile};
 use fleet::posture::{PostureOwner, PosturePolicy, ThrottleSample};
 use fleet_bindings::{boot, BootOptions, PinCores, PUMP_THREAD_NAME};
+use fleet_workloads::corpus::CycleCase;
 use fleet_workloads::replay::{replay, FleetHost, ReplayOptions};
 use fleet_workloads::Corpus;
 use std::collections::{BTreeMap, BTreeSet};
@@ -194,7 +195,15 @@ fn named<'a>(store: &'a Store, name: &str) -> Vec<&'a SpanRec> {
 /// a unit of `role` (its snake-case name) may run on the named thread.
 fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
     let cases = &corpus().cycles[..CYCLES as usize];
+    check_cycle_spans(store, cases);
+    check_bin_spans(store, cases, &seat_ok);
+    check_resolve_spans(store, cases, &seat_ok);
+    let sims = check_sim_spans(store, cases, &seat_ok);
+    check_unit_and_pump_spans(store, cases, sims, &seat_ok);
+}
 
+/// One `cycle` span per cycle, with its paths, bins and makespan.
+fn check_cycle_spans(store: &Store, cases: &[CycleCase]) {
     let cycles = named(store, "cycle");
     assert_eq!(cycles.len(), cases.len(), "one cycle span per cycle");
     for (span, case) in cycles.iter().zip(cases) {
@@ -207,7 +216,10 @@ fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
             .expect("makespan_ms is a number");
         assert!(makespan > 0.0, "a cycle takes time: {makespan}");
     }
+}
 
+/// Six `solve.bin` spans per cycle, each on its solver seat.
+fn check_bin_spans(store: &Store, cases: &[CycleCase], seat_ok: &dyn Fn(&str, &str) -> bool) {
     let bins = named(store, "solve.bin");
     assert_eq!(bins.len(), 6 * cases.len(), "six solve.bin spans per cycle");
     for case in cases {
@@ -252,7 +264,10 @@ fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
             );
         }
     }
+}
 
+/// One `resolve` span per cycle, on a resolve seat.
+fn check_resolve_spans(store: &Store, cases: &[CycleCase], seat_ok: &dyn Fn(&str, &str) -> bool) {
     let resolves = named(store, "resolve");
     assert_eq!(resolves.len(), cases.len(), "one resolve per cycle");
     for (span, case) in resolves.iter().zip(cases) {
@@ -264,7 +279,15 @@ fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
             span.get("seat")
         );
     }
+}
 
+/// One `sim` span per simulated path, on a sim driver seat; returns how
+/// many paths are simulated.
+fn check_sim_spans(
+    store: &Store,
+    cases: &[CycleCase],
+    seat_ok: &dyn Fn(&str, &str) -> bool,
+) -> usize {
     let mut want_sims: Vec<u64> = cases
         .iter()
         .flat_map(|c| {
@@ -290,6 +313,17 @@ fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
         span.num("io_us");
     }
 
+    want_sims.len()
+}
+
+/// Every unit span on the seat thread it names; pump grants on the pump,
+/// the driver or a seat thread.
+fn check_unit_and_pump_spans(
+    store: &Store,
+    cases: &[CycleCase],
+    sims: usize,
+    seat_ok: &dyn Fn(&str, &str) -> bool,
+) {
     // Every unit span is entered on the seat thread it names, and the walks
     // of each cycle are among them.
     let units = named(store, "unit");
@@ -306,7 +340,7 @@ fn check_spans(store: &Store, seat_ok: impl Fn(&str, &str) -> bool) {
     }
     let walks = units.iter().filter(|s| s.get("role") == "solver").count();
     assert_eq!(walks, 6 * cases.len(), "one Solver unit per bin per cycle");
-    assert!(units.len() >= walks + 2 * cases.len() + want_sims.len());
+    assert!(units.len() >= walks + 2 * cases.len() + sims);
 
     // The pump steps on its own thread (the backstop tick) and on the
     // thread that submits or finishes a unit: the replay's driving thread

@@ -54,6 +54,22 @@ impl Drop for Group {
     }
 }
 
+/// Starts `n` threads that spin until `busy` is cleared.
+fn burn(n: usize, busy: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
+    (0..n)
+        .map(|_| {
+            let busy = busy.clone();
+            std::thread::spawn(move || {
+                let mut x = 0u64;
+                while busy.load(Ordering::Relaxed) {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                }
+                x
+            })
+        })
+        .collect()
+}
+
 fn main() {
     let group = match Group::create(50_000, 100_000) {
         Ok(g) => g,
@@ -80,18 +96,7 @@ fn main() {
     );
     let owner = Arc::new(PostureOwner::new(policy, 2));
     let busy = Arc::new(AtomicBool::new(true));
-    let burners: Vec<_> = (0..2)
-        .map(|_| {
-            let busy = busy.clone();
-            std::thread::spawn(move || {
-                let mut x = 0u64;
-                while busy.load(Ordering::Relaxed) {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                }
-                x
-            })
-        })
-        .collect();
+    let burners = burn(2, &busy);
     let start = Instant::now();
     let now_ms = || start.elapsed().as_millis() as u64;
     let mut entered = false;

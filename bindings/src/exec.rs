@@ -23,12 +23,10 @@
 //! (`solve.bin`, `sim`, `resolve`) nested inside (`DESIGN.md` §3
 //! "Telemetry"; seed 000 §7).
 
-use crate::handle::{FleetHandle, Job, SeatCtx, SubmitError};
-use fleet::admission::AdmissionError;
+use crate::handle::{FleetHandle, Job, SeatCtx};
 use fleet::posture::{LaneDeathCause, PostureOwner};
 use fleet::pump::SeatId;
 use fleet::receipt::{ReceiptSender, TerminalReason, UnitValue};
-use fleet::shell::Refused;
 use fleet::sink::Delivery;
 use fleet::waker::PostureWaker;
 use fleet::WorkerRole;
@@ -37,15 +35,6 @@ use std::any::Any;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use tracing::Instrument;
-
-/// Turns the shell's refusal into the caller's error, body handed back.
-pub(crate) fn refusal(role: WorkerRole, refused: Refused<Job>) -> SubmitError {
-    let body = refused.payload.body;
-    match refused.error {
-        AdmissionError::HostClosed => SubmitError::Closed { role, body },
-        error => SubmitError::Refused { role, error, body },
-    }
-}
 
 /// A panic payload as text.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {

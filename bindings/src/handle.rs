@@ -12,6 +12,7 @@ use fleet::admission::AdmissionError;
 use fleet::plan::Binding;
 use fleet::pump::SeatId;
 use fleet::receipt::{receipt_pair, Receipt, ReceiptSender, UnitValue};
+use fleet::shell::Refused;
 use fleet::unit::{PinKey, UnitId, UnitMeta};
 use fleet::WorkerRole;
 use futures::future::BoxFuture;
@@ -281,7 +282,16 @@ impl FleetHandle {
             },
         ) {
             Ok(_) => Ok(receipt),
-            Err(refused) => Err(crate::exec::refusal(role, refused)),
+            Err(refused) => Err(refusal(role, refused)),
         }
+    }
+}
+
+/// Turns the shell's refusal into the caller's error, body handed back.
+fn refusal(role: WorkerRole, refused: Refused<Job>) -> SubmitError {
+    let body = refused.payload.body;
+    match refused.error {
+        AdmissionError::HostClosed => SubmitError::Closed { role, body },
+        error => SubmitError::Refused { role, error, body },
     }
 }

@@ -1,7 +1,7 @@
 //! A running fleet: its handle, census, posture, and clean shutdown.
 
-use crate::boot::{BootError, PinPlan};
 use crate::handle::FleetHandle;
+use crate::options::{BootError, PinPlan};
 use fleet::census::{CensusBinding, CensusRow};
 use fleet::plan::Plan;
 use fleet::posture::PostureOwner;
@@ -30,7 +30,7 @@ pub(crate) struct Running {
     pub(crate) seats: Vec<(String, JoinHandle<()>)>,
     pub(crate) io: Option<tokio::runtime::Runtime>,
     /// The serial tier's lending guard (decision 0009), stopped first.
-    pub(crate) guard: Option<crate::serial::LendGuard>,
+    pub(crate) guard: Option<crate::lend::Guard>,
 }
 
 impl Running {
@@ -195,7 +195,7 @@ pub struct Fleet {
     pub(crate) lost: crate::exec::LostSeats,
     pub(crate) running: Option<Running>,
     /// What the lending guard did, where the reserve is lent.
-    pub(crate) lent: Option<Arc<crate::serial::LendStats>>,
+    pub(crate) lent: Option<Arc<crate::lend::LendStats>>,
 }
 
 /// The reserved cores lent to a serial fleet at the idle class
@@ -376,7 +376,7 @@ pub(crate) fn census_rows_cycle(
             role: None,
             count: 1,
             sizing_rule: "the lent reserve's guard: returns the cycle threads to the normal class while other work starves them (decision 0009)".into(),
-            thread_name: crate::serial::LEND_GUARD_THREAD_NAME.into(),
+            thread_name: crate::lend::GUARD_THREAD_NAME.into(),
             binding: CensusBinding::Pinned,
             oversubscribed: plan.oversubscribed,
             pinned_cpu: None,

@@ -3,12 +3,10 @@
 //! it runs (running 1 while its body blocks), and once it has finished the
 //! host is idle: the moment a host may hand its allocator's free memory back.
 
-mod common;
-
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use fleet::plan::{Binding, Profile};
 use fleet::posture::{Posture, ThrottleSample};
 use fleet::WorkerRole;

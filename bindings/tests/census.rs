@@ -8,9 +8,7 @@
 //! reads back as `work-fleet-solv`, so the six solver seats share one comm
 //! name; the comparison is on that multiset.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::census::CensusBinding;
 use fleet::ledger::SharedLedger;
 use fleet::plan::{Binding, Profile};

@@ -10,9 +10,7 @@
 //! thread, so the CPU unit runs to its safety cap and reports that it did
 //! not. The cap (30 s) only bounds a failing run.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::plan::{Binding, Profile};
 use fleet::receipt::UnitValue;
 use fleet::WorkerRole;

@@ -3,9 +3,7 @@
 //! exactly once, the overrun is counted, the ledger closes exact, and the
 //! sim's late answer is dropped.
 
-mod common;
-
-use common::{plan, recording_fuse};
+use crate::common::{plan, recording_fuse};
 use fleet::ledger::{BinWitness, SharedLedger};
 use fleet::plan::{Binding, Profile};
 use fleet::receipt::overruns_total;

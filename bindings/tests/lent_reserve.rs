@@ -5,9 +5,7 @@
 //! its reserve) the guard takes the cycle threads back to the normal class,
 //! so a unit completes instead of starving.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::plan::{Binding, Plan, Profile};
 use fleet::quota::{QuotaReport, QuotaSource};
 use fleet::receipt::UnitValue;

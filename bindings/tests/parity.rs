@@ -2,9 +2,7 @@
 //! serial binding yields identical outcomes (`DESIGN.md` §4: parity is the
 //! promotion gate).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::ledger::SharedLedger;
 use fleet::plan::{Binding, Profile};
 use fleet_bindings::{boot, BootOptions, PinCores};

@@ -6,9 +6,7 @@
 //! runs, marked oversubscribed in the status and the census; `auto` runs
 //! serial.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::census::CensusBinding;
 use fleet::ledger::SharedLedger;
 use fleet::plan::{Binding, Profile};

@@ -1,9 +1,7 @@
 //! Scheduling behaviour of the bindings: a waiting unit never idles the
 //! serial thread, grant order is start order, refusals hand the body back.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use fleet::admission::AdmissionError;
 use fleet::plan::Profile;
 use fleet::receipt::UnitValue;

@@ -4,16 +4,14 @@
 //! typed terminal answer, the lane-death latch and its cordon fire, the
 //! census and the shutdown report show it, and nothing hangs.
 
-mod common;
-
-use common::plan;
+use crate::common::plan;
 use fleet::admission::AdmissionError;
 use fleet::plan::{Binding, Profile};
 use fleet::posture::Posture;
 use fleet::pump::SeatId;
 use fleet::receipt::TerminalReason;
 use fleet::WorkerRole::Solver;
-use fleet_bindings::{boot, unit_body, BootOptions, SubmitError};
+use fleet_bindings::{boot, unit_body, BootOptions, Fleet, FleetHandle, SubmitError};
 use std::time::Duration;
 
 /// No wait in this test may hang: a missing answer fails it instead.
@@ -26,6 +24,66 @@ impl Drop for PanicOnDrop {
     fn drop(&mut self) {
         panic!("the panic payload's drop panics");
     }
+}
+
+/// After the loss: a unit keyed to the lost seat comes back with its body;
+/// other seats still run.
+fn later_units(h: &FleetHandle, binding: Binding) {
+    // A later unit keyed to the lost seat comes back with its body.
+    match h.submit(
+        Solver,
+        Some(0),
+        unit_body(|_| async { Box::new(2u32) as _ }),
+    ) {
+        Err(SubmitError::Refused {
+            error:
+                AdmissionError::SeatLost {
+                    role: Solver,
+                    index: 0,
+                },
+            ..
+        }) => {}
+        other => panic!("{binding}: expected a SeatLost refusal, got {other:?}"),
+    }
+    // Other seats still run.
+    let alive = h
+        .submit(
+            Solver,
+            Some(1),
+            unit_body(|_| async { Box::new(3u32) as _ }),
+        )
+        .expect("a live seat admits");
+    let value = alive.wait_timeout(NO_HANG).expect("a live seat answers");
+    assert_eq!(value.unwrap().downcast_ref::<u32>(), Some(&3), "{binding}");
+}
+
+/// The lane-death latch and its cordon fired; the status and the census
+/// show the lost seat.
+fn check_latched(fleet: &Fleet, binding: Binding) {
+    // The lane-death latch and its cordon fired; the census shows the seat.
+    assert_eq!(fleet.posture().posture(), Posture::Cordoned, "{binding}");
+    assert!(fleet.posture().guard().lane_dead, "{binding}");
+    let seat0 = SeatId {
+        role: Solver,
+        index: 0,
+    };
+    assert_eq!(fleet.lost_seats(), vec![seat0], "{binding}");
+    let degraded = fleet.status(&fleet::quota::detect_live()).degraded;
+    assert_eq!(
+        degraded.map(|d| d.cause),
+        Some(fleet::posture::LaneDeathCause::SeatLost {
+            role: Solver,
+            seat: 0
+        }),
+        "{binding}"
+    );
+    let lost_rows: Vec<_> = fleet
+        .census()
+        .into_iter()
+        .filter(|r| r.lost)
+        .map(|r| r.name)
+        .collect();
+    assert_eq!(lost_rows, vec!["solver-0".to_string()], "{binding}");
 }
 
 #[test]
@@ -79,58 +137,12 @@ fn a_seat_lost_outside_its_unit_resolves_everything_keyed_to_it() {
             .expect("the unit keyed to the lost seat resolves");
         assert_eq!(behind.unwrap_err(), lost, "{binding}");
 
-        // A later unit keyed to the lost seat comes back with its body.
-        match h.submit(
-            Solver,
-            Some(0),
-            unit_body(|_| async { Box::new(2u32) as _ }),
-        ) {
-            Err(SubmitError::Refused {
-                error:
-                    AdmissionError::SeatLost {
-                        role: Solver,
-                        index: 0,
-                    },
-                ..
-            }) => {}
-            other => panic!("{binding}: expected a SeatLost refusal, got {other:?}"),
-        }
-        // Other seats still run.
-        let alive = h
-            .submit(
-                Solver,
-                Some(1),
-                unit_body(|_| async { Box::new(3u32) as _ }),
-            )
-            .expect("a live seat admits");
-        let value = alive.wait_timeout(NO_HANG).expect("a live seat answers");
-        assert_eq!(value.unwrap().downcast_ref::<u32>(), Some(&3), "{binding}");
-
-        // The lane-death latch and its cordon fired; the census shows the seat.
-        assert_eq!(fleet.posture().posture(), Posture::Cordoned, "{binding}");
-        assert!(fleet.posture().guard().lane_dead, "{binding}");
+        later_units(&h, binding);
+        check_latched(&fleet, binding);
         let seat0 = SeatId {
             role: Solver,
             index: 0,
         };
-        assert_eq!(fleet.lost_seats(), vec![seat0], "{binding}");
-        let degraded = fleet.status(&fleet::quota::detect_live()).degraded;
-        assert_eq!(
-            degraded.map(|d| d.cause),
-            Some(fleet::posture::LaneDeathCause::SeatLost {
-                role: Solver,
-                seat: 0
-            }),
-            "{binding}"
-        );
-        let lost_rows: Vec<_> = fleet
-            .census()
-            .into_iter()
-            .filter(|r| r.lost)
-            .map(|r| r.name)
-            .collect();
-        assert_eq!(lost_rows, vec!["solver-0".to_string()], "{binding}");
-
         drop(h);
         let (tx, rx) = crossbeam_channel::bounded(1);
         std::thread::spawn(move || {

@@ -3,9 +3,7 @@
 //! named (with its seat and thread) when the shutdown deadline passes,
 //! instead of hanging the caller.
 
-mod common;
-
-use common::plan;
+use crate::common::plan;
 use fleet::plan::{Binding, Profile};
 use fleet::WorkerRole::Resolve;
 use fleet_bindings::{boot, unit_body, BootOptions, ShutdownError};

@@ -3,9 +3,7 @@
 //! merge in hand) trips the exactness fuse with `Stranded` — the loud stop —
 //! and the lane's next send is told the pipe is closed.
 
-mod common;
-
-use common::{plan, recording_fuse};
+use crate::common::{plan, recording_fuse};
 use fleet::ledger::{BinWitness, FuseTrip, SharedLedger};
 use fleet::plan::{Binding, Profile};
 use fleet::receipt::TerminalReason;

@@ -38,6 +38,80 @@ struct Outcome {
     lift_to_first: Option<Duration>,
 }
 
+/// The crawl's driver: submits `UNITS` units through a window of `WINDOW`
+/// receipts (settling the oldest when the window or the queue is full),
+/// flags `full` when the window first fills, counts completions in `done`
+/// and stamps the first in `first`; returns the receipts resolved
+/// terminally (the host closed).
+fn drive_crawl(
+    h: &fleet::shell::HostHandle<Job>,
+    full: &AtomicBool,
+    done: &AtomicU64,
+    first: &Mutex<Option<Instant>>,
+) -> u64 {
+    let mut window: VecDeque<Receipt> = VecDeque::new();
+    let mut terminal = 0u64;
+    let settle = |r: Receipt, terminal: &mut u64| match r.wait() {
+        Ok(_) => {
+            first.lock().get_or_insert_with(Instant::now);
+            done.fetch_add(1, Ordering::SeqCst);
+        }
+        Err(TerminalReason::HostClosed) => *terminal += 1,
+        Err(other) => panic!("unexpected terminal receipt: {other}"),
+    };
+    'crawl: for id in 0..UNITS {
+        if window.len() == WINDOW {
+            full.store(true, Ordering::SeqCst);
+            let oldest = window.pop_front().unwrap();
+            settle(oldest, &mut terminal);
+        }
+        let (tx, rx) = receipt_pair();
+        let mut job = Job { tx };
+        loop {
+            match h.enqueue(UnitMeta::pooled(id, Registrar), job) {
+                Ok(Placement::Queued | Placement::Backlogged) => {
+                    window.push_back(rx);
+                    break;
+                }
+                // A full queue hands the unit back: free capacity, then resubmit it.
+                Err(refused) if matches!(refused.error, AdmissionError::QueueFull { .. }) => {
+                    job = refused.payload;
+                    match window.pop_front() {
+                        Some(oldest) => settle(oldest, &mut terminal),
+                        None => std::thread::sleep(Duration::from_millis(1)),
+                    }
+                }
+                Err(refused) => {
+                    // Closed during the negative check: the unit came back whole.
+                    assert_eq!(
+                        (refused.meta.id, refused.error),
+                        (id, AdmissionError::HostClosed)
+                    );
+                    break 'crawl;
+                }
+            }
+        }
+    }
+    for r in window {
+        settle(r, &mut terminal);
+    }
+    terminal
+}
+
+/// Whether `driver` finished within `bound` (polled every 5 ms).
+fn finished_within(driver: &std::thread::JoinHandle<u64>, bound: Duration) -> bool {
+    let deadline = Instant::now() + bound;
+    loop {
+        if driver.is_finished() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 fn run_crawl(backstop_enabled: bool, bound: Duration) -> Outcome {
     let guard = Arc::new(Mutex::new(GuardSnapshot::nominal(4)));
     let layout = HostLayout {
@@ -88,57 +162,7 @@ fn run_crawl(backstop_enabled: bool, bound: Duration) -> Outcome {
             completed.clone(),
             first_done.clone(),
         );
-        std::thread::spawn(move || {
-            let mut window: VecDeque<Receipt> = VecDeque::new();
-            let mut terminal = 0u64;
-            let settle = |r: Receipt, terminal: &mut u64| match r.wait() {
-                Ok(_) => {
-                    first.lock().get_or_insert_with(Instant::now);
-                    done.fetch_add(1, Ordering::SeqCst);
-                }
-                Err(TerminalReason::HostClosed) => *terminal += 1,
-                Err(other) => panic!("unexpected terminal receipt: {other}"),
-            };
-            'crawl: for id in 0..UNITS {
-                if window.len() == WINDOW {
-                    full.store(true, Ordering::SeqCst);
-                    let oldest = window.pop_front().unwrap();
-                    settle(oldest, &mut terminal);
-                }
-                let (tx, rx) = receipt_pair();
-                let mut job = Job { tx };
-                loop {
-                    match h.enqueue(UnitMeta::pooled(id, Registrar), job) {
-                        Ok(Placement::Queued | Placement::Backlogged) => {
-                            window.push_back(rx);
-                            break;
-                        }
-                        // A full queue hands the unit back: free capacity, then resubmit it.
-                        Err(refused)
-                            if matches!(refused.error, AdmissionError::QueueFull { .. }) =>
-                        {
-                            job = refused.payload;
-                            match window.pop_front() {
-                                Some(oldest) => settle(oldest, &mut terminal),
-                                None => std::thread::sleep(Duration::from_millis(1)),
-                            }
-                        }
-                        Err(refused) => {
-                            // Closed during the negative check: the unit came back whole.
-                            assert_eq!(
-                                (refused.meta.id, refused.error),
-                                (id, AdmissionError::HostClosed)
-                            );
-                            break 'crawl;
-                        }
-                    }
-                }
-            }
-            for r in window {
-                settle(r, &mut terminal);
-            }
-            terminal
-        })
+        std::thread::spawn(move || drive_crawl(&h, &full, &done, &first))
     };
 
     // The window fills under the cordon and the driver stops submitting.
@@ -160,18 +184,7 @@ fn run_crawl(backstop_enabled: bool, bound: Duration) -> Outcome {
     // The posture lifts: a guard write only, no message to the host.
     let lifted = Instant::now();
     guard.lock().cordoned = false;
-    let finished = {
-        let deadline = Instant::now() + bound;
-        loop {
-            if driver.is_finished() {
-                break true;
-            }
-            if Instant::now() >= deadline {
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    };
+    let finished = finished_within(&driver, bound);
     let lift_to_first = first_done
         .lock()
         .map(|t| t.saturating_duration_since(lifted));

@@ -3,10 +3,8 @@
 //! faulted or loudly stopped within one backstop interval of its guard
 //! changing), plus the negative check that L fails without the backstop.
 
-mod pump_support;
-
+use crate::pump_support::*;
 use fleet::pump::PumpConfig;
-use pump_support::*;
 
 const MAX_UNITS: u64 = 6;
 

@@ -2,8 +2,7 @@
 //! a cordon flip, faulted and closed hosts, the backlog gauge, huge config
 //! values (`DESIGN.md` §3 "Lanes, hosts and the pump", "Priority").
 
-mod pump_support;
-
+use crate::pump_support::{seat, CORDONED, DEAD, NOMINAL};
 use fleet::admission::AdmissionError;
 use fleet::guard::GuardSnapshot;
 use fleet::pump::{
@@ -13,7 +12,6 @@ use fleet::receipt::TerminalReason;
 use fleet::slot::SlotState;
 use fleet::unit::{UnitId, UnitMeta};
 use fleet::WorkerRole::{self, *};
-use pump_support::{seat, CORDONED, DEAD, NOMINAL};
 
 fn layout(seats: Vec<(WorkerRole, u32)>, queue_capacity: u32, walk_admission: u32) -> HostLayout {
     HostLayout {

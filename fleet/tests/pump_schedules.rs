@@ -3,8 +3,7 @@
 //! out in precedence order, and an independent tally of the effects shows
 //! every admitted unit resolved exactly once after close and drain.
 
-mod pump_support;
-
+use crate::pump_support::{check_step, grant_class};
 use fleet::guard::GuardSnapshot;
 use fleet::pump::{Effect, HostLayout, HostPump, PumpConfig, PumpInput};
 use fleet::slot::SlotState;
@@ -12,7 +11,6 @@ use fleet::unit::{UnitId, UnitMeta};
 use fleet::WorkerRole::{self, *};
 use fleet::ALL_ROLES;
 use proptest::prelude::*;
-use pump_support::{check_step, grant_class};
 use std::collections::HashMap;
 
 fn layout() -> HostLayout {

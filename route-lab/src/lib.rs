@@ -6,20 +6,25 @@
 //!
 //! Modules, in the order a reader meets them:
 //!
-//! - [`world`]: hidden truths of sources, targets and devices;
 //! - [`rng`]: seeded randomness;
+//! - [`archetype`]: the four device archetypes and one simulated device;
+//! - [`world`]: hidden truths of sources, targets and devices;
 //! - `population`: the devices, their sessions, liars and upgrades;
 //! - [`scenario`]: the scenarios and the run specification;
 //! - [`baseline`]: the contenders and the baselines' choosers;
 //! - [`store`]: the lab's lean store;
+//! - [`ledger`]: trust moves tagged with the world's truth (the adapter
+//!   bug's accounting);
 //! - [`driver`]: one contender's run;
 //! - [`report`]: the figures;
 //! - [`render`]: the tables and the HTML page with its plots.
 //!
 //! [`simulate`] runs every asked contender on the same world and seed.
 
+pub mod archetype;
 pub mod baseline;
 pub mod driver;
+pub mod ledger;
 mod population;
 pub mod render;
 pub mod report;

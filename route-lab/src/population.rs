@@ -6,9 +6,9 @@
 //! the upgrades of `adapter-bug`. Draws come from the world's one stream, in
 //! a fixed order, so a seed gives the same population every time.
 
+use super::archetype::{DeviceSpec, ARCHETYPES, ARCH_SHARE, BROWSER};
 use super::rng::Stream;
 use super::scenario::{Scenario, SimSpec};
-use super::world::{DeviceSpec, ARCHETYPES, ARCH_SHARE, BROWSER};
 
 /// Mean of an exponential session process; browsers come and go, desktops stay longer.
 const SESSION_ON_MEAN_S: [f64; 4] = [3.0 * 3600.0, 8.0 * 3600.0, f64::INFINITY, f64::INFINITY];

@@ -7,7 +7,7 @@ pub mod plot;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::driver::{Cause, LowerDevice};
+use crate::ledger::{Cause, LowerDevice};
 use crate::report::EventFigures;
 use crate::{ContenderReport, SimReport};
 
@@ -253,13 +253,11 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
-/// The self-contained HTML page of one run.
-///
-/// Errors: [`RenderError::Plot`].
-pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
+/// The plots over time per contender: regret, correct-row fraction and
+/// occupancy, the scenario's event shaded.
+fn time_plots(r: &SimReport) -> Result<(String, String, String), RenderError> {
     let h = |t: f64| t / 3600.0;
     let band = r.world.event_s.map(|(a, b)| (h(a), h(b)));
-    let band_s = r.world.event_s;
     let regret = plot::lines(
         "regret",
         "Cumulative regret vs the oracle (expected failures + cloud cost)",
@@ -288,6 +286,25 @@ pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
         band,
         None,
     )?;
+    let occupancy = plot::lines(
+        "occupancy",
+        "Busy share of online device time, per sampling window",
+        "simulated time, h",
+        "busy share",
+        &per_contender(r, |c| {
+            c.series.iter().map(|s| (h(s.t_s), s.busy_share)).collect()
+        }),
+        band,
+        Some(0.0),
+    )?;
+    Ok((regret, correct, occupancy))
+}
+
+/// The router's own plots (the first contender): trust of honest and lying
+/// devices, and each pool's price over time.
+fn router_plots(r: &SimReport) -> Result<(String, String), RenderError> {
+    let h = |t: f64| t / 3600.0;
+    let band = r.world.event_s.map(|(a, b)| (h(a), h(b)));
     let router = r.contenders.first();
     let trust = plot::lines(
         "trust",
@@ -351,6 +368,16 @@ pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
         band,
         Some(0.0),
     )?;
+    Ok((trust, prices))
+}
+
+/// The self-contained HTML page of one run.
+///
+/// Errors: [`RenderError::Plot`].
+pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
+    let band_s = r.world.event_s;
+    let (regret, correct, occupancy) = time_plots(r)?;
+    let (trust, prices) = router_plots(r)?;
     let drift = plot::timeline(
         "drift",
         "Drift detections on the timeline",
@@ -364,17 +391,6 @@ pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
             .collect::<Vec<_>>(),
         r.hours * 3600.0,
         band_s,
-    )?;
-    let occupancy = plot::lines(
-        "occupancy",
-        "Busy share of online device time, per sampling window",
-        "simulated time, h",
-        "busy share",
-        &per_contender(r, |c| {
-            c.series.iter().map(|s| (h(s.t_s), s.busy_share)).collect()
-        }),
-        band,
-        Some(0.0),
     )?;
     let mut html = String::new();
     let _ = write!(
@@ -408,7 +424,7 @@ pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::driver::Loss;
+    use crate::ledger::Loss;
 
     use super::*;
 

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::driver::LowerDevice;
+use super::ledger::LowerDevice;
 
 /// The whole run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -163,7 +163,7 @@ pub struct EventFigures {
     pub lower_devices: Vec<LowerDevice>,
     /// `adapter-bug`: comparison sides the ledger checked against the
     /// router's trust moves, and how many moved against their cause
-    /// (`driver::Ledger::checks`; 0 when the mirror is exact).
+    /// (`ledger::Ledger::checks`; 0 when the mirror is exact).
     #[serde(default)]
     pub ledger_checks: Option<(u64, u64)>,
 }

@@ -20,38 +20,11 @@ use super::rng::{coin, coin_normal, mix64, Stream};
 use super::scenario::{Scenario, SimSpec};
 use super::SimError;
 
-/// The archetypes, in the router's declared order.
-pub const ARCHETYPES: [&str; 4] = ["browser", "desktop", "container_render", "container_plain"];
-/// Index of `browser` in [`ARCHETYPES`].
-pub const BROWSER: usize = 0;
-/// Index of `desktop`.
-pub const DESKTOP: usize = 1;
-/// Index of `container_render`.
-pub const RENDER: usize = 2;
-/// Index of `container_plain`.
-pub const PLAIN: usize = 3;
-
-/// The shared archetype effect μ_a on the logit of success.
-pub const ARCH_LOGIT: [f64; 4] = [2.6, 2.4, 2.4, 3.0];
-/// Mean ln-latency m_a (ln seconds): browser 4 s, desktop 3 s, render 5 s, plain 1.5 s.
-pub const ARCH_LN_LATENCY: [f64; 4] = [1.386, 1.099, 1.609, 0.405];
-/// Cloud cost of one attempt per archetype, in failure-equivalents (client devices cost 0).
-pub const CLOUD_COST: [f64; 4] = [0.0, 0.0, 0.12, 0.04];
-/// Population share per archetype.
-pub const ARCH_SHARE: [f64; 4] = [0.55, 0.20, 0.10, 0.15];
-/// Capabilities each archetype declares.
-pub const CAPABILITIES: [&[&str]; 4] = [
-    &["needs_js", "residential"],
-    &["needs_js", "residential"],
-    &["needs_js"],
-    &[],
-];
-/// The adapter version every device runs unless upgraded.
-pub const ADAPTER_OK: &str = "3.2";
-/// The buggy adapter version of `adapter-bug`.
-pub const ADAPTER_BUGGY: &str = "3.3";
-/// The adapter id (one binding per source: `html-v1`).
-pub const ADAPTER_ID: &str = "html";
+pub use super::archetype::DeviceSpec;
+pub use super::archetype::{
+    ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, ARCH_LN_LATENCY, ARCH_LOGIT, ARCH_SHARE,
+    BROWSER, CAPABILITIES, CLOUD_COST, DESKTOP, PLAIN, RENDER,
+};
 
 /// Hidden truth of one source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,23 +77,6 @@ impl TargetTruth {
     }
 }
 
-/// One simulated device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DeviceSpec {
-    /// Device id.
-    pub id: String,
-    /// Index into [`ARCHETYPES`].
-    pub archetype: usize,
-    /// Writes the forged hash on every success.
-    pub liar: bool,
-    /// Online sessions `(from, to)`, seconds, sorted, disjoint.
-    pub sessions: Vec<(f64, f64)>,
-    /// When it upgrades to [`ADAPTER_BUGGY`], if ever.
-    pub upgrade_at: Option<f64>,
-    /// Sources unreachable from this device's network (it fails with `network`).
-    pub blocked: Vec<usize>,
-}
-
 /// The whole world of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct World {
@@ -162,6 +118,110 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
+/// Source `s` of `n_src`, its `per_src` targets appended to `targets`:
+/// archetype reliabilities and latencies around the source's own draw,
+/// its gates, change timescale and politeness bucket. src-0 and src-1 are
+/// where browsers shine (the regime change and the adapter bug act there).
+/// A cold start brings the sources in over the run in eight waves.
+fn source_truth(
+    s: usize,
+    n_src: usize,
+    per_src: usize,
+    end: f64,
+    cold: bool,
+    rng: &mut Stream,
+    targets: &mut Vec<TargetTruth>,
+) -> SourceTruth {
+    let d = 0.8 * rng.normal();
+    let l = 0.3 * rng.normal();
+    let mut logit = [0.0; 4];
+    let mut ln_latency = [0.0; 4];
+    for a in 0..4 {
+        logit[a] = ARCH_LOGIT[a] + d + 0.6 * rng.normal();
+        ln_latency[a] = ARCH_LN_LATENCY[a] + l + 0.2 * rng.normal();
+    }
+    let (mut needs_js, mut cors_closed, antibot, residential) = (
+        rng.chance(0.35),
+        rng.chance(0.2),
+        rng.chance(0.2),
+        rng.chance(0.15),
+    );
+    if s <= 1 {
+        // src-0 and src-1 are where browsers shine (the regime change and
+        // the adapter bug act there): open to browsers, browsers best.
+        cors_closed = false;
+        needs_js = true;
+        logit[BROWSER] = logit[BROWSER].max(4.0);
+    }
+    let change_timescale_s = 3600.0 * (6.0f64.ln() + rng.uniform() * 8.0f64.ln()).exp();
+    let bucket = (
+        (3 + rng.below(6)) as f64,
+        (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
+    );
+    let arrives_s = if cold {
+        (s * 8 / n_src) as f64 * end / 8.0
+    } else {
+        0.0
+    };
+    let first = targets.len();
+    for k in 0..per_src {
+        targets.push(TargetTruth {
+            name: format!("src-{s}-t{k}"),
+            source: s,
+            period_s: change_timescale_s * rng.between(0.7, 1.3),
+            phase: rng.uniform(),
+        });
+    }
+    SourceTruth {
+        name: format!("src-{s}"),
+        host: format!(
+            "host-{}.example",
+            if s == 3 {
+                2
+            } else if s == 5 {
+                4
+            } else {
+                s
+            }
+        ),
+        binding: "html-v1".into(),
+        logit,
+        ln_latency,
+        needs_js,
+        cors_closed,
+        antibot,
+        residential,
+        change_timescale_s,
+        bucket,
+        arrives_s,
+        targets: first..targets.len(),
+    }
+}
+
+/// The caps of the budget-saturation world (none elsewhere): half of what
+/// the fleet would spend per window, for the database and the object store.
+fn budget_caps(spec: &SimSpec, sources: &[SourceTruth]) -> BTreeMap<String, f64> {
+    let mut caps = BTreeMap::new();
+    if spec.scenario == Scenario::BudgetSaturation {
+        let hosts: BTreeMap<&str, f64> = sources
+            .iter()
+            .map(|s| (s.host.as_str(), s.bucket.1))
+            .collect();
+        let polite: f64 = hosts.values().sum();
+        // What the fleet actually fetches: the due work and the filler use
+        // about a quarter of the hosts' capacity, and a device fetches
+        // about one item per 25 s (measured in `steady`).
+        let fleet = spec.devices as f64 / 25.0;
+        let grants_per_window = (0.25 * polite).min(fleet) * 60.0;
+        caps.insert("database".into(), (0.5 * 1.5 * grants_per_window).round());
+        caps.insert(
+            "object_store".into(),
+            (0.5 * 2.5 * grants_per_window).round(),
+        );
+    }
+    caps
+}
+
 impl World {
     /// Builds the world of `spec`. Errors: [`SimError::BadSpec`].
     pub fn build(spec: &SimSpec) -> Result<World, SimError> {
@@ -173,70 +233,8 @@ impl World {
         let mut sources = Vec::with_capacity(n_src);
         let mut targets = Vec::new();
         for s in 0..n_src {
-            let d = 0.8 * rng.normal();
-            let l = 0.3 * rng.normal();
-            let mut logit = [0.0; 4];
-            let mut ln_latency = [0.0; 4];
-            for a in 0..4 {
-                logit[a] = ARCH_LOGIT[a] + d + 0.6 * rng.normal();
-                ln_latency[a] = ARCH_LN_LATENCY[a] + l + 0.2 * rng.normal();
-            }
-            let (mut needs_js, mut cors_closed, antibot, residential) = (
-                rng.chance(0.35),
-                rng.chance(0.2),
-                rng.chance(0.2),
-                rng.chance(0.15),
-            );
-            if s <= 1 {
-                // src-0 and src-1 are where browsers shine (the regime change and
-                // the adapter bug act there): open to browsers, browsers best.
-                cors_closed = false;
-                needs_js = true;
-                logit[BROWSER] = logit[BROWSER].max(4.0);
-            }
-            let change_timescale_s = 3600.0 * (6.0f64.ln() + rng.uniform() * 8.0f64.ln()).exp();
-            let bucket = (
-                (3 + rng.below(6)) as f64,
-                (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
-            );
-            let arrives_s = if cold {
-                (s * 8 / n_src) as f64 * end / 8.0
-            } else {
-                0.0
-            };
-            let first = targets.len();
-            for k in 0..per_src {
-                targets.push(TargetTruth {
-                    name: format!("src-{s}-t{k}"),
-                    source: s,
-                    period_s: change_timescale_s * rng.between(0.7, 1.3),
-                    phase: rng.uniform(),
-                });
-            }
-            sources.push(SourceTruth {
-                name: format!("src-{s}"),
-                host: format!(
-                    "host-{}.example",
-                    if s == 3 {
-                        2
-                    } else if s == 5 {
-                        4
-                    } else {
-                        s
-                    }
-                ),
-                binding: "html-v1".into(),
-                logit,
-                ln_latency,
-                needs_js,
-                cors_closed,
-                antibot,
-                residential,
-                change_timescale_s,
-                bucket,
-                arrives_s,
-                targets: first..targets.len(),
-            });
+            let source = source_truth(s, n_src, per_src, end, cold, &mut rng, &mut targets);
+            sources.push(source);
         }
         // One host, one limit: sources sharing a host declare the same bucket.
         for (dst, src) in [(3usize, 2usize), (5, 4)] {
@@ -248,24 +246,7 @@ impl World {
         let devices = build_devices(spec, &mut rng, n_src, drought);
         let regime = (spec.scenario == Scenario::RegimeChange).then_some((0, BROWSER, end / 3.0));
         let bug = (spec.scenario == Scenario::AdapterBug).then_some((1, end / 3.0));
-        let mut caps = BTreeMap::new();
-        if spec.scenario == Scenario::BudgetSaturation {
-            let hosts: BTreeMap<&str, f64> = sources
-                .iter()
-                .map(|s| (s.host.as_str(), s.bucket.1))
-                .collect();
-            let polite: f64 = hosts.values().sum();
-            // What the fleet actually fetches: the due work and the filler use
-            // about a quarter of the hosts' capacity, and a device fetches
-            // about one item per 25 s (measured in `steady`).
-            let fleet = spec.devices as f64 / 25.0;
-            let grants_per_window = (0.25 * polite).min(fleet) * 60.0;
-            caps.insert("database".into(), (0.5 * 1.5 * grants_per_window).round());
-            caps.insert(
-                "object_store".into(),
-                (0.5 * 2.5 * grants_per_window).round(),
-            );
-        }
+        let caps = budget_caps(spec, &sources);
         Ok(World {
             spec: spec.clone(),
             sources,
@@ -449,77 +430,5 @@ fn content_hash(target: usize, version: u64, kind: u64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn same_seed_same_world_and_a_drought_empties_the_night() {
-        let spec = SimSpec::new(Scenario::Drought, 200, 12.0, 7);
-        let a = World::build(&spec).unwrap();
-        assert_eq!(a, World::build(&spec).unwrap());
-        let (from, to) = a.drought.unwrap();
-        let mid = (from + to) / 2.0;
-        for (i, d) in a.devices.iter().enumerate() {
-            if d.archetype == BROWSER {
-                assert!(!a.online(i, mid));
-            }
-        }
-        assert!((0..a.devices.len()).any(|i| a.online(i, mid)));
-    }
-
-    #[test]
-    fn gates_zero_the_truth_and_fail_with_their_class() {
-        let w = World::build(&SimSpec::new(Scenario::Steady, 50, 1.0, 1)).unwrap();
-        for s in 0..w.sources.len() {
-            for a in 0..4 {
-                if let Some(c) = w.gate_class(s, a) {
-                    assert_eq!(w.p_success(s, a, 0.0), 0.0);
-                    let d = w.devices.iter().position(|d| d.archetype == a).unwrap();
-                    let t = w.sources[s].targets.start;
-                    let at = w.attempt(d, t, 0.0, 0);
-                    assert!(!at.ok);
-                    assert!(at.error_class == Some(c) || at.error_class == Some("network"));
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn liars_and_bugs_write_hashes_that_are_not_genuine() {
-        let w = World::build(&SimSpec::new(Scenario::Liars, 100, 1.0, 3)).unwrap();
-        let liar = w.devices.iter().position(|d| d.liar).unwrap();
-        let honest = w.devices.iter().position(|d| !d.liar).unwrap();
-        let h = w.observed(honest, 5, 100.0, ADAPTER_OK);
-        assert!(w.genuine(5, &h, 100.0));
-        let f = w.observed(liar, 5, 100.0, ADAPTER_OK);
-        assert!(!w.genuine(5, &f, 100.0));
-        assert_eq!(
-            w.devices.iter().filter(|d| d.liar).count(),
-            (w.devices.iter().filter(|d| d.archetype == BROWSER).count() as f64 * 0.2).round()
-                as usize
-        );
-    }
-
-    #[test]
-    fn the_control_world_differs_only_in_the_bugs_hash() {
-        let w = World::build(&SimSpec::new(Scenario::AdapterBug, 60, 1.0, 5)).unwrap();
-        let c = w.without_bug();
-        let (bs, from) = w.bug.unwrap();
-        let target = w.targets.iter().position(|t| t.source == bs).unwrap();
-        let d = 0;
-        let t = from + 1.0;
-        assert_eq!(w.hash_kind(d, target, ADAPTER_BUGGY), HashKind::Buggy);
-        assert_eq!(c.hash_kind(d, target, ADAPTER_BUGGY), HashKind::Genuine);
-        assert_eq!(
-            c.observed(d, target, t, ADAPTER_BUGGY),
-            w.observed(d, target, t, ADAPTER_OK)
-        );
-        assert_eq!(
-            World {
-                bug_fixed: false,
-                ..c
-            },
-            w
-        );
-    }
-}
+#[path = "world_tests.rs"]
+mod tests;

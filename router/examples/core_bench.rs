@@ -16,19 +16,9 @@ use router::Router;
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn main() {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let devices = args.first().copied().unwrap_or(1000);
-    let leases = args.get(1).copied().unwrap_or(50_000);
-    let cfg = RouterConfig {
-        device_rate: (1e9, 1e9),
-        ..RouterConfig::default()
-    };
-    let mut r = Router::open(cfg.clone(), Box::new(MemoryStore::new()), 0.0).expect("open");
-    let facts = Facts {
+/// 50 sources with unlimited buckets and 20,000 targets over them.
+fn bench_facts() -> Facts {
+    Facts {
         sources: (0..50)
             .map(|i| SourceFact {
                 source: format!("src-{i}"),
@@ -47,10 +37,14 @@ fn main() {
             })
             .collect(),
         ..Facts::default()
-    };
-    r.put_facts(&facts, 0.0).expect("facts");
+    }
+}
+
+/// Registers `devices` devices over the four archetypes: their ids and
+/// secrets.
+fn register_all(r: &mut Router, devices: usize, token: &str) -> Vec<(String, String)> {
     let kinds = ["browser", "desktop", "container_render", "container_plain"];
-    let secrets: Vec<(String, String)> = (0..devices)
+    (0..devices)
         .map(|i| {
             let id = format!("d-{i}");
             let resp = r
@@ -60,7 +54,7 @@ fn main() {
                         archetype: kinds[i % 4].into(),
                         capabilities: vec![],
                         adapter_version: "1".into(),
-                        registration_token: cfg.registration_token.clone(),
+                        registration_token: token.to_string(),
                         device_secret: None,
                     },
                     0.0,
@@ -68,7 +62,58 @@ fn main() {
                 .expect("register");
             (id, resp.device_secret)
         })
+        .collect()
+}
+
+/// Deposits a successful observation of the leased item `it`.
+fn deposit(
+    r: &mut Router,
+    id: &str,
+    secret: &str,
+    lease_id: &str,
+    it: &router::api::LeaseItem,
+    now: f64,
+) {
+    r.deposit(
+        &DepositRequest {
+            device_id: id.to_string(),
+            device_secret: secret.to_string(),
+            lease_id: lease_id.to_string(),
+            target: it.target.clone(),
+            deposit_token: it.deposit_token.clone(),
+            receipt_revision: 0,
+            adapter_id: "html".into(),
+            adapter_version: "1".into(),
+            outcome: Outcome {
+                ok: true,
+                content_hash: Some("h".into()),
+                latency_ms: Some(500.0),
+                error_class: None,
+                retry_after_s: None,
+                crawl_delay_s: None,
+            },
+            discovered: vec![],
+        },
+        now,
+    )
+    .expect("deposit");
+}
+
+fn main() {
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
         .collect();
+    let devices = args.first().copied().unwrap_or(1000);
+    let leases = args.get(1).copied().unwrap_or(50_000);
+    let cfg = RouterConfig {
+        device_rate: (1e9, 1e9),
+        ..RouterConfig::default()
+    };
+    let mut r = Router::open(cfg.clone(), Box::new(MemoryStore::new()), 0.0).expect("open");
+    let facts = bench_facts();
+    r.put_facts(&facts, 0.0).expect("facts");
+    let secrets = register_all(&mut r, devices, &cfg.registration_token);
     r.tick(1.0).expect("tick");
     let mut lat = Vec::with_capacity(leases);
     let mut items = 0usize;
@@ -97,29 +142,7 @@ fn main() {
         lat.push(t.elapsed().as_nanos() as u64);
         for it in &l.items {
             items += 1;
-            r.deposit(
-                &DepositRequest {
-                    device_id: id.clone(),
-                    device_secret: secret.clone(),
-                    lease_id: l.lease_id.clone(),
-                    target: it.target.clone(),
-                    deposit_token: it.deposit_token.clone(),
-                    receipt_revision: 0,
-                    adapter_id: "html".into(),
-                    adapter_version: "1".into(),
-                    outcome: Outcome {
-                        ok: true,
-                        content_hash: Some("h".into()),
-                        latency_ms: Some(500.0),
-                        error_class: None,
-                        retry_after_s: None,
-                        crawl_delay_s: None,
-                    },
-                    discovered: vec![],
-                },
-                now,
-            )
-            .expect("deposit");
+            deposit(&mut r, id, secret, &l.lease_id, it, now);
         }
     }
     let wall = t0.elapsed().as_secs_f64();

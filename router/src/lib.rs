@@ -1,6 +1,17 @@
 //! The router service: the application core [`Router`] (registry, leases,
 //! folds, ticks; time injected, no HTTP), its durable [`store`] and the
 //! `routerd` HTTP shell. Design brief: `ROUTING.md` §4.
+//!
+//! The modules, in the order a reader meets them:
+//!
+//! - [`api`]: the wire types and their typed errors;
+//! - [`config`]: the router's configuration and the operator's facts;
+//! - [`ids`], [`credentials`]: tokens and digests, registration credentials;
+//! - [`store`]: the durable store (SQLite, PostgreSQL, memory);
+//! - [`events`]: the event stream;
+//! - [`core`]: the application core (registration, leases, folds, ticks);
+//! - [`http`]: the HTTP shell `routerd` serves;
+//! - [`load`]: the load generator against a running `routerd`.
 
 #![warn(missing_docs)]
 

@@ -203,15 +203,11 @@ fn post(
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
-/// Registers the devices, seeds the targets, drives the load. Errors: a
-/// spec out of range, or routerd refusing the setup.
-pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
-    if !(1..=100_000).contains(&spec.devices) || !(1..=256).contains(&spec.threads) {
-        return Err("devices must be in 1..=100000 and threads in 1..=256".into());
-    }
-    if !(spec.seconds.is_finite() && (0.1..=3600.0).contains(&spec.seconds)) {
-        return Err("seconds must be in [0.1, 3600]".into());
-    }
+/// Declares the load's sources and targets and registers its devices:
+/// their ids and secrets.
+///
+/// Errors: routerd refused the facts or a registration.
+fn seed(spec: &LoadSpec) -> Result<Vec<(String, String)>, String> {
     let a = agent();
     let targets: Vec<Value> = (0..spec.targets)
         .map(|i| json!({"target": format!("load-{i}"), "source": format!("src-{}", i % 50)}))
@@ -243,6 +239,54 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         }
         devices.push((id, v["device_secret"].as_str().unwrap_or("").to_string()));
     }
+    Ok(devices)
+}
+
+/// One load thread: leases for its devices in turn until `deadline`,
+/// depositing every item granted; returns the lease latencies (µs), the
+/// items, the deposits acknowledged and the errors.
+fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> (Vec<u64>, u64, u64, u64) {
+    let a = agent();
+    let (mut lat, mut items, mut deps, mut errs) = (Vec::new(), 0u64, 0u64, 0u64);
+    let mut i = 0usize;
+    while Instant::now() < deadline {
+        let (id, secret) = &mine[i % mine.len()];
+        i += 1;
+        let t0 = Instant::now();
+        let r = post(
+            &a,
+            &format!("{base}/v1/lease"),
+            &json!({"device_id": id, "device_secret": secret, "max_items": 2}),
+            None,
+        );
+        let us = t0.elapsed().as_micros() as u64;
+        let Ok((200, l)) = r else {
+            errs += 1;
+            continue;
+        };
+        lat.push(us);
+        for it in l["items"].as_array().cloned().unwrap_or_default() {
+            items += 1;
+            let body = json!({"device_id": id, "device_secret": secret, "lease_id": l["lease_id"], "target": it["target"], "deposit_token": it["deposit_token"], "receipt_revision": 0, "adapter_id": "html", "adapter_version": "1", "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
+            match post(&a, &format!("{base}/v1/deposit"), &body, None) {
+                Ok((200, _)) => deps += 1,
+                _ => errs += 1,
+            }
+        }
+    }
+    (lat, items, deps, errs)
+}
+
+/// Registers the devices, seeds the targets, drives the load. Errors: a
+/// spec out of range, or routerd refusing the setup.
+pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
+    if !(1..=100_000).contains(&spec.devices) || !(1..=256).contains(&spec.threads) {
+        return Err("devices must be in 1..=100000 and threads in 1..=256".into());
+    }
+    if !(spec.seconds.is_finite() && (0.1..=3600.0).contains(&spec.seconds)) {
+        return Err("seconds must be in [0.1, 3600]".into());
+    }
+    let devices = seed(spec)?;
     // Let one tick refill the queues.
     std::thread::sleep(Duration::from_millis(1500));
     let sample = || {
@@ -259,32 +303,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
             .chunks(chunk)
             .map(|mine| {
                 let base = spec.base.clone();
-                scope.spawn(move || {
-                    let a = agent();
-                    let (mut lat, mut items, mut deps, mut errs) = (Vec::new(), 0u64, 0u64, 0u64);
-                    let mut i = 0usize;
-                    while Instant::now() < deadline {
-                        let (id, secret) = &mine[i % mine.len()];
-                        i += 1;
-                        let t0 = Instant::now();
-                        let r = post(&a, &format!("{base}/v1/lease"), &json!({"device_id": id, "device_secret": secret, "max_items": 2}), None);
-                        let us = t0.elapsed().as_micros() as u64;
-                        let Ok((200, l)) = r else {
-                            errs += 1;
-                            continue;
-                        };
-                        lat.push(us);
-                        for it in l["items"].as_array().cloned().unwrap_or_default() {
-                            items += 1;
-                            let body = json!({"device_id": id, "device_secret": secret, "lease_id": l["lease_id"], "target": it["target"], "deposit_token": it["deposit_token"], "receipt_revision": 0, "adapter_id": "html", "adapter_version": "1", "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
-                            match post(&a, &format!("{base}/v1/deposit"), &body, None) {
-                                Ok((200, _)) => deps += 1,
-                                _ => errs += 1,
-                            }
-                        }
-                    }
-                    (lat, items, deps, errs)
-                })
+                scope.spawn(move || drive(mine, &base, deadline))
             })
             .collect();
         let results: Vec<(Vec<u64>, u64, u64, u64)> = handles

@@ -2,56 +2,15 @@
 //! leases, deposits, protests, verification, trust, learned gates, prices
 //! and restart from the store (snapshot plus logged deposits).
 
-mod support;
+use crate::support;
 
-use std::sync::{Arc, Mutex};
-
+use crate::support::core::SharedMemory;
 use router::api::{
     ApiError, DepositRequest, LeaseRequest, Outcome, ProtestRequest, RegisterRequest,
 };
 use router::config::{Facts, RouterConfig, TargetFact};
-use router::store::{DepositEntry, MemoryStore, Row, Store, StoreError, Table};
+use router::store::{MemoryStore, Store, Table};
 use router::Router;
-
-/// A memory store that outlives one router (a restart opens the same data).
-#[derive(Clone, Default)]
-struct Shared(Arc<Mutex<MemoryStore>>);
-
-impl Store for Shared {
-    fn backend(&self) -> &'static str {
-        "memory"
-    }
-    fn schema_version(&mut self) -> Result<u32, StoreError> {
-        self.0.lock().unwrap().schema_version()
-    }
-    fn upsert(&mut self, t: Table, rows: &[Row]) -> Result<(), StoreError> {
-        self.0.lock().unwrap().upsert(t, rows)
-    }
-    fn get(&mut self, t: Table, k: &str) -> Result<Option<Row>, StoreError> {
-        self.0.lock().unwrap().get(t, k)
-    }
-    fn load(&mut self, t: Table) -> Result<Vec<Row>, StoreError> {
-        self.0.lock().unwrap().load(t)
-    }
-    fn append_deposit(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
-        self.0.lock().unwrap().append_deposit(e)
-    }
-    fn deposits_after(&mut self, s: u64) -> Result<Vec<DepositEntry>, StoreError> {
-        self.0.lock().unwrap().deposits_after(s)
-    }
-    fn has_deposit(&mut self, t: &str) -> Result<bool, StoreError> {
-        self.0.lock().unwrap().has_deposit(t)
-    }
-    fn last_seq(&mut self) -> Result<u64, StoreError> {
-        self.0.lock().unwrap().last_seq()
-    }
-    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
-        self.0.lock().unwrap().prune_deposits(up_to)
-    }
-    fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
-        self.0.lock().unwrap().delete(t, keys)
-    }
-}
 
 fn cfg() -> RouterConfig {
     RouterConfig::default()
@@ -138,9 +97,34 @@ fn deposit_req(
     }
 }
 
+/// A protest: the item goes back and the field learns nothing.
+fn protest_teaches_nothing(r: &mut Router, c: &Dev) {
+    let revision = r.field().revision();
+    let l = lease(r, c, 1, 7.0);
+    if let Some(it) = l.items.first() {
+        r.protest(
+            &ProtestRequest {
+                device_id: c.id.clone(),
+                device_secret: c.secret.clone(),
+                lease_id: l.lease_id.clone(),
+                target: it.target.clone(),
+                deposit_token: it.deposit_token.clone(),
+                reason: "unreachable from here".into(),
+            },
+            7.5,
+        )
+        .unwrap();
+        assert_eq!(
+            r.field().revision(),
+            revision,
+            "a protest teaches the field nothing"
+        );
+    }
+}
+
 #[test]
 fn a_first_observation_is_verified_by_others_and_survives_a_restart() {
-    let store = Shared::default();
+    let store = SharedMemory::default();
     let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
     r.put_facts(&facts(), 0.0).unwrap();
     let a = register(&mut r, "dev-a", "browser", 0.0);
@@ -192,28 +176,7 @@ fn a_first_observation_is_verified_by_others_and_survives_a_restart() {
     assert!(trust_a > 0.5, "agreement raised a's trust: {trust_a}");
     let deposits = r.counters().deposits;
     assert_eq!(deposits, 3);
-    // Protest: an item goes back, nothing learned.
-    let revision = r.field().revision();
-    let l = lease(&mut r, &c, 1, 7.0);
-    if let Some(it) = l.items.first() {
-        r.protest(
-            &ProtestRequest {
-                device_id: c.id.clone(),
-                device_secret: c.secret.clone(),
-                lease_id: l.lease_id.clone(),
-                target: it.target.clone(),
-                deposit_token: it.deposit_token.clone(),
-                reason: "unreachable from here".into(),
-            },
-            7.5,
-        )
-        .unwrap();
-        assert_eq!(
-            r.field().revision(),
-            revision,
-            "a protest teaches the field nothing"
-        );
-    }
+    protest_teaches_nothing(&mut r, &c);
     // Restart without a snapshot of the last deposits: the log replays them.
     r.tick(8.0).unwrap();
     // One of a's still-leased items, deposited after the last snapshot.
@@ -522,7 +485,7 @@ fn an_empty_lease_says_when_to_ask_again_and_promises_each_token_once() {
 /// the registration survive a restart.
 #[test]
 fn a_snapshot_written_late_never_overwrites_a_newer_one() {
-    let store = Shared::default();
+    let store = SharedMemory::default();
     let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
     register(&mut r, "dev-a", "browser", 0.0);
     let stale = r
@@ -543,7 +506,7 @@ fn a_snapshot_written_late_never_overwrites_a_newer_one() {
 /// payload): a reopened router's next snapshot still replaces them.
 #[test]
 fn an_older_snapshot_row_is_replaced_by_the_next_snapshot() {
-    let store = Shared::default();
+    let store = SharedMemory::default();
     let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
     register(&mut r, "dev-a", "browser", 0.0);
     r.persist(0.5).unwrap();

@@ -4,11 +4,11 @@
 //! (and PostgreSQL for the crash, `…_on_postgres`); each test names the
 //! fault it once lost work to.
 
-mod support;
+use crate::support;
 
 use serde_json::json;
 
-use support::routerd::{registration, Routerd, CLOCK_START_S, TOKEN};
+use crate::support::routerd::{registration, Routerd, CLOCK_START_S, TOKEN};
 
 /// A deposit retried after its answer was lost got 404 once its lease
 /// had finished, so the device could not know it had been accepted. Now

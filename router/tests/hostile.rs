@@ -4,11 +4,11 @@
 //! tries one bypass of a limit and shows it closed (the faults that once
 //! lost work are in `faults.rs`).
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 
-use support::routerd::{lease_body, registration, Routerd, CLOCK_START_S, TOKEN};
+use crate::support::routerd::{lease_body, registration, Routerd, CLOCK_START_S, TOKEN};
 
 /// A labelled sample of `/metrics` (`router_` + `name` + `{labels}`), 0 when absent.
 fn labelled(r: &Routerd, name: &str, labels: &str) -> f64 {

@@ -10,14 +10,14 @@
 //! it waits on its event (200 acknowledged deposits), bounded only so a
 //! broken build fails instead of hanging.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::support::routerd::{deposit_body, facts, lease, Routerd, CLOCK_START_S};
 use router::store::SqliteStore;
-use support::routerd::{deposit_body, facts, lease, Routerd, CLOCK_START_S};
 
 /// Four ticks 50 ms apart on the manual clock: queues refilled, prices
 /// ticked, as four ticks of a 50 ms wall-clock ticker would.
@@ -152,6 +152,61 @@ fn end_to_end_on_postgres_survives_a_restart() {
     );
 }
 
+/// What a refused request must not change: acknowledged deposits, rows,
+/// verifications (the revision moves with aging on every tick).
+fn refusable_state(r: &Routerd) -> (Option<String>, Value, Value, Value) {
+    let v = view(r);
+    let (_, m) = r.get("/metrics");
+    let deposits = m
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .find(|l| l.starts_with("router_deposits_total "))
+        .map(String::from);
+    (
+        deposits,
+        v["settled"].clone(),
+        v["targets"].clone(),
+        v["open_verifications"].clone(),
+    )
+}
+
+/// The bad-input table's last rows: a deposit on an expired lease is 410,
+/// a burst beyond the device's bucket is 429; the replayed deposit of the
+/// table is counted once.
+fn expired_lease_and_rate_limit(r: &Routerd, a: &str, lid: &str, item: &Value) {
+    // Expired lease: the device renews its liveness with a new lease, the
+    // old one lapses (TTL 2 s; the table above ran at one instant).
+    r.advance(1.2);
+    lease(r, "dev-a", a, 1);
+    r.advance(1.0);
+    let (s, v) = r.post("/v1/deposit", &deposit_body("dev-a", a, lid, item, "h"));
+    assert_eq!(
+        (s, v["error"].as_str().unwrap_or("")),
+        (410, "lease_expired"),
+        "{v}"
+    );
+    // Rate limit: a burst beyond the device's bucket is refused with 429
+    // (the clock stands still: the bucket cannot refill during it).
+    let mut limited = 0;
+    for _ in 0..40 {
+        let (s, _) = r.post(
+            "/v1/lease",
+            &json!({"device_id": "dev-a", "device_secret": a, "max_items": 1}),
+        );
+        if s == 429 {
+            limited += 1;
+        }
+    }
+    assert!(limited > 0, "a burst of 40 leases hits the rate limit");
+    let (_, m) = r.get("/metrics");
+    let text = m.as_str().unwrap_or("").to_string();
+    assert!(
+        text.contains("router_refused_total{kind=\"replayed\"} 1"),
+        "{text}"
+    );
+}
+
 /// Each row of the bad-input table in `docs/router.md`: status, error kind,
 /// and nothing changed (acknowledged deposits, rows, verifications).
 #[test]
@@ -179,22 +234,7 @@ fn bad_input_table() {
     );
     // What a refused request must not change: acknowledged deposits, rows,
     // verifications (the revision moves with aging on every tick).
-    let snapshot = |r: &Routerd| {
-        let v = view(r);
-        let (_, m) = r.get("/metrics");
-        let deposits = m
-            .as_str()
-            .unwrap_or("")
-            .lines()
-            .find(|l| l.starts_with("router_deposits_total "))
-            .map(String::from);
-        (
-            deposits,
-            v["settled"].clone(),
-            v["targets"].clone(),
-            v["open_verifications"].clone(),
-        )
-    };
+    let snapshot = refusable_state;
     let base = snapshot(&r);
     let good = deposit_body("dev-a", &a, &lid, &items[1], "h");
     let mut unknown = good.clone();
@@ -230,39 +270,7 @@ fn bad_input_table() {
         );
         assert_eq!(snapshot(&r), base, "{name} changed nothing");
     }
-    // Expired lease: the device renews its liveness with a new lease, the
-    // old one lapses (TTL 2 s; the table above ran at one instant).
-    r.advance(1.2);
-    lease(&r, "dev-a", &a, 1);
-    r.advance(1.0);
-    let (s, v) = r.post(
-        "/v1/deposit",
-        &deposit_body("dev-a", &a, &lid, &items[2], "h"),
-    );
-    assert_eq!(
-        (s, v["error"].as_str().unwrap_or("")),
-        (410, "lease_expired"),
-        "{v}"
-    );
-    // Rate limit: a burst beyond the device's bucket is refused with 429
-    // (the clock stands still: the bucket cannot refill during it).
-    let mut limited = 0;
-    for _ in 0..40 {
-        let (s, _) = r.post(
-            "/v1/lease",
-            &json!({"device_id": "dev-a", "device_secret": a, "max_items": 1}),
-        );
-        if s == 429 {
-            limited += 1;
-        }
-    }
-    assert!(limited > 0, "a burst of 40 leases hits the rate limit");
-    let (_, m) = r.get("/metrics");
-    let text = m.as_str().unwrap_or("").to_string();
-    assert!(
-        text.contains("router_refused_total{kind=\"replayed\"} 1"),
-        "{text}"
-    );
+    expired_lease_and_rate_limit(&r, &a, &lid, &items[2]);
 }
 
 /// SIGKILL under load between deposits: every acknowledged deposit is in the

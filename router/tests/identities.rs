@@ -5,13 +5,11 @@
 //! clock; each identity registers from a loopback address of its own
 //! choosing (every 127.x.y.0/24 is a network to routerd).
 
-mod support;
-
 use std::net::Ipv4Addr;
 
 use serde_json::{json, Value};
 
-use support::routerd::{deposit_body, lease, Routerd, CLOCK_START_S, TOKEN};
+use crate::support::routerd::{deposit_body, lease, Routerd, CLOCK_START_S, TOKEN};
 
 const ARCHETYPES: [&str; 3] = ["browser", "desktop", "container_plain"];
 

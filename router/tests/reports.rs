@@ -5,11 +5,11 @@
 //! corroborates it; a corroborated pause is capped. Real HTTP on loopback,
 //! a real SQLite store, a manual clock.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 
-use support::routerd::{Routerd, CLOCK_START_S};
+use crate::support::routerd::{Routerd, CLOCK_START_S};
 
 /// Facts: source `board` on `jobs.example` with `n` targets and source
 /// `forum` on `forum.example` with `m`, both with roomy buckets.

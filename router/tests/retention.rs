@@ -5,7 +5,7 @@
 //! either loses nothing the router decides by. The core in process on a
 //! real SQLite file, its clock injected.
 
-mod support;
+use crate::support;
 
 use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
 use router::config::{Facts, RouterConfig};

@@ -13,8 +13,7 @@ use thiserror::Error;
 
 use crate::field::{Address, Field, FieldError};
 
-/// Half-life of stored evidence, in hours.
-pub const AGING_HALF_LIFE_H: f64 = 48.0;
+pub use crate::field::AGING_HALF_LIFE_H;
 /// Factor applied to a cell's old precision and information on confirmation.
 pub const CONFIRM_DISCOUNT: f64 = 0.20;
 /// Gap threshold for `reliability` inputs (x = 1 − ok).
@@ -45,10 +44,7 @@ pub enum DynamicsError {
 /// backwards clock ages as much as a forward one, never rejuvenates), to be
 /// passed to `Field::discount`. Errors: [`DynamicsError::BadDuration`].
 pub fn aging_factor(dt_hours: f64) -> Result<f64, DynamicsError> {
-    if !dt_hours.is_finite() {
-        return Err(DynamicsError::BadDuration(dt_hours));
-    }
-    Ok((-(dt_hours.abs()) / AGING_HALF_LIFE_H).exp2())
+    crate::field::aging_factor(dt_hours).map_err(|_| DynamicsError::BadDuration(dt_hours))
 }
 
 /// Drift detector constants (configuration; defaults from the brief).

@@ -1,8 +1,10 @@
 //! The router's pure model: no I/O, no clock (time is always an argument), no threads.
 //!
-//! Modules follow the design brief `ROUTING.md` §3:
-//! - [`field`]: the addressed evidence field and `decide`;
-//! - [`dynamics`]: clock aging and the drift detector;
+//! Modules follow the design brief `ROUTING.md` §3, in the order a reader
+//! meets them (each uses only those above it):
+//! - [`serde_float`]: how non-finite numbers cross JSON;
+//! - [`field`]: the addressed evidence field, its aging, and `decide`;
+//! - [`dynamics`]: the drift detector (and the aging rule, re-exported);
 //! - [`prices`]: metered pools and their price tick;
 //! - [`politeness`]: per-host token buckets;
 //! - [`trust`]: pairwise trust updates, states, churn, clustering, fleet cap;

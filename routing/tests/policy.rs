@@ -240,59 +240,6 @@ fn verification_cap_involvement_and_ttl_are_enforced() {
 }
 
 #[test]
-fn quorum_and_trusted_settlement() {
-    let vc = VerifyConfig::default();
-    let mut v = Verification::new();
-    assert!(matches!(
-        v.vote("a", "x", 0.5, &vc),
-        Ok(routing::verify::VoteOutcome::Pending { agreeing: 1 })
-    ));
-    assert!(matches!(
-        v.vote("b", "y", 0.5, &vc),
-        Ok(routing::verify::VoteOutcome::Pending { agreeing: 1 })
-    ));
-    assert!(matches!(
-        v.vote("c", "x", 0.5, &vc),
-        Ok(routing::verify::VoteOutcome::Pending { agreeing: 2 })
-    ));
-    assert_eq!(
-        v.vote("c", "x", 0.5, &vc),
-        Err(VerifyError::AlreadyInvolved)
-    );
-    assert!(matches!(
-        v.vote("d", "x", 0.79, &vc),
-        Ok(routing::verify::VoteOutcome::Settled {
-            by: routing::verify::SettledBy::Quorum,
-            ..
-        })
-    ));
-    assert_eq!(v.settled(), Some("x"));
-    assert_eq!(v.vote("e", "x", 0.9, &vc), Err(VerifyError::Settled));
-    assert_eq!(v.begin("e", 0.0, &vc), Err(VerifyError::Settled));
-    let mut w = Verification::new();
-    w.vote("a", "x", 0.5, &vc).unwrap();
-    assert!(matches!(
-        w.vote("t", "z", 0.8, &vc),
-        Ok(routing::verify::VoteOutcome::Settled {
-            by: routing::verify::SettledBy::Trusted,
-            ..
-        })
-    ));
-    assert_eq!(w.settled(), Some("z"));
-    // Expiry terminates open verifications; a protest releases one.
-    let mut o = Verification::new();
-    o.begin("p", 0.0, &vc).unwrap();
-    o.begin("q", 0.0, &vc).unwrap();
-    o.release("p");
-    assert_eq!(o.open().len(), 1);
-    assert_eq!(o.expire(3599.0), 0);
-    assert_eq!(o.expire(3600.0), 1);
-    let bad = VerifyConfig { quorum: 0, ..vc };
-    assert_eq!(o.begin("r", 0.0, &bad), Err(VerifyError::BadConfig));
-    assert_eq!(o.begin("r", f64::NAN, &vc), Err(VerifyError::BadTime));
-}
-
-#[test]
 fn gates_and_capabilities_make_a_candidate_infeasible() {
     let mut f = field();
     let a = f.parse("s/api/t1").unwrap();

@@ -10,6 +10,8 @@
 //! - [`cpu`]: the CPU burn of a unit (thread CPU time, real arithmetic).
 //! - [`simio`]: the simulated I/O timer every contender's sims wait on.
 //! - [`corpus`]: the corpus data model, its text format, generator, verifier.
+//! - [`replay`]: the driver that replays the corpus through a cycle host
+//!   (the fleet or a baseline) and records what happened.
 
 pub mod corpus;
 pub mod cpu;

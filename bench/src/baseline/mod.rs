@@ -57,6 +57,65 @@ pub(crate) fn background_job(
     rx
 }
 
+/// A multi-thread Tokio runtime of `workers` threads named `name`, each
+/// counted in `spawned` as it starts.
+pub(crate) fn runtime(
+    workers: usize,
+    name: &str,
+    spawned: &SpawnCounter,
+) -> std::io::Result<tokio::runtime::Runtime> {
+    let c = spawned.clone();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .thread_name(name)
+        .on_thread_start(move || c.add())
+        .enable_all()
+        .build()
+}
+
+/// A Rayon pool of `threads` threads named `{prefix}-{i}`, each counted in
+/// `spawned` as it starts.
+pub(crate) fn rayon_pool(
+    threads: usize,
+    prefix: &'static str,
+    spawned: &SpawnCounter,
+) -> std::io::Result<rayon::ThreadPool> {
+    let c = spawned.clone();
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("{prefix}-{i}"))
+        .start_handler(move |_| c.add())
+        .build()
+        .map_err(std::io::Error::other)
+}
+
+/// One cycle's solve on a baseline whose walks are joinable handles: with
+/// the merge already started, starts a walk per bin (`start`), waits for
+/// each in bin order (`wait`; a walk that failed is `None`), then for the
+/// merge (`merged`).
+///
+/// Errors: the merge's, as text.
+pub(crate) fn solve_bins<H>(
+    witnesses: Vec<fleet::ledger::BinWitness>,
+    mut start: impl FnMut(usize, fleet::ledger::BinWitness) -> H,
+    wait: impl FnMut(H) -> Option<fleet_workloads::replay::record::BinRecord>,
+    merged: impl FnOnce() -> Result<fleet_workloads::replay::host::Merged, String>,
+) -> Result<
+    (
+        Vec<Option<fleet_workloads::replay::record::BinRecord>>,
+        fleet_workloads::replay::host::Merged,
+    ),
+    String,
+> {
+    let walks: Vec<H> = witnesses
+        .into_iter()
+        .enumerate()
+        .map(|(b, w)| start(b, w))
+        .collect();
+    let bins = walks.into_iter().map(wait).collect();
+    Ok((bins, merged()?))
+}
+
 /// The CPUs this process may run on (the affinity mask), at least 1.
 pub fn cpu_count() -> usize {
     std::thread::available_parallelism()

@@ -18,7 +18,7 @@ use fleet_workloads::replay::units::{
 use fleet_workloads::replay::CycleHost;
 use futures::FutureExt;
 
-use super::{cpu_count, SpawnCounter};
+use super::{cpu_count, rayon_pool, runtime, solve_bins, SpawnCounter};
 
 type MergeJob = (CycleMerge, Sender<Merged>);
 
@@ -42,29 +42,9 @@ impl PileOfPools {
     pub fn new(scale: f64, bins: usize) -> std::io::Result<Self> {
         let cpus = cpu_count();
         let spawned = SpawnCounter::default();
-        let count = |c: &SpawnCounter| {
-            let c = c.clone();
-            move || c.add()
-        };
-        let solve_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(bins.max(1))
-            .thread_name("solve-exec")
-            .on_thread_start(count(&spawned))
-            .enable_all()
-            .build()?;
-        let ambient_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cpus)
-            .thread_name("ambient-io")
-            .on_thread_start(count(&spawned))
-            .enable_all()
-            .build()?;
-        let c = spawned.clone();
-        let resolve_pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(cpus)
-            .thread_name(|i| format!("rayon-{i}"))
-            .start_handler(move |_| c.add())
-            .build()
-            .map_err(std::io::Error::other)?;
+        let solve_rt = runtime(bins.max(1), "solve-exec", &spawned)?;
+        let ambient_rt = runtime(cpus, "ambient-io", &spawned)?;
+        let resolve_pool = rayon_pool(cpus, "rayon", &spawned)?;
         let leftover = cpus.saturating_sub(1).max(1);
         let (merge_tx, merge_rx) = unbounded::<MergeJob>();
         spawned.add();
@@ -141,20 +121,15 @@ impl CycleHost for PileOfPools {
             .ok_or("merge sidecar gone")?
             .send((merge, reply_tx))
             .map_err(|e| e.to_string())?;
-        let walks: Vec<_> = witnesses
-            .into_iter()
-            .enumerate()
-            .map(|(b, w)| {
+        solve_bins(
+            witnesses,
+            |b, w| {
                 self.solve_rt
                     .spawn(walk_bin(shared.clone(), b, w, self.sim_join()))
-            })
-            .collect();
-        let bins = walks
-            .into_iter()
-            .map(|h| self.solve_rt.block_on(h).ok())
-            .collect();
-        let merged = reply_rx.recv().map_err(|e| e.to_string())?;
-        Ok((bins, merged))
+            },
+            |h| self.solve_rt.block_on(h).ok(),
+            || reply_rx.recv().map_err(|e| e.to_string()),
+        )
     }
 
     fn threads_spawned(&self) -> u64 {

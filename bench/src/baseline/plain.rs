@@ -15,21 +15,7 @@ use fleet_workloads::replay::units::{
 use fleet_workloads::replay::CycleHost;
 use futures::FutureExt;
 
-use super::{cpu_count, SpawnCounter};
-
-fn runtime(
-    workers: usize,
-    name: &str,
-    spawned: &SpawnCounter,
-) -> std::io::Result<tokio::runtime::Runtime> {
-    let c = spawned.clone();
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .thread_name(name)
-        .on_thread_start(move || c.add())
-        .enable_all()
-        .build()
-}
+use super::{cpu_count, rayon_pool, runtime, solve_bins, SpawnCounter};
 
 fn tokio_sim_join(handle: tokio::runtime::Handle, scale: Scale) -> SimJoin {
     Arc::new(move |sim, pools: Arc<PoolSet>, path: PathCase| {
@@ -76,23 +62,18 @@ impl CycleHost for PlainTokio {
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
         let merge = self.rt.spawn(async move { merge.run().await.ok() });
-        let walks: Vec<_> = witnesses
-            .into_iter()
-            .enumerate()
-            .map(|(b, w)| {
+        solve_bins(
+            witnesses,
+            |b, w| {
                 let handle = self.rt.handle().clone();
                 let join = tokio_sim_join(handle.clone(), shared.scale);
                 let shared = shared.clone();
                 self.rt
                     .spawn_blocking(move || handle.block_on(walk_bin(shared, b, w, join)))
-            })
-            .collect();
-        let bins = walks
-            .into_iter()
-            .map(|h| self.rt.block_on(h).ok())
-            .collect();
-        let merged = self.rt.block_on(merge).map_err(|e| e.to_string())?;
-        Ok((bins, merged))
+            },
+            |h| self.rt.block_on(h).ok(),
+            || self.rt.block_on(merge).map_err(|e| e.to_string()),
+        )
     }
 
     fn threads_spawned(&self) -> u64 {
@@ -124,13 +105,7 @@ impl RayonTokio {
     /// Builds both pools, each sized to the CPU count.
     pub fn new() -> std::io::Result<Self> {
         let spawned = SpawnCounter::default();
-        let c = spawned.clone();
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(cpu_count())
-            .thread_name(|i| format!("rayon-cpu-{i}"))
-            .start_handler(move |_| c.add())
-            .build()
-            .map_err(std::io::Error::other)?;
+        let pool = rayon_pool(cpu_count(), "rayon-cpu", &spawned)?;
         Ok(RayonTokio {
             pool,
             rt: runtime(cpu_count(), "tokio-sim", &spawned)?,

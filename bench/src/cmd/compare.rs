@@ -16,6 +16,7 @@ use clap::Args;
 use fleet::plan::Profile;
 
 use crate::cmd::run::ReplayArgs;
+use crate::compare_gate::CompareBudget;
 use crate::lab::{self, Contender};
 use crate::paired::BlockServer;
 use crate::report::{
@@ -157,77 +158,221 @@ fn block_args(replay: &ReplayArgs, corpus: &std::path::Path) -> Vec<OsString> {
     a
 }
 
+/// The `[compare]` limits `--gate` judges by (`None` without `--gate`).
+///
+/// Errors: the budgets file unreadable, or without a `[compare]` table.
+fn gate_budget(args: &CompareArgs) -> Result<Option<CompareBudget>> {
+    if !args.gate {
+        return Ok(None);
+    }
+    let budgets = crate::budgets::Budgets::load(&args.budgets)?;
+    let b = budgets.compare.ok_or_else(|| {
+        anyhow::anyhow!(
+            "--gate: {} has no [compare] table of limits",
+            args.budgets.display()
+        )
+    })?;
+    Ok(Some(b))
+}
+
+/// Refuses, before any run, a comparison the gate could not judge against
+/// `b`'s limits (another scale, rate, cycle count or round count, no
+/// co-tenant, no baselines, a reference without tolerances or the reverse).
+fn refuse_unjudgeable(args: &CompareArgs, b: &CompareBudget, rate: &str) -> Result<()> {
+    // What the gate would refuse after the runs is refused before them.
+    let mut wrong = Vec::new();
+    if (args.replay.scale - b.scale).abs() > 1e-9 {
+        wrong.push(format!(
+            "--scale {} (limits measured at {})",
+            args.replay.scale, b.scale
+        ));
+    }
+    if rate != b.rate {
+        wrong.push(format!("rate {rate} (limits measured at {})", b.rate));
+    }
+    if args.replay.cycles != Some(b.cycles) {
+        wrong.push(format!(
+            "--cycles {} (limits measured over {})",
+            args.replay
+                .cycles
+                .map_or("all".to_string(), |c| c.to_string()),
+            b.cycles
+        ));
+    }
+    if args.replay.cotenant == crate::lab::CoTenantMode::Off {
+        wrong.push("--cotenant off (the gate judges the co-tenant probe)".to_string());
+    }
+    if args.fleet_only {
+        wrong.push("--fleet-only (the gate compares with the baselines)".to_string());
+    }
+    if let Some(r) = args.rounds.filter(|r| *r != b.rounds) {
+        wrong.push(format!(
+            "--rounds {r} (the gate's sign test is set for {})",
+            b.rounds
+        ));
+    }
+    if let Err(e) = crate::compare_rounds::validate(b) {
+        wrong.push(e);
+    }
+    match (&b.reference, &args.reference) {
+        (Some(_), None) => wrong.push(
+            "no --reference (the [compare.reference] table pairs each round's fleet with a reference build: give the build ci/reference-lab.sh prints, or `self`)".to_string(),
+        ),
+        (None, Some(_)) => wrong.push(
+            "--reference without a [compare.reference] table (no tolerances to judge the pairs by)".to_string(),
+        ),
+        _ => {}
+    }
+    if !wrong.is_empty() {
+        anyhow::bail!(
+            "--gate: this run cannot be judged against {}'s [compare] limits: {}",
+            args.budgets.display(),
+            wrong.join("; ")
+        );
+    }
+    Ok(())
+}
+
+/// What the rounds measured: each round's reports and sim-latency
+/// histograms in table order, and the order each round ran in.
+struct Rounds {
+    all: Vec<Vec<RunReport>>,
+    sims: Vec<Vec<Option<hdrhistogram::Histogram<u64>>>>,
+    order: Vec<Vec<String>>,
+}
+
+/// Runs `rounds` rounds of every contender of `table`, each round in an
+/// order rotated from the last, and measures the paired blocks after each
+/// round when a reference is given.
+fn run_rounds(
+    args: &CompareArgs,
+    table: &[Contender],
+    rounds: u32,
+    path: &std::path::Path,
+    corpus: &fleet_workloads::Corpus,
+    paired: &mut Option<crate::compare_paired::RoundPairs>,
+) -> Result<Rounds> {
+    let mut all: Vec<Vec<RunReport>> = Vec::new();
+    let mut all_sims = Vec::new();
+    let mut order = Vec::new();
+    for round in 0..rounds {
+        let ran = crate::compare_rounds::rotated(table, round);
+        order.push(ran.iter().map(|c| c.label()).collect::<Vec<_>>());
+        let mut by_contender = Vec::new();
+        for contender in ran {
+            let mut spec = args.replay.spec(contender, path.to_path_buf())?;
+            if matches!(contender, Contender::Fleet(_)) {
+                spec.injection.slowdown = args.inject_fleet_slowdown;
+            }
+            let a = lab::run(&spec, corpus)
+                .with_context(|| format!("{} run (round {})", contender.label(), round + 1))?;
+            let sim = a
+                .logs
+                .iter()
+                .find(|l| l.file_name == Metric::SimLatency.file_name())
+                .and_then(|l| read_log_histogram(&l.bytes).ok());
+            by_contender.push((contender, a.report, sim));
+        }
+        // Table order, whatever order the round ran in.
+        by_contender.sort_by_key(|(c, _, _)| table.iter().position(|t| t == c));
+        let (runs, sims): (Vec<_>, Vec<_>) =
+            by_contender.into_iter().map(|(_, r, s)| (r, s)).unzip();
+        all.push(runs);
+        all_sims.push(sims);
+        if let Some(p) = paired.as_mut() {
+            let pair = p
+                .measure(round)
+                .with_context(|| format!("the paired blocks of round {}", round + 1))?;
+            if !args.replay.quiet {
+                println!(
+                    "  round {}: fleet auto against the reference ({} first): mean makespan {:.2} ÷ {:.2} ms = {:.3}, co-tenant p99 {:.3}",
+                    round + 1,
+                    match pair.first {
+                        crate::paired::Arm::Candidate => "candidate",
+                        crate::paired::Arm::Reference => "reference",
+                    },
+                    pair.candidate.makespan_mean_ms,
+                    pair.reference.makespan_mean_ms,
+                    pair.ratio(),
+                    crate::compare_paired::cotenant_ratio(pair)
+                );
+            }
+        }
+    }
+    Ok(Rounds {
+        all,
+        sims: all_sims,
+        order,
+    })
+}
+
+/// Prints the timer slack of each contender's threads.
+fn print_timer_slack(runs: &[RunReport]) {
+    println!("  timer slack of each contender's threads (ns × threads, the median round):");
+    for r in runs {
+        let slack: Vec<String> = r
+            .timer_slack_ns
+            .iter()
+            .map(|(ns, n)| format!("{ns} × {n}"))
+            .collect();
+        let slack = if slack.is_empty() {
+            "-".to_string()
+        } else {
+            slack.join(", ")
+        };
+        println!("    {:<14} {slack}", r.label);
+    }
+}
+
+/// Judges the rounds (and the paired blocks, with a reference) against the
+/// `[compare]` limits; prints the reported standing.
+///
+/// Errors: a breached limit (the gate fails), or the paired figures
+/// unwritable.
+fn judge_gate(
+    args: &CompareArgs,
+    b: &CompareBudget,
+    all: &[Vec<RunReport>],
+    rate: &str,
+    paired: Option<crate::compare_paired::RoundPairs>,
+) -> Result<()> {
+    let breaches = crate::compare_rounds::check_rounds(all, b, args.replay.scale, rate);
+    let (mut breaches, reported) = crate::compare_rounds::split_standing(breaches, b);
+    if let (Some(p), Some(t)) = (paired, b.reference) {
+        let (found, rounds) = crate::compare_paired::judge(p.finish(), t, b.alpha);
+        print!("{}", crate::compare_paired::render(&rounds));
+        let json = serde_json::to_vec_pretty(&rounds)?;
+        std::fs::write(args.out.join(PAIRED_JSON), json)
+            .with_context(|| format!("cannot write {}", args.out.join(PAIRED_JSON).display()))?;
+        breaches.extend(found);
+    }
+    if !reported.is_empty() || b.standing == crate::compare_gate::Standing::Report {
+        println!(
+            "compare standing (reported, not gated: docs/gates.md \"The comparison\"): {}",
+            if reported.is_empty() {
+                "within every limit"
+            } else {
+                "over a limit"
+            }
+        );
+    }
+    for r in &reported {
+        println!("  standing {r}");
+    }
+    crate::cmd::gate::judge("compare gate", &b.description, &breaches)?;
+    Ok(())
+}
+
 /// `fleet-lab compare`.
 pub fn run(args: CompareArgs) -> Result<()> {
     args.replay.validate()?;
-    let budget = match args.gate {
-        true => {
-            let budgets = crate::gate::Budgets::load(&args.budgets)?;
-            Some(budgets.compare.ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--gate: {} has no [compare] table of limits",
-                    args.budgets.display()
-                )
-            })?)
-        }
-        false => None,
-    };
+    let budget = gate_budget(&args)?;
     let rate = match args.replay.interval_ms {
         Some(ms) => format!("interval {ms} ms"),
         None => args.replay.rate().as_str().to_string(),
     };
     if let Some(b) = &budget {
-        // What the gate would refuse after the runs is refused before them.
-        let mut wrong = Vec::new();
-        if (args.replay.scale - b.scale).abs() > 1e-9 {
-            wrong.push(format!(
-                "--scale {} (limits measured at {})",
-                args.replay.scale, b.scale
-            ));
-        }
-        if rate != b.rate {
-            wrong.push(format!("rate {rate} (limits measured at {})", b.rate));
-        }
-        if args.replay.cycles != Some(b.cycles) {
-            wrong.push(format!(
-                "--cycles {} (limits measured over {})",
-                args.replay
-                    .cycles
-                    .map_or("all".to_string(), |c| c.to_string()),
-                b.cycles
-            ));
-        }
-        if args.replay.cotenant == crate::lab::CoTenantMode::Off {
-            wrong.push("--cotenant off (the gate judges the co-tenant probe)".to_string());
-        }
-        if args.fleet_only {
-            wrong.push("--fleet-only (the gate compares with the baselines)".to_string());
-        }
-        if let Some(r) = args.rounds.filter(|r| *r != b.rounds) {
-            wrong.push(format!(
-                "--rounds {r} (the gate's sign test is set for {})",
-                b.rounds
-            ));
-        }
-        if let Err(e) = crate::compare_rounds::validate(b) {
-            wrong.push(e);
-        }
-        match (&b.reference, &args.reference) {
-            (Some(_), None) => wrong.push(
-                "no --reference (the [compare.reference] table pairs each round's fleet with a reference build: give the build ci/reference-lab.sh prints, or `self`)".to_string(),
-            ),
-            (None, Some(_)) => wrong.push(
-                "--reference without a [compare.reference] table (no tolerances to judge the pairs by)".to_string(),
-            ),
-            _ => {}
-        }
-        if !wrong.is_empty() {
-            anyhow::bail!(
-                "--gate: this run cannot be judged against {}'s [compare] limits: {}",
-                args.budgets.display(),
-                wrong.join("; ")
-            );
-        }
+        refuse_unjudgeable(&args, b, &rate)?;
     }
     let rounds = args
         .rounds
@@ -271,53 +416,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
         None
     };
     let watch = crate::probe::hoststate::HostWatch::begin();
-    let mut all: Vec<Vec<RunReport>> = Vec::new();
-    let mut all_sims = Vec::new();
-    let mut order = Vec::new();
-    for round in 0..rounds {
-        let ran = crate::compare_rounds::rotated(&table, round);
-        order.push(ran.iter().map(|c| c.label()).collect::<Vec<_>>());
-        let mut by_contender = Vec::new();
-        for contender in ran {
-            let mut spec = args.replay.spec(contender, path.clone())?;
-            if matches!(contender, Contender::Fleet(_)) {
-                spec.injection.slowdown = args.inject_fleet_slowdown;
-            }
-            let a = lab::run(&spec, &corpus)
-                .with_context(|| format!("{} run (round {})", contender.label(), round + 1))?;
-            let sim = a
-                .logs
-                .iter()
-                .find(|l| l.file_name == Metric::SimLatency.file_name())
-                .and_then(|l| read_log_histogram(&l.bytes).ok());
-            by_contender.push((contender, a.report, sim));
-        }
-        // Table order, whatever order the round ran in.
-        by_contender.sort_by_key(|(c, _, _)| table.iter().position(|t| t == c));
-        let (runs, sims): (Vec<_>, Vec<_>) =
-            by_contender.into_iter().map(|(_, r, s)| (r, s)).unzip();
-        all.push(runs);
-        all_sims.push(sims);
-        if let Some(p) = paired.as_mut() {
-            let pair = p
-                .measure(round)
-                .with_context(|| format!("the paired blocks of round {}", round + 1))?;
-            if !args.replay.quiet {
-                println!(
-                    "  round {}: fleet auto against the reference ({} first): mean makespan {:.2} ÷ {:.2} ms = {:.3}, co-tenant p99 {:.3}",
-                    round + 1,
-                    match pair.first {
-                        crate::paired::Arm::Candidate => "candidate",
-                        crate::paired::Arm::Reference => "reference",
-                    },
-                    pair.candidate.makespan_mean_ms,
-                    pair.reference.makespan_mean_ms,
-                    pair.ratio(),
-                    crate::compare_paired::cotenant_ratio(pair)
-                );
-            }
-        }
-    }
+    let Rounds {
+        all,
+        sims: all_sims,
+        order,
+    } = run_rounds(&args, &table, rounds, &path, &corpus, &mut paired)?;
     let shown = crate::compare_rounds::median_round(&all);
     let runs = all[shown].clone();
     if rounds > 1 {
@@ -336,20 +439,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         HOST_AWAKE_WAKE_US
     });
     print!("{}", host.render());
-    println!("  timer slack of each contender's threads (ns × threads, the median round):");
-    for r in &runs {
-        let slack: Vec<String> = r
-            .timer_slack_ns
-            .iter()
-            .map(|(ns, n)| format!("{ns} × {n}"))
-            .collect();
-        let slack = if slack.is_empty() {
-            "-".to_string()
-        } else {
-            slack.join(", ")
-        };
-        println!("    {:<14} {slack}", r.label);
-    }
+    print_timer_slack(&runs);
     let compare = CompareReport {
         runs,
         rounds: crate::compare_rounds::figures(&all, &order),
@@ -359,31 +449,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;
     println!("report: {}", args.out.join("report.html").display());
     if let Some(b) = &budget {
-        let breaches = crate::compare_rounds::check_rounds(&all, b, args.replay.scale, &rate);
-        let (mut breaches, reported) = crate::compare_rounds::split_standing(breaches, b);
-        if let (Some(p), Some(t)) = (paired.take(), b.reference) {
-            let (found, rounds) = crate::compare_paired::judge(p.finish(), t, b.alpha);
-            print!("{}", crate::compare_paired::render(&rounds));
-            let json = serde_json::to_vec_pretty(&rounds)?;
-            std::fs::write(args.out.join(PAIRED_JSON), json).with_context(|| {
-                format!("cannot write {}", args.out.join(PAIRED_JSON).display())
-            })?;
-            breaches.extend(found);
-        }
-        if !reported.is_empty() || b.standing == crate::compare_gate::Standing::Report {
-            println!(
-                "compare standing (reported, not gated: docs/gates.md \"The comparison\"): {}",
-                if reported.is_empty() {
-                    "within every limit"
-                } else {
-                    "over a limit"
-                }
-            );
-        }
-        for r in &reported {
-            println!("  standing {r}");
-        }
-        crate::cmd::gate::judge("compare gate", &b.description, &breaches)?;
+        judge_gate(&args, b, &all, &rate, paired)?;
     }
     let lost: Vec<String> = all
         .iter()

@@ -22,7 +22,8 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde::Serialize;
 
-use crate::gate::{check_pairs, Budgets, ProfileBudget};
+use crate::budgets::Budgets;
+use crate::gate::{check_pairs, ProfileBudget};
 use crate::paired::{self, Arm, BlockServer, Pair, SignVerdict};
 
 /// The environment variable that lets a gate whose profile wants a lab
@@ -99,8 +100,11 @@ struct PairedReport<'a> {
     wall_seconds: f64,
 }
 
-/// `fleet-lab gate`.
-pub fn run(args: GateArgs) -> Result<()> {
+/// The profile's budgets with the command line's overrides applied.
+///
+/// Errors: the budgets file, an unknown profile, numbers that cannot make
+/// a gate that can fail, an unknown fleet profile.
+fn gate_budget(args: &GateArgs) -> Result<ProfileBudget> {
     let budgets = Budgets::load(&args.budgets)?;
     let mut budget = budgets.profile(&args.profile, &args.budgets)?.clone();
     budget.scale = args.gate_scale.unwrap_or(budget.scale);
@@ -113,6 +117,13 @@ pub fn run(args: GateArgs) -> Result<()> {
         .fleet_profile
         .parse::<fleet::plan::Profile>()
         .map_err(|e| anyhow::anyhow!("budgets profile {}: fleet_profile: {e}", args.profile))?;
+    Ok(budget)
+}
+
+/// The candidate and reference builds (`self`: the candidate itself).
+///
+/// Errors: either is not a file.
+fn builds(args: &GateArgs) -> Result<(PathBuf, PathBuf)> {
     let this = std::env::current_exe().context("cannot find this binary")?;
     let candidate = args.candidate.clone().unwrap_or_else(|| this.clone());
     let reference = match args.reference.as_str() {
@@ -127,6 +138,31 @@ pub fn run(args: GateArgs) -> Result<()> {
             );
         }
     }
+    Ok((candidate, reference))
+}
+
+/// Prints the sign test's verdict over the pairs.
+fn print_verdict(profile: &str, budget: &ProfileBudget, verdict: &SignVerdict) {
+    println!(
+        "gate {}: {} of {} pairs above {:.2}× (median ratio {:.3}, range {:.3}–{:.3}); sign test p = {:.4}, fails at {} of {} (alpha {})",
+        profile,
+        verdict.above,
+        verdict.pairs,
+        budget.slowdown_tolerance,
+        verdict.median_ratio,
+        verdict.min_ratio,
+        verdict.max_ratio,
+        verdict.p_value,
+        verdict.critical.map_or("-".to_string(), |c| c.to_string()),
+        verdict.pairs,
+        budget.alpha
+    );
+}
+
+/// `fleet-lab gate`.
+pub fn run(args: GateArgs) -> Result<()> {
+    let budget = gate_budget(&args)?;
+    let (candidate, reference) = builds(&args)?;
     let out = args
         .out
         .clone()
@@ -186,20 +222,7 @@ pub fn run(args: GateArgs) -> Result<()> {
     )?;
     drop((cand, refr));
     let (breaches, verdict) = check_pairs(&pairs, &budget, throttle_skip.as_deref());
-    println!(
-        "gate {}: {} of {} pairs above {:.2}× (median ratio {:.3}, range {:.3}–{:.3}); sign test p = {:.4}, fails at {} of {} (alpha {})",
-        args.profile,
-        verdict.above,
-        verdict.pairs,
-        budget.slowdown_tolerance,
-        verdict.median_ratio,
-        verdict.min_ratio,
-        verdict.max_ratio,
-        verdict.p_value,
-        verdict.critical.map_or("-".to_string(), |c| c.to_string()),
-        verdict.pairs,
-        budget.alpha
-    );
+    print_verdict(&args.profile, &budget, &verdict);
     let report = PairedReport {
         profile: &args.profile,
         budget: &budget,

@@ -98,6 +98,15 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
 /// The terminal rendering of a status. `forced_quota`: the quota came from `--quota`.
 pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
     let mut out = String::new();
+    render_quota(&mut out, st);
+    render_plan(&mut out, st, forced_quota);
+    render_budget(&mut out, st);
+    render_census(&mut out, st);
+    out
+}
+
+/// The detected quota: source, exact quota, mask, effective cores, reason.
+fn render_quota(out: &mut String, st: &RuntimeStatus) {
     let q = &st.quota;
     let exact = q
         .exact_cpus
@@ -108,6 +117,11 @@ pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
     let _ = writeln!(out, "  affinity mask:  {} CPUs", q.affinity_cpus);
     let _ = writeln!(out, "  effective:      {} cores", q.effective_cpus);
     let _ = writeln!(out, "  reason:         {}", q.reason);
+}
+
+/// The plan: quota, profile, binding, oversubscription, refused tier,
+/// lending, walks at once.
+fn render_plan(out: &mut String, st: &RuntimeStatus, forced_quota: bool) {
     let p = &st.plan;
     let _ = writeln!(out, "\nPlan");
     let from = if forced_quota {
@@ -148,6 +162,12 @@ pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
         b.solver_pins,
         b.sim_slot_cap
     );
+}
+
+/// The budget's shares, one row per consumer.
+fn render_budget(out: &mut String, st: &RuntimeStatus) {
+    let p = &st.plan;
+    let b = &st.budget.budget;
     let over = if b.oversubscribed {
         " — OVERSUBSCRIBED"
     } else {
@@ -178,11 +198,11 @@ pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
             ]
         })
         .collect();
-    table(
-        &mut out,
-        &["consumer", "cores", "threads", "sizing rule"],
-        &rows,
-    );
+    table(out, &["consumer", "cores", "threads", "sizing rule"], &rows);
+}
+
+/// The census: every thread the plan makes, registered or projected.
+fn render_census(out: &mut String, st: &RuntimeStatus) {
     let booted = if st.fleet_booted {
         "registered"
     } else {
@@ -204,9 +224,8 @@ pub fn render(st: &RuntimeStatus, forced_quota: bool) -> String {
         })
         .collect();
     table(
-        &mut out,
+        out,
         &["name", "role", "count", "thread", "binding", "sizing rule"],
         &rows,
     );
-    out
 }

@@ -1,7 +1,6 @@
 //! From what a run measured to its report and the files beside it.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -9,20 +8,34 @@ use fleet::census::CensusRow;
 use fleet::plan::Plan;
 use fleet::posture::PostureCounters;
 use fleet::quota::QuotaReport;
-use fleet_workloads::replay::{CycleRecord, OutcomeRow, ReplayResult};
+use fleet_workloads::replay::ReplayResult;
 use fleet_workloads::Corpus;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::lab::cycle_stats::CycleStats;
 use crate::lab::feeder::FeederLog;
-use crate::lab::session::RunArtifacts;
 use crate::lab::spec::{profile_name, Contender};
 use crate::probe::cgroup::CgroupVersion;
 use crate::probe::threads::ThreadFigures;
 use crate::report::{
-    CoTenantInfo, CorpusRef, CounterValue, CycleRow, LatencyRecorder, LiveLog, Machine, Metric,
-    Mismatch, OutcomeCounts, PlanChange, PostureCounts, QuotaDetection, RunReport,
-    SaturationFigures, ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
+    CoTenantInfo, CorpusRef, CounterValue, ExtraFile, HdrLog, LatencyRecorder, LiveLog, Machine,
+    Mismatch, PlanChange, PostureCounts, QuotaDetection, RunReport, SaturationFigures,
+    ThreadCounts, Throttle, ThrottleSource, TimelineEvent,
 };
+
+/// A finished run: its report and the files that go next to it.
+pub struct RunArtifacts {
+    /// The report.
+    pub report: RunReport,
+    /// HdrHistogram interval logs.
+    pub logs: Vec<HdrLog>,
+    /// Produced outcomes, one JSON object per line.
+    pub outcomes_jsonl: Vec<u8>,
+    /// Extra files (metrics dump, …).
+    pub extras: Vec<ExtraFile>,
+    /// The raw replay result.
+    pub replay: ReplayResult,
+}
 
 /// Everything measured around a replay.
 pub(crate) struct Measured<'a> {
@@ -59,7 +72,7 @@ pub(crate) struct Measured<'a> {
     /// Where cycle rows and outcomes were streamed (`run --stream`).
     pub streamed_to: Option<std::path::PathBuf>,
     /// The co-tenant's mode and what it measured.
-    pub cotenant_mode: crate::lab::CoTenantMode,
+    pub cotenant_mode: crate::lab::cotenant::CoTenantMode,
     pub cotenant: crate::lab::cotenant::CoTenantFigures,
     /// Busy threads of the contention process (0: none).
     pub contend: u32,
@@ -95,175 +108,6 @@ fn merge_timeline(
     feeder
 }
 
-/// Builds the report and its files.
-/// The figures built cycle by cycle: the latency recorders, the per-cycle
-/// rows and the outcome counts. A retained replay is folded in at the end;
-/// a streamed one cycle by cycle as it runs, writing each row and outcome
-/// to its sink instead of keeping it.
-pub(crate) struct CycleStats {
-    makespan: LatencyRecorder,
-    ratio: LatencyRecorder,
-    process_ratio: LatencyRecorder,
-    bins: LatencyRecorder,
-    sims: LatencyRecorder,
-    last_interval: Duration,
-    outcomes: OutcomeCounts,
-    /// The kept rows and outcome lines (`None` when streamed).
-    kept: Option<(Vec<CycleRow>, Vec<u8>)>,
-    /// Where streamed rows and outcomes go: (cycles.jsonl, outcomes.jsonl).
-    sink: Option<(
-        Box<dyn std::io::Write + Send>,
-        Box<dyn std::io::Write + Send>,
-    )>,
-    /// Where a streamed run's closed intervals go, one log per recorder in
-    /// [`CycleStats::recorders`] order (empty when kept).
-    live: Vec<LiveLog>,
-    /// The first error writing to the sink (the run goes on; the report says so).
-    sink_error: Option<String>,
-}
-
-impl CycleStats {
-    /// Figures that keep every row (the report's `per_cycle`).
-    pub(crate) fn kept() -> Self {
-        Self::with(Some((Vec::new(), Vec::new())), None)
-    }
-
-    /// Figures that write each row and outcome as a JSON line to `cycles`
-    /// and `outcomes`, each closed latency interval to its metric's log in
-    /// `dir` (`makespan.hlog`, …; see [`LiveLog`]), and keep only the
-    /// histograms and counts.
-    ///
-    /// Errors: the I/O error creating a log, with its path.
-    pub(crate) fn streamed(
-        cycles: Box<dyn std::io::Write + Send>,
-        outcomes: Box<dyn std::io::Write + Send>,
-        dir: &Path,
-    ) -> Result<Self, (std::path::PathBuf, std::io::Error)> {
-        let mut stats = Self::with(None, Some((cycles, outcomes)));
-        let start = SystemTime::now();
-        for metric in stats.recorders().map(|r| r.metric()) {
-            let log = LiveLog::create(dir, metric, start)
-                .map_err(|e| (dir.join(metric.file_name()), e))?;
-            stats.live.push(log);
-        }
-        Ok(stats)
-    }
-
-    fn with(
-        kept: Option<(Vec<CycleRow>, Vec<u8>)>,
-        sink: Option<(
-            Box<dyn std::io::Write + Send>,
-            Box<dyn std::io::Write + Send>,
-        )>,
-    ) -> Self {
-        CycleStats {
-            makespan: LatencyRecorder::new(Metric::Makespan),
-            ratio: LatencyRecorder::new(Metric::MakespanOverLowerBound),
-            process_ratio: LatencyRecorder::new(Metric::MakespanOverProcessBound),
-            bins: LatencyRecorder::new(Metric::BinWalk),
-            sims: LatencyRecorder::new(Metric::SimLatency),
-            last_interval: Duration::ZERO,
-            outcomes: OutcomeCounts::default(),
-            kept,
-            sink,
-            live: Vec::new(),
-            sink_error: None,
-        }
-    }
-
-    /// Folds one cycle in.
-    pub(crate) fn cycle(&mut self, c: &CycleRecord) {
-        // Latency is end − intended start, recorded as measured: no
-        // coordinated-omission correction on top.
-        self.makespan.record_ticks(c.makespan_us());
-        self.ratio
-            .record_ratio(c.makespan_us() as f64 / c.lower_bound_us.max(1) as f64);
-        self.process_ratio
-            .record_ratio(c.makespan_us() as f64 / c.process_lower_bound_us.max(1) as f64);
-        for b in &c.bins {
-            self.bins.record_ticks(b.walk_us);
-            for s in &b.sim_latency_us {
-                self.sims.record_ticks(*s);
-            }
-        }
-        // One interval per second of run time in the logs.
-        let now = Duration::from_micros(c.end_us);
-        if now.saturating_sub(self.last_interval) >= Duration::from_secs(1) {
-            self.close_intervals(now);
-            self.last_interval = now;
-        }
-        let row = CycleRow {
-            cycle: c.cycle as u64,
-            intended_start_ms: c.intended_start_us as f64 / 1e3,
-            makespan_ms: c.makespan_us() as f64 / 1e3,
-            lower_bound_ms: c.lower_bound_us as f64 / 1e3,
-            process_lower_bound_ms: c.process_lower_bound_us as f64 / 1e3,
-            start_late_ms: c.start_us.saturating_sub(c.intended_start_us) as f64 / 1e3,
-            bins_walk_ms: c.bins.iter().map(|b| b.walk_us as f64 / 1e3).collect(),
-        };
-        if let Some((rows, _)) = self.kept.as_mut() {
-            rows.push(row);
-        } else if let Some((cycles, _)) = self.sink.as_mut() {
-            let written = serde_json::to_writer(&mut *cycles, &row)
-                .map_err(|e| e.to_string())
-                .and_then(|()| cycles.write_all(b"\n").map_err(|e| e.to_string()))
-                .and_then(|()| cycles.flush().map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                self.sink_error.get_or_insert(e);
-            }
-        }
-    }
-
-    /// Folds one cycle's outcomes in.
-    pub(crate) fn outcomes(&mut self, rows: &[OutcomeRow]) {
-        let mut line = Vec::new();
-        for row in rows {
-            self.outcomes.add(&row.outcome);
-            serde_json::to_writer(&mut line, row).expect("outcome rows serialize");
-            line.push(b'\n');
-        }
-        if let Some((_, jsonl)) = self.kept.as_mut() {
-            jsonl.extend(line);
-        } else if let Some((_, out)) = self.sink.as_mut() {
-            if let Err(e) = out.write_all(&line).and_then(|()| out.flush()) {
-                self.sink_error.get_or_insert(e.to_string());
-            }
-        }
-    }
-
-    /// Closes every recorder's interval at `now`: into its live log when
-    /// streamed (a write error is kept for the report), else kept.
-    fn close_intervals(&mut self, now: Duration) {
-        let mut live = std::mem::take(&mut self.live);
-        if live.is_empty() {
-            for r in self.recorders() {
-                r.close_interval(now);
-            }
-        } else {
-            let mut failed = None;
-            for (r, log) in self.recorders().into_iter().zip(&mut live) {
-                if let Err(e) = r.close_interval_into(now, log) {
-                    failed.get_or_insert_with(|| format!("{}: {e}", log.path().display()));
-                }
-            }
-            if let Some(e) = failed {
-                self.sink_error.get_or_insert(e);
-            }
-        }
-        self.live = live;
-    }
-
-    fn recorders(&mut self) -> [&mut LatencyRecorder; 5] {
-        [
-            &mut self.makespan,
-            &mut self.ratio,
-            &mut self.process_ratio,
-            &mut self.bins,
-            &mut self.sims,
-        ]
-    }
-}
-
 /// Builds the report and its files. `stats`: the figures a streamed run
 /// folded in as it went (`None`: fold the retained replay here).
 pub(crate) fn build_report(
@@ -271,21 +115,7 @@ pub(crate) fn build_report(
     replay: ReplayResult,
     stats: Option<CycleStats>,
 ) -> RunArtifacts {
-    let mut stats = stats.unwrap_or_else(|| {
-        let mut s = CycleStats::kept();
-        for c in &replay.cycles {
-            s.cycle(c);
-        }
-        for chunk in replay.outcomes.chunk_by(|a, b| a.cycle == b.cycle) {
-            s.outcomes(chunk);
-        }
-        s
-    });
     let end = Duration::from_micros(replay.wall_us);
-    stats.close_intervals(end);
-    if let Some(e) = &stats.sink_error {
-        eprintln!("fleet-lab: warning: streaming to disk stopped early: {e}");
-    }
     let CycleStats {
         makespan,
         ratio,
@@ -296,7 +126,7 @@ pub(crate) fn build_report(
         kept,
         live,
         ..
-    } = stats;
+    } = finished_stats(&replay, stats, end);
     let (per_cycle, jsonl) = kept.unwrap_or_default();
     let first_mismatch = replay.first_mismatch.as_ref().map(|mm| Mismatch {
         cycle: mm.cycle as u64,
@@ -305,69 +135,16 @@ pub(crate) fn build_report(
         got: mm.got,
     });
     let wall_s = m.wall.as_secs_f64();
-    let throttle = m.cgroup_version.or(m.own_cgroup).map(|v| Throttle {
-        events: m.feeder.events,
-        throttled_ms: m.feeder.throttled_us as f64 / 1e3,
-        throttled_share: (m.feeder.throttled_us as f64 / 1e6 / wall_s.max(1e-9)).min(1.0),
-        source: match v {
-            CgroupVersion::V2 => ThrottleSource::CgroupV2,
-            CgroupVersion::V1 => ThrottleSource::CgroupV1,
-        },
-    });
-    let (profile, binding, oversubscribed) = match (m.contender, m.plan) {
-        (Contender::Fleet(p), Some(plan)) => (
-            profile_name(p).to_string(),
-            match plan.binding {
-                fleet::plan::Binding::Pinned => "pinned".to_string(),
-                fleet::plan::Binding::Serial => "serial".to_string(),
-            },
-            plan.oversubscribed,
-        ),
-        _ => ("baseline".to_string(), "none".to_string(), false),
-    };
-    let out_of_range = makespan.out_of_range()
-        + ratio.out_of_range()
-        + process_ratio.out_of_range()
-        + bins.out_of_range()
-        + sims.out_of_range();
-    let mut background = BTreeMap::new();
-    let b = &replay.background;
-    for (k, v) in [
-        ("poolupd_submitted", b.poolupd_submitted),
-        ("poolupd_completed", b.poolupd_completed),
-        ("crawl_submitted", b.crawl_submitted),
-        ("poolupd_refused", b.poolupd_refused),
-        ("crawl_completed", b.crawl_completed),
-        ("crawl_refused", b.crawl_refused),
-        ("terminal", b.terminal),
-    ] {
-        background.insert(k.to_string(), v);
-    }
-    let o = &replay.overruns;
-    let overruns = match m.contender {
-        // The baselines' waits are not bounded: nothing was measured.
-        Contender::Fleet(_) => [
-            ("deadline_ms", o.deadline_ms),
-            ("resolve", o.resolve),
-            ("walk", o.walk),
-            ("merge", o.merge),
-            ("background", o.background),
-            ("paths", o.paths),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect(),
-        _ => BTreeMap::new(),
-    };
-    let quota_detection = Some(QuotaDetection {
-        source: m.detected.source.name().to_string(),
-        quota: m.detected.exact_cpus,
-        unknown_reason: match &m.detected.source {
-            fleet::quota::QuotaSource::Unknown { reason } => Some(reason.clone()),
-            _ => None,
-        },
-        reason: m.detected.reason.clone(),
-    });
+    let m_wall = m.wall;
+    let recorders = [&makespan, &ratio, &process_ratio, &bins, &sims];
+    let out_of_range = recorders.iter().map(|r| r.out_of_range()).sum();
+    let throttle = throttle_of(&m, wall_s);
+    let (profile, binding, oversubscribed) = identity(m.contender, m.plan);
+    let background = background_of(&replay.background);
+    let overruns = overruns_of(m.contender, &replay.overruns);
+    let quota_detection = Some(quota_detection_of(m.detected));
+    let (machine, corpus, cotenant) = host_of(&m);
+    let (census, rss) = census_and_rss(&m);
     let report = RunReport {
         label: m.label,
         profile,
@@ -384,12 +161,7 @@ pub(crate) fn build_report(
         makespan_over_process_bound: process_ratio.percentiles(),
         bin_walk_ms: bins.percentiles(),
         sim_latency_ms: sims.percentiles(),
-        threads: ThreadCounts {
-            at_start: m.threads.at_start as u64,
-            peak: m.threads.peak as u64,
-            created_during_run: m.threads.created_during_run as u64,
-            peak_runnable: m.threads.peak_runnable as u64,
-        },
+        threads: thread_counts(&m.threads),
         timer_slack_ns: m
             .threads
             .timer_slack_ns
@@ -399,12 +171,7 @@ pub(crate) fn build_report(
         cpu_seconds: m.cpu_seconds,
         wall_seconds: wall_s,
         throttle,
-        posture: PostureCounts {
-            enters: m.posture.enters,
-            exits: m.posture.exits,
-            cordoned_ms: m.posture.cordoned_dwell_ms as f64,
-            intake_suppressed: m.posture.intake_suppressions,
-        },
+        posture: posture_counts(&m.posture),
         perf_counters: Some(m.perf),
         histograms_out_of_range: out_of_range,
         per_cycle,
@@ -412,58 +179,214 @@ pub(crate) fn build_report(
             m.feeder.timeline,
             m.retunes.into_iter().chain(m.quota_events).collect(),
         ),
-        machine: Machine {
-            cpus: m.detected.affinity_cpus as u64,
-            quota: Some(m.quota),
-            load_average: m.load_average,
-            other_cpus: m.other_cpus,
-        },
-        corpus: CorpusRef {
-            path: m.corpus_path.display().to_string(),
-            version: m.corpus.header.version.to_string(),
-            checksum: m.corpus.header.checksum.clone(),
-        },
-        census: m
-            .census
-            .unwrap_or_default()
-            .iter()
-            .map(|r| serde_json::to_value(r).expect("census rows serialize"))
-            .collect(),
+        machine,
+        corpus,
+        census,
         perf_per_thread: m.perf_per_thread,
         lent_reserve: m.lent_reserve,
         background,
         overruns,
         quota_detection,
         plan_changes: m.plan_changes,
-        rss: crate::report::RssFigures::from_series(&m.threads.rss).map(|mut r| {
-            r.huge_pages_denied = crate::probe::heap::transparent_huge_pages_denied();
-            r
-        }),
+        rss,
         streamed_to: m.streamed_to.map(|p| p.display().to_string()),
         cotenant_lateness_us: m.cotenant.probe,
         reserve_task_lateness_us: m.cotenant.reserve,
-        cotenant: Some(CoTenantInfo {
-            mode: m.cotenant_mode,
-            probe_period_us: crate::lab::cotenant::PROBE_PERIOD.as_micros() as u64,
-            probe_missed_ticks: m.cotenant.probe_missed_ticks,
-            reserve_burst_us: m.cotenant.reserve_burst_us,
-            cpu_seconds: m.cotenant.cpu_seconds,
-        }),
-        saturation: replay.saturation.map(|s| SaturationFigures {
-            since_cycle: u64::from(s.since_cycle),
-            since_ms: s.since_ms,
-            last_late_ms: s.last_late_ms,
-            backlog_cycles: s.backlog_cycles,
-            streak_cycles: u64::from(s.streak_cycles),
-        }),
+        cotenant: Some(cotenant),
+        saturation: replay.saturation.map(|s| saturation_figures(&s)),
         peak_start_late_ms: replay.peak_start_late_ms,
         arrival_interval_ms: m.interval_us as f64 * m.scale / 1e3,
         contend_threads: m.contend,
         sim_io_mean_late_us: m.sim_io_mean_late_us,
     };
-    let start = SystemTime::now() - m.wall;
-    let recorders = [&makespan, &ratio, &process_ratio, &bins, &sims];
-    let logs = if live.is_empty() {
+    let logs = logs_of(live, recorders, m_wall, end);
+    RunArtifacts {
+        report,
+        logs,
+        outcomes_jsonl: jsonl,
+        extras: Vec::new(),
+        replay,
+    }
+}
+
+/// The cycle figures with every interval closed at `end`: a streamed run's
+/// `stats`, or the retained replay's folded here (`stats` `None`). A sink
+/// that failed is warned about (the report says where streaming stopped).
+fn finished_stats(replay: &ReplayResult, stats: Option<CycleStats>, end: Duration) -> CycleStats {
+    let mut stats = stats.unwrap_or_else(|| {
+        let mut s = CycleStats::kept();
+        for c in &replay.cycles {
+            s.cycle(c);
+        }
+        for chunk in replay.outcomes.chunk_by(|a, b| a.cycle == b.cycle) {
+            s.outcomes(chunk);
+        }
+        s
+    });
+    stats.close_intervals(end);
+    if let Some(e) = &stats.sink_error {
+        eprintln!("fleet-lab: warning: streaming to disk stopped early: {e}");
+    }
+    stats
+}
+
+/// The census rows as JSON, and the resident-set figures.
+fn census_and_rss(m: &Measured<'_>) -> (Vec<serde_json::Value>, Option<crate::report::RssFigures>) {
+    let census = m
+        .census
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .map(|r| serde_json::to_value(r).expect("census rows serialize"))
+        .collect();
+    let rss = crate::report::RssFigures::from_series(&m.threads.rss).map(|mut r| {
+        r.huge_pages_denied = crate::probe::heap::transparent_huge_pages_denied();
+        r
+    });
+    (census, rss)
+}
+
+fn saturation_figures(s: &fleet_workloads::replay::Saturation) -> SaturationFigures {
+    SaturationFigures {
+        since_cycle: u64::from(s.since_cycle),
+        since_ms: s.since_ms,
+        last_late_ms: s.last_late_ms,
+        backlog_cycles: s.backlog_cycles,
+        streak_cycles: u64::from(s.streak_cycles),
+    }
+}
+
+/// The throttle figures a cgroup was read for (`None`: none was).
+fn throttle_of(m: &Measured<'_>, wall_s: f64) -> Option<Throttle> {
+    m.cgroup_version.or(m.own_cgroup).map(|v| Throttle {
+        events: m.feeder.events,
+        throttled_ms: m.feeder.throttled_us as f64 / 1e3,
+        throttled_share: (m.feeder.throttled_us as f64 / 1e6 / wall_s.max(1e-9)).min(1.0),
+        source: match v {
+            CgroupVersion::V2 => ThrottleSource::CgroupV2,
+            CgroupVersion::V1 => ThrottleSource::CgroupV1,
+        },
+    })
+}
+
+/// The run's profile, binding and whether its plan oversubscribed.
+fn identity(contender: Contender, plan: Option<&Plan>) -> (String, String, bool) {
+    match (contender, plan) {
+        (Contender::Fleet(p), Some(plan)) => (
+            profile_name(p).to_string(),
+            match plan.binding {
+                fleet::plan::Binding::Pinned => "pinned".to_string(),
+                fleet::plan::Binding::Serial => "serial".to_string(),
+            },
+            plan.oversubscribed,
+        ),
+        _ => ("baseline".to_string(), "none".to_string(), false),
+    }
+}
+
+/// The background work's counts by name.
+fn background_of(b: &fleet_workloads::replay::BackgroundRecord) -> BTreeMap<String, u64> {
+    [
+        ("poolupd_submitted", b.poolupd_submitted),
+        ("poolupd_completed", b.poolupd_completed),
+        ("crawl_submitted", b.crawl_submitted),
+        ("poolupd_refused", b.poolupd_refused),
+        ("crawl_completed", b.crawl_completed),
+        ("crawl_refused", b.crawl_refused),
+        ("terminal", b.terminal),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// The fleet's bounded waits that ran over, by name (empty for a
+/// baseline: its waits are not bounded, nothing was measured).
+fn overruns_of(
+    contender: Contender,
+    o: &fleet_workloads::replay::OverrunRecord,
+) -> BTreeMap<String, u64> {
+    match contender {
+        Contender::Fleet(_) => [
+            ("deadline_ms", o.deadline_ms),
+            ("resolve", o.resolve),
+            ("walk", o.walk),
+            ("merge", o.merge),
+            ("background", o.background),
+            ("paths", o.paths),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// How the quota was detected.
+fn quota_detection_of(detected: &QuotaReport) -> QuotaDetection {
+    QuotaDetection {
+        source: detected.source.name().to_string(),
+        quota: detected.exact_cpus,
+        unknown_reason: match &detected.source {
+            fleet::quota::QuotaSource::Unknown { reason } => Some(reason.clone()),
+            _ => None,
+        },
+        reason: detected.reason.clone(),
+    }
+}
+
+/// The machine, the corpus and the co-tenant's settings of the run.
+fn host_of(m: &Measured<'_>) -> (Machine, CorpusRef, CoTenantInfo) {
+    let machine = Machine {
+        cpus: m.detected.affinity_cpus as u64,
+        quota: Some(m.quota),
+        load_average: m.load_average,
+        other_cpus: m.other_cpus,
+    };
+    let corpus = CorpusRef {
+        path: m.corpus_path.display().to_string(),
+        version: m.corpus.header.version.to_string(),
+        checksum: m.corpus.header.checksum.clone(),
+    };
+    let cotenant = CoTenantInfo {
+        mode: m.cotenant_mode,
+        probe_period_us: crate::lab::cotenant::PROBE_PERIOD.as_micros() as u64,
+        probe_missed_ticks: m.cotenant.probe_missed_ticks,
+        reserve_burst_us: m.cotenant.reserve_burst_us,
+        cpu_seconds: m.cotenant.cpu_seconds,
+    };
+    (machine, corpus, cotenant)
+}
+
+fn thread_counts(t: &ThreadFigures) -> ThreadCounts {
+    ThreadCounts {
+        at_start: t.at_start as u64,
+        peak: t.peak as u64,
+        created_during_run: t.created_during_run as u64,
+        peak_runnable: t.peak_runnable as u64,
+    }
+}
+
+fn posture_counts(p: &PostureCounters) -> PostureCounts {
+    PostureCounts {
+        enters: p.enters,
+        exits: p.exits,
+        cordoned_ms: p.cordoned_dwell_ms as f64,
+        intake_suppressed: p.intake_suppressions,
+    }
+}
+
+/// The interval logs: the kept recorders' (a retained run), or each live
+/// log closed with its recorder's last interval (a streamed one). A log
+/// that cannot be closed is warned about and left out.
+fn logs_of(
+    live: Vec<LiveLog>,
+    recorders: [&LatencyRecorder; 5],
+    wall: Duration,
+    end: Duration,
+) -> Vec<HdrLog> {
+    let start = SystemTime::now() - wall;
+    if live.is_empty() {
         recorders
             .iter()
             .filter_map(|r| r.to_hdr_log(start, end).ok())
@@ -480,12 +403,5 @@ pub(crate) fn build_report(
                     .ok()
             })
             .collect()
-    };
-    RunArtifacts {
-        report,
-        logs,
-        outcomes_jsonl: jsonl,
-        extras: Vec::new(),
-        replay,
     }
 }

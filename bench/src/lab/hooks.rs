@@ -13,8 +13,8 @@ use fleet_workloads::Corpus;
 use indicatif::ProgressBar;
 use parking_lot::Mutex;
 
-use crate::lab::build::CycleStats;
 use crate::lab::cotenant::ReserveTrigger;
+use crate::lab::cycle_stats::CycleStats;
 use crate::lab::requota::QuotaWatch;
 use crate::lab::spec::{LabError, QuotaShrink, RunSpec};
 use crate::probe::cgroup::ChildCgroup;

@@ -55,6 +55,13 @@ impl InjectedHost {
     fn slowed(&self, scale: Scale) -> Scale {
         Scale(scale.0 * self.injection.slowdown.unwrap_or(1.0))
     }
+
+    /// Sleeps the injected hand-off delay, if any.
+    fn delay(&self) {
+        if self.injection.delay_ms > 0 {
+            std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
+        }
+    }
 }
 
 impl CycleHost for InjectedHost {
@@ -64,9 +71,7 @@ impl CycleHost for InjectedHost {
         case: Arc<CycleCase>,
         scale: Scale,
     ) -> Result<Arc<PoolSet>, String> {
-        if self.injection.delay_ms > 0 {
-            std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
-        }
+        self.delay();
         self.inner.resolve(prev, case, self.slowed(scale))
     }
 
@@ -76,8 +81,8 @@ impl CycleHost for InjectedHost {
         witnesses: Vec<BinWitness>,
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
-        let solved = self.solve_within(shared, witnesses, merge, DEFAULT_UNIT_DEADLINE)?;
-        Ok((solved.bins, solved.merged))
+        self.solve_within(shared, witnesses, merge, DEFAULT_UNIT_DEADLINE)
+            .map(Solved::into_parts)
     }
 
     fn resolve_within(
@@ -87,9 +92,7 @@ impl CycleHost for InjectedHost {
         scale: Scale,
         deadline: Duration,
     ) -> Result<Arc<PoolSet>, UnitFailure> {
-        if self.injection.delay_ms > 0 {
-            std::thread::sleep(Duration::from_millis(self.injection.delay_ms));
-        }
+        self.delay();
         self.inner
             .resolve_within(prev, case, self.slowed(scale), deadline)
     }

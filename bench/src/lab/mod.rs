@@ -8,6 +8,7 @@
 mod build;
 pub mod contend;
 pub mod cotenant;
+mod cycle_stats;
 pub mod feeder;
 mod hooks;
 pub mod inject;
@@ -18,7 +19,8 @@ mod session;
 mod spec;
 mod stages;
 
+pub use build::RunArtifacts;
 pub use cotenant::{CoTenantMode, Lateness};
 pub use inject::Injection;
-pub use session::{run, RunArtifacts};
+pub use session::run;
 pub use spec::{Contender, LabError, QuotaShrink, RunSpec};

@@ -9,31 +9,44 @@ use std::time::Instant;
 use fleet::plan::{Binding, Plan};
 use fleet::posture::PostureOwner;
 use fleet::quota::{QuotaReport, ThrottleSampler};
-use fleet_workloads::replay::{replay, ReplayOptions, ReplayResult};
+use fleet_bindings::Fleet;
+use fleet_workloads::replay::{replay, CycleHost, ReplayOptions};
 use fleet_workloads::Corpus;
 
-use crate::lab::build::{build_report, Measured};
-use crate::lab::feeder::FeederLog;
+use crate::lab::build::{build_report, Measured, RunArtifacts};
+use crate::lab::feeder::{Feeder, FeederLog};
 use crate::lab::hooks::{self, HookInputs};
 use crate::lab::probes::{ProbeFigures, Probes};
 use crate::lab::requota::QuotaWatch;
 use crate::lab::spec::{LabError, RunSpec};
 use crate::lab::stages::{self, Placement};
+use crate::ops::metrics::MetricsHandle;
+use crate::ops::operator::OperatorServer;
 use crate::probe::perf::{RunCounters, ThreadCounters};
-use crate::report::{ExtraFile, HdrLog, RunReport};
+use crate::report::ExtraFile;
 
-/// A finished run: its report and the files that go next to it.
-pub struct RunArtifacts {
-    /// The report.
-    pub report: RunReport,
-    /// HdrHistogram interval logs.
-    pub logs: Vec<HdrLog>,
-    /// Produced outcomes, one JSON object per line.
-    pub outcomes_jsonl: Vec<u8>,
-    /// Extra files (metrics dump, …).
-    pub extras: Vec<ExtraFile>,
-    /// The raw replay result.
-    pub replay: ReplayResult,
+/// Everything a run started before its replay, in start order; torn down
+/// by [`finish`] in reverse.
+struct Started {
+    label: String,
+    load_average: Option<f64>,
+    host_load: Option<crate::probe::hostload::HostLoad>,
+    detected: QuotaReport,
+    quota: f64,
+    plan: Option<Plan>,
+    t0: Instant,
+    counters: RunCounters,
+    profiler: Option<pprof::ProfilerGuard<'static>>,
+    posture: Arc<PostureOwner>,
+    host: Box<dyn CycleHost>,
+    fleet: Option<Fleet>,
+    metrics: MetricsHandle,
+    operator: Option<OperatorServer>,
+    feeder: Option<Feeder>,
+    sampler_error: Option<String>,
+    watch: Option<Arc<QuotaWatch>>,
+    seat_counters: Option<ThreadCounters>,
+    probes: Probes,
 }
 
 /// Runs `spec` over `corpus`.
@@ -41,6 +54,58 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     if !(spec.scale.is_finite() && spec.scale > 0.0) {
         return Err(LabError::BadScale(spec.scale));
     }
+    let (started, cgroup_quota, cgroup) = start(spec, corpus)?;
+    let mut opts = ReplayOptions::new(spec.scale);
+    opts.cycles = spec.cycles;
+    opts.cores_granted = cores_granted(
+        started
+            .fleet
+            .as_ref()
+            .map(|f| f.plan())
+            .or(started.plan.as_ref()),
+        started.quota,
+        &started.detected,
+    );
+    opts.cores_process = started.detected.effective_cpus().max(1.0);
+    opts.interval_us = spec.interval_us;
+    opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
+    opts.unit_deadline = spec.unit_deadline;
+    let hooked = hooks::install(
+        &mut opts,
+        HookInputs {
+            spec,
+            corpus,
+            fleet: started.fleet.as_ref(),
+            posture: &started.posture,
+            watch: started.watch.clone(),
+            trigger: started.probes.trigger(),
+            cgroup,
+            cgroup_quota,
+            t0: started.t0,
+        },
+    )?;
+    let replayed = replay(&*started.host, corpus, opts);
+    finish(spec, corpus, started, hooked, replayed)
+}
+
+/// Places the run and starts, in order, the counters, the profiler, the
+/// contender's host, the operator endpoints, the throttle feeder, the quota
+/// watch and the probes; returns them with the run's cgroup (and its quota)
+/// for the replay's hooks.
+///
+/// Errors: [`LabError`] from the stage that failed (what started before it
+/// is dropped, and so stopped).
+fn start(
+    spec: &RunSpec,
+    corpus: &Corpus,
+) -> Result<
+    (
+        Started,
+        Option<f64>,
+        Option<crate::probe::cgroup::ChildCgroup>,
+    ),
+    LabError,
+> {
     let load_average = load_average();
     // Other processes' load is measured over this run only, with the run's
     // own CPU taken out: the load average would count the lab's earlier
@@ -65,7 +130,7 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
 
     let sim_cap = plan.as_ref().map_or(4, |p| p.seat_layout().sim_slot_cap);
     let posture = Arc::new(PostureOwner::new(spec.posture, sim_cap));
-    let (host, mut fleet) = stages::start_host(spec, plan.as_ref(), &posture)?;
+    let (host, fleet) = stages::start_host(spec, plan.as_ref(), &posture)?;
     let (metrics, operator) = stages::start_ops(spec, plan.as_ref(), &posture)?;
     let (feeder, sampler_error) = stages::start_feeder(sampler, spec, &posture, fleet.as_ref(), t0);
     // Re-detection while the run lasts: a changed quota re-plans the fleet
@@ -88,112 +153,108 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
     // The lab's own threads start before the thread monitor, so they are
     // not counted as the contender's: the sim I/O timer, the co-tenant.
     let probes = Probes::start(spec, corpus, &*host)?;
-
-    let mut opts = ReplayOptions::new(spec.scale);
-    opts.cycles = spec.cycles;
-    opts.cores_granted = cores_granted(
-        fleet.as_ref().map(|f| f.plan()).or(plan.as_ref()),
+    let started = Started {
+        label,
+        load_average,
+        host_load,
+        detected,
         quota,
-        &detected,
-    );
-    opts.cores_process = detected.effective_cpus().max(1.0);
-    opts.interval_us = spec.interval_us;
-    opts.crawl_units_per_cycle = spec.crawl_units_per_cycle;
-    opts.unit_deadline = spec.unit_deadline;
-    let hooked = hooks::install(
-        &mut opts,
-        HookInputs {
-            spec,
-            corpus,
-            fleet: fleet.as_ref(),
-            posture: &posture,
-            watch: watch.clone(),
-            trigger: probes.trigger(),
-            cgroup,
-            cgroup_quota,
-            t0,
-        },
-    )?;
+        plan,
+        t0,
+        counters,
+        profiler,
+        posture,
+        host,
+        fleet,
+        metrics,
+        operator,
+        feeder,
+        sampler_error,
+        watch,
+        seat_counters,
+        probes,
+    };
+    Ok((started, cgroup_quota, cgroup))
+}
 
-    let replayed = replay(&*host, corpus, opts);
+/// After the replay: stops the probes, the host, the fleet and the
+/// counters, leaves the run's cgroup, and builds the report from what was
+/// measured.
+///
+/// Errors: the replay's, a fleet that did not shut down cleanly, the cgroup
+/// not left, the flame graph unwritable.
+fn finish(
+    spec: &RunSpec,
+    corpus: &Corpus,
+    mut started: Started,
+    hooked: hooks::Hooked,
+    replayed: Result<fleet_workloads::replay::ReplayResult, fleet_workloads::replay::ReplayError>,
+) -> Result<RunArtifacts, LabError> {
     // The replay dropped its hooks: this is the last handle on the figures.
-    let streamed = hooked.streamed.map(|s| match Arc::try_unwrap(s) {
-        Ok(m) => m.into_inner(),
-        Err(_) => unreachable!("the replay's hooks are dropped when it returns"),
-    });
-    let (plan_changes, quota_events) = match watch.map(Arc::try_unwrap) {
+    let streamed = hooked
+        .streamed
+        .and_then(|s| Arc::try_unwrap(s).ok().map(|m| m.into_inner()));
+    let (plan_changes, quota_events) = match started.watch.map(Arc::try_unwrap) {
         Some(Ok(w)) => w.finish(),
         _ => Default::default(),
     };
     if let Some(pb) = hooked.progress {
         pb.finish_and_clear();
     }
-    let wall = t0.elapsed();
-    let ProbeFigures {
-        cotenant,
-        sim_io_mean_late_us,
-        other_cpus,
-        threads,
-        cpu_seconds,
-    } = probes.finish(&*host, host_load.as_ref(), &label);
-    let feeder_sampled = feeder.is_some();
-    let feeder_log = feeder.map(|f| f.finish()).unwrap_or_else(|| FeederLog {
-        error: Some(format!(
-            "no cgroup cpu.stat to sample: {}",
-            sampler_error.unwrap_or_default()
-        )),
-        ..Default::default()
-    });
-    let census = fleet.as_ref().map(|f| f.census());
-    let lent_reserve = fleet.as_ref().and_then(|f| f.lent_reserve());
-    // The plan the fleet ran (a lending plan runs unlent where the process
-    // may not take a thread back from the idle class).
-    let plan = fleet.as_ref().map(|f| f.plan().clone()).or(plan);
-    let perf_per_thread = seat_counters.map(|c| c.read().0).unwrap_or_default();
-    let posture_counters = posture.counters();
-    let retunes = operator
-        .as_ref()
-        .map(|op| retune_events(&op.retunes(), t0))
+    let wall = started.t0.elapsed();
+    let probed: ProbeFigures =
+        started
+            .probes
+            .finish(&*started.host, started.host_load.as_ref(), &started.label);
+    let own_cgroup = started
+        .feeder
+        .is_some()
+        .then(|| own_version(&started.detected))
+        .flatten();
+    let feeder_log = feeder_log(started.feeder, started.sampler_error);
+    let (census, lent_reserve, ran) = fleet_figures(started.fleet.as_ref());
+    let plan = ran.or(started.plan);
+    let perf_per_thread = started
+        .seat_counters
+        .map(|c| c.read().0)
         .unwrap_or_default();
-    drop(host);
-    if let Some(f) = fleet.take() {
+    let posture_counters = started.posture.counters();
+    let retunes = started
+        .operator
+        .as_ref()
+        .map(|op| retune_events(&op.retunes(), started.t0))
+        .unwrap_or_default();
+    drop(started.host);
+    if let Some(f) = started.fleet.take() {
         f.shutdown()
             .map_err(|e| LabError::Shutdown(e.to_string()))?;
     }
-    let perf = counters.finish();
-    let (cg, _, _) = std::mem::take(&mut *hooked.shrink_state.lock());
-    let cgroup_version = cg.as_ref().map(|c| c.version());
-    if let Some(cg) = cg {
-        cg.leave()?;
-    }
+    let perf = started.counters.finish();
+    let cgroup_version = leave_cgroup(&hooked.shrink_state)?;
     let replayed = replayed?;
-    if let (Some(guard), Some(path)) = (profiler, &spec.flamegraph) {
+    if let (Some(guard), Some(path)) = (started.profiler, &spec.flamegraph) {
         write_flamegraph(&guard, path)?;
     }
     let measured = Measured {
-        label,
+        label: started.label,
         contender: spec.contender,
         plan: plan.as_ref(),
-        quota,
-        detected: &detected,
+        quota: started.quota,
+        detected: &started.detected,
         scale: spec.scale,
         corpus_path: &spec.corpus_path,
         corpus,
-        threads,
-        cpu_seconds,
+        threads: probed.threads,
+        cpu_seconds: probed.cpu_seconds,
         wall,
         feeder: feeder_log,
         cgroup_version,
-        own_cgroup: if feeder_sampled {
-            own_version(&detected)
-        } else {
-            None
-        },
+        own_cgroup,
         posture: posture_counters,
         perf,
         perf_per_thread,
-        load_average,
-        other_cpus,
+        load_average: started.load_average,
+        other_cpus: probed.other_cpus,
         census,
         lent_reserve,
         retunes,
@@ -204,18 +265,62 @@ pub fn run(spec: &RunSpec, corpus: &Corpus) -> Result<RunArtifacts, LabError> {
             .collect(),
         streamed_to: spec.stream_to.clone(),
         cotenant_mode: spec.cotenant,
-        cotenant,
+        cotenant: probed.cotenant,
         contend: spec.contend,
-        sim_io_mean_late_us,
+        sim_io_mean_late_us: probed.sim_io_mean_late_us,
         interval_us: spec.interval_us.unwrap_or(corpus.header.cycle_interval_us),
     };
     let mut artifacts = build_report(measured, replayed, streamed);
     artifacts.extras.push(ExtraFile {
         name: "metrics.prom".into(),
-        bytes: metrics.render().into_bytes(),
+        bytes: started.metrics.render().into_bytes(),
     });
-    drop(operator);
+    drop(started.operator);
     Ok(artifacts)
+}
+
+/// A fleet's census, its lent reserve's figures and the plan it ran (a
+/// lending plan runs unlent where the process may not take a thread back
+/// from the idle class); all `None` for a baseline.
+fn fleet_figures(
+    fleet: Option<&Fleet>,
+) -> (
+    Option<Vec<fleet::census::CensusRow>>,
+    Option<fleet_bindings::LentReserve>,
+    Option<Plan>,
+) {
+    (
+        fleet.map(|f| f.census()),
+        fleet.and_then(|f| f.lent_reserve()),
+        fleet.map(|f| f.plan().clone()),
+    )
+}
+
+/// The feeder's log, or why there was no feeder (no cgroup `cpu.stat` to
+/// sample).
+fn feeder_log(feeder: Option<Feeder>, sampler_error: Option<String>) -> FeederLog {
+    feeder.map(|f| f.finish()).unwrap_or_else(|| FeederLog {
+        error: Some(format!(
+            "no cgroup cpu.stat to sample: {}",
+            sampler_error.unwrap_or_default()
+        )),
+        ..Default::default()
+    })
+}
+
+/// Leaves the run's cgroup (the process moves back, the cgroup is removed)
+/// and says which cgroup version it was.
+///
+/// Errors: [`LabError`] when the process cannot move back.
+fn leave_cgroup(
+    shrink: &hooks::ShrinkState,
+) -> Result<Option<crate::probe::cgroup::CgroupVersion>, LabError> {
+    let (cg, _, _) = std::mem::take(&mut *shrink.lock());
+    let cgroup_version = cg.as_ref().map(|c| c.version());
+    if let Some(cg) = cg {
+        cg.leave()?;
+    }
+    Ok(cgroup_version)
 }
 
 /// The throttle sampler of a run: the child cgroup made for it when there is

@@ -12,7 +12,7 @@
 //! format (`makespan.hlog`, `bin_walk.hlog`, `sim_latency.hlog`,
 //! `makespan_over_lower_bound.hlog`), every interval tagged with the metric's
 //! tag, readable by any HdrHistogram log reader. A streamed run writes those
-//! files as it goes instead ([`super::live`]), keeping no closed interval.
+//! files as it goes instead (the report's live logs), keeping no closed interval.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime};
@@ -248,27 +248,28 @@ impl LatencyRecorder {
     }
 
     /// Closes the current interval at `now` as [`close_interval`] does, but
-    /// hands it to `log` instead of keeping it, so a streamed run holds no
-    /// interval in memory (see [`super::live`]). The next interval starts
-    /// at `now` even when writing fails.
+    /// hands it to `sink` (its values, start and length since the run
+    /// started) instead of keeping it, so a streamed run holds no interval
+    /// in memory (a live log's writer is such a sink). The next interval
+    /// starts at `now` even when the sink fails.
     ///
-    /// Errors: the I/O error writing the log.
+    /// Errors: what `sink` returns.
     ///
     /// [`close_interval`]: LatencyRecorder::close_interval
-    pub fn close_interval_into(
+    pub fn close_interval_with<E>(
         &mut self,
         now: Duration,
-        log: &mut super::live::LiveLog,
-    ) -> std::io::Result<()> {
+        sink: impl FnOnce(&Histogram<u64>, Duration, Duration) -> Result<(), E>,
+    ) -> Result<(), E> {
         let length = now.saturating_sub(self.current_start);
-        let written = log.append(&self.current, self.current_start, length);
+        let written = sink(&self.current, self.current_start, length);
         self.current.reset();
         self.current_start += length;
         written
     }
 
     /// Closed intervals kept in memory (0 when every interval went to a
-    /// [`super::live::LiveLog`]).
+    /// sink through [`LatencyRecorder::close_interval_with`]).
     pub fn closed_intervals(&self) -> usize {
         self.closed.len()
     }

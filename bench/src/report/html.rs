@@ -99,6 +99,14 @@ fn summary_table(out: &mut String, runs: &[RunReport]) {
 fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
     let mut rows: Vec<(String, String)> = Vec::new();
     let mut kv = |k: &str, v: String| rows.push((k.to_string(), v));
+    run_rows(r, &mut kv);
+    load_rows(r, &mut kv);
+    latency_rows(r, &mut kv);
+    rows
+}
+
+/// What ran: profile, scale, outcomes, parity, machine and corpus.
+fn run_rows(r: &RunReport, kv: &mut impl FnMut(&str, String)) {
     kv(
         "profile / binding",
         format!(
@@ -152,6 +160,10 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             r.corpus.path, r.corpus.version, r.corpus.checksum
         ),
     );
+}
+
+/// What it cost: threads, CPU, throttling, posture, arrivals, saturation.
+fn load_rows(r: &RunReport, kv: &mut impl FnMut(&str, String)) {
     kv(
         "threads",
         format!(
@@ -211,6 +223,11 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             },
         ),
     );
+}
+
+/// How late things were: the co-tenant, sim I/O, the reserve burst, the
+/// background, overruns, memory, and each metric's percentiles.
+fn latency_rows(r: &RunReport, kv: &mut impl FnMut(&str, String)) {
     let late = |l: Option<crate::lab::Lateness>| {
         l.map_or_else(
             || "not run".to_string(),
@@ -269,7 +286,6 @@ fn detail_rows(r: &RunReport) -> Vec<(String, String)> {
             ),
         );
     }
-    rows
 }
 
 /// The background row: per kind, submitted / completed / refused, then the

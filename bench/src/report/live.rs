@@ -103,6 +103,19 @@ impl LiveLog {
         self.out.flush()
     }
 
+    /// Closes `recorder`'s current interval at `now` (time since the run
+    /// started) into this log instead of keeping it in memory; the next
+    /// interval starts at `now` even when writing fails.
+    ///
+    /// Errors: the I/O error writing the log.
+    pub fn close_from(
+        &mut self,
+        recorder: &mut LatencyRecorder,
+        now: Duration,
+    ) -> std::io::Result<()> {
+        recorder.close_interval_with(now, |h, start, length| self.append(h, start, length))
+    }
+
     /// Closes the log: appends `last`'s open interval (ending at `run_end`,
     /// time since the run started) and a comment with its out-of-range
     /// count, flushes, and reads the whole file back for the report
@@ -140,7 +153,7 @@ mod tests {
             }
             let now = Duration::from_secs(i as u64 + 1);
             match live.as_deref_mut() {
-                Some(log) => r.close_interval_into(now, log).unwrap(),
+                Some(log) => log.close_from(&mut r, now).unwrap(),
                 None => r.close_interval(now),
             }
         }

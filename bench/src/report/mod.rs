@@ -19,6 +19,7 @@ pub mod model;
 mod plot;
 pub mod sample;
 pub mod summary;
+pub mod timeline;
 pub mod verdict;
 pub mod write;
 
@@ -32,9 +33,10 @@ pub use live::LiveLog;
 pub use model::{
     CoTenantInfo, CorpusRef, CounterValue, CycleRow, Machine, Mismatch, OutcomeCounts, Percentiles,
     PlanChange, PostureCounts, QuotaDetection, RssFigures, RunReport, SaturationFigures,
-    ThreadCounts, Throttle, ThrottleSource, TimelineEvent, TimelineKind,
+    ThreadCounts, Throttle, ThrottleSource,
 };
 pub use summary::{render_compare_table, render_run_summary};
+pub use timeline::{TimelineEvent, TimelineKind};
 pub use verdict::{render_verdict, verdict, Figures};
 pub use write::{
     check_out_dir, write_compare_dir, write_dir_atomically, write_paired_dir, write_report_dir,

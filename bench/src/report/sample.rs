@@ -11,9 +11,11 @@ use fleet::{FailReason, PathOutcome};
 
 use super::hdr::{HdrLog, LatencyRecorder, Metric};
 
+use super::model::*;
+use super::timeline::{TimelineEvent, TimelineKind};
+
 /// Length of one interval of the sample's logs, milliseconds.
 const INTERVAL_MS: f64 = 10_000.0;
-use super::model::*;
 
 /// A small deterministic generator (xorshift64*), so samples need no
 /// random-number crate and are the same on every machine.
@@ -78,16 +80,21 @@ pub fn sample_run(
     sample_run_with_logs(label, shape, cycles, scale, seed).0
 }
 
-/// [`sample_run`] plus its interval logs (one per [`Metric`], an interval
-/// per 10 s of run time, `StartTime` fixed so the bytes are reproducible).
-pub fn sample_run_with_logs(
-    label: &str,
-    shape: SampleShape,
-    cycles: u64,
-    scale: f64,
-    seed: u64,
-) -> (RunReport, Vec<HdrLog>) {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+/// The cycles of a sample run: the four metrics' recorders, the rows, the
+/// outcome counts and the path count.
+struct SampleCycles {
+    mk: LatencyRecorder,
+    ratio: LatencyRecorder,
+    walk: LatencyRecorder,
+    sim: LatencyRecorder,
+    per_cycle: Vec<CycleRow>,
+    outcomes: OutcomeCounts,
+    paths: u64,
+}
+
+/// Generates `cycles` cycles a period of 250 ms × `scale` apart, closing
+/// an interval of every recorder each [`INTERVAL_MS`].
+fn sample_cycles(shape: SampleShape, cycles: u64, scale: f64, rng: &mut Rng) -> SampleCycles {
     let rec = LatencyRecorder::new;
     let (mut mk, mut ratio, mut walk, mut sim) = (
         rec(Metric::Makespan),
@@ -148,7 +155,26 @@ pub fn sample_run_with_logs(
             bins_walk_ms: bins,
         });
     }
-    let wall_ms = cycles as f64 * period_ms + per_cycle.last().map_or(0.0, |r| r.makespan_ms);
+    SampleCycles {
+        mk,
+        ratio,
+        walk,
+        sim,
+        per_cycle,
+        outcomes,
+        paths,
+    }
+}
+
+/// The sample's timeline over `wall_ms`: throttle episodes at
+/// `shape.throttle_per_min`, one cordon and one retune; and the throttle
+/// count.
+fn sample_timeline(
+    shape: SampleShape,
+    wall_ms: f64,
+    scale: f64,
+    rng: &mut Rng,
+) -> (Vec<TimelineEvent>, u64) {
     let mut timeline = Vec::new();
     let mut t = 0.0;
     let mut throttles = 0;
@@ -165,7 +191,7 @@ pub fn sample_run_with_logs(
             detail: format!("{} throttled periods", 1 + rng.next_u64() % 3),
         });
     }
-    let (enter, exit) = (wall_ms * 0.35, wall_ms * 0.55);
+    let (enter, exit) = (wall_ms * POSTURE_ENTER, wall_ms * POSTURE_EXIT);
     timeline.push(TimelineEvent {
         t_ms: enter,
         kind: TimelineKind::PostureEnter,
@@ -182,6 +208,15 @@ pub fn sample_run_with_logs(
         detail: "cordon_duty_percent 5 -> 3".into(),
     });
     timeline.sort_by(|a, b| a.t_ms.total_cmp(&b.t_ms));
+    (timeline, throttles)
+}
+
+/// Where the sample's cordon starts and ends, as fractions of the run.
+const POSTURE_ENTER: f64 = 0.35;
+const POSTURE_EXIT: f64 = 0.55;
+
+/// The sample's perf counters (instructions skipped, as on this host).
+fn sample_counters(rng: &mut Rng) -> BTreeMap<String, CounterValue> {
     let mut counters = BTreeMap::new();
     counters.insert(
         "context_switches".to_string(),
@@ -197,6 +232,109 @@ pub fn sample_run_with_logs(
             skipped: "not supported".into(),
         },
     );
+    counters
+}
+
+/// The sample's co-tenant figures: a thread-per-sim shape wakes the host's
+/// probe later.
+fn sample_cotenant(
+    shape: SampleShape,
+    wall_ms: f64,
+    cycles: u64,
+    scale: f64,
+) -> (
+    crate::lab::Lateness,
+    crate::lab::Lateness,
+    crate::report::CoTenantInfo,
+) {
+    let cotenant = crate::lab::Lateness {
+        p50: 60.0 * (1.0 + shape.tail),
+        p99: 180.0 * (1.0 + 4.0 * shape.tail),
+        p999: 400.0 * (1.0 + 4.0 * shape.tail),
+        max: 900.0 * (1.0 + 4.0 * shape.tail),
+        count: (wall_ms as u64).max(1),
+    };
+    let reserve = crate::lab::Lateness {
+        p50: 100.0 * (1.0 + shape.tail),
+        p99: 900.0 * (1.0 + 3.0 * shape.tail),
+        p999: 1_500.0 * (1.0 + 3.0 * shape.tail),
+        max: 2_000.0 * (1.0 + 3.0 * shape.tail),
+        count: cycles,
+    };
+    let info = crate::report::CoTenantInfo {
+        mode: crate::lab::CoTenantMode::On,
+        probe_period_us: 1_000,
+        probe_missed_ticks: 0,
+        reserve_burst_us: (20_000.0 * scale) as u64,
+        cpu_seconds: wall_ms / 1000.0 * 0.03,
+    };
+    (cotenant, reserve, info)
+}
+
+/// The sample's threads (a thread-per-sim shape creates
+/// `threads_per_cycle` a cycle), its 2-CPU machine and its corpus.
+fn sample_host(shape: SampleShape, cycles: u64) -> (ThreadCounts, Machine, CorpusRef) {
+    let threads = ThreadCounts {
+        at_start: 9,
+        peak: 9 + shape.threads_per_cycle.min(40),
+        created_during_run: shape.threads_per_cycle * cycles,
+        peak_runnable: 2 + shape.threads_per_cycle / 10,
+    };
+    let machine = Machine {
+        cpus: 2,
+        quota: Some(2.0),
+        load_average: None,
+        other_cpus: None,
+    };
+    let corpus = CorpusRef {
+        path: "corpus/golden.corpus".into(),
+        version: "1".into(),
+        checksum: "sha256:sample".into(),
+    };
+    (threads, machine, corpus)
+}
+
+/// `events` injected throttle events of 7.5 ms each over `wall_ms`.
+fn sample_throttle(events: u64, wall_ms: f64) -> Throttle {
+    Throttle {
+        events,
+        throttled_ms: events as f64 * 7.5,
+        throttled_share: events as f64 * 7.5 / wall_ms,
+        source: ThrottleSource::Injected,
+    }
+}
+
+/// [`sample_run`] plus its interval logs (one per [`Metric`], an interval
+/// per 10 s of run time, `StartTime` fixed so the bytes are reproducible).
+pub fn sample_run_with_logs(
+    label: &str,
+    shape: SampleShape,
+    cycles: u64,
+    scale: f64,
+    seed: u64,
+) -> (RunReport, Vec<HdrLog>) {
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let period_ms = 250.0 * scale;
+    let SampleCycles {
+        mk,
+        ratio,
+        walk,
+        sim,
+        per_cycle,
+        outcomes,
+        paths,
+    } = sample_cycles(shape, cycles, scale, &mut rng);
+    let wall_ms = cycles as f64 * period_ms + per_cycle.last().map_or(0.0, |r| r.makespan_ms);
+    let (timeline, throttles) = sample_timeline(shape, wall_ms, scale, &mut rng);
+    let counters = sample_counters(&mut rng);
+    let (enter, exit) = (wall_ms * POSTURE_ENTER, wall_ms * POSTURE_EXIT);
+    let (cotenant_lateness, reserve_lateness, cotenant) =
+        sample_cotenant(shape, wall_ms, cycles, scale);
+    let (threads, machine, corpus) = sample_host(shape, cycles);
+    let (profile, binding) = match shape.threads_per_cycle {
+        0 => ("auto", "serial"),
+        _ => ("pile_of_pools", "pile_of_pools"),
+    };
     let run_start = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let run_end = Duration::from_secs_f64(wall_ms / 1000.0);
     let logs = [&mk, &ratio, &walk, &sim]
@@ -208,18 +346,8 @@ pub fn sample_run_with_logs(
         .collect();
     let report = RunReport {
         label: label.to_string(),
-        profile: if shape.threads_per_cycle == 0 {
-            "auto"
-        } else {
-            "pile_of_pools"
-        }
-        .to_string(),
-        binding: if shape.threads_per_cycle == 0 {
-            "serial"
-        } else {
-            "pile_of_pools"
-        }
-        .to_string(),
+        profile: profile.to_string(),
+        binding: binding.to_string(),
         oversubscribed: false,
         scale,
         cycles,
@@ -233,21 +361,11 @@ pub fn sample_run_with_logs(
         makespan_over_process_bound: ratio.percentiles(),
         bin_walk_ms: walk.percentiles(),
         sim_latency_ms: sim.percentiles(),
-        threads: ThreadCounts {
-            at_start: 9,
-            peak: 9 + shape.threads_per_cycle.min(40),
-            created_during_run: shape.threads_per_cycle * cycles,
-            peak_runnable: 2 + shape.threads_per_cycle / 10,
-        },
+        threads,
         timer_slack_ns: [(50_000, 9)].into_iter().collect(),
         cpu_seconds: wall_ms / 1000.0 * 0.4 * (1.0 + shape.tail),
         wall_seconds: wall_ms / 1000.0,
-        throttle: Some(Throttle {
-            events: throttles,
-            throttled_ms: throttles as f64 * 7.5,
-            throttled_share: throttles as f64 * 7.5 / wall_ms,
-            source: ThrottleSource::Injected,
-        }),
+        throttle: Some(sample_throttle(throttles, wall_ms)),
         posture: PostureCounts {
             enters: 1,
             exits: 1,
@@ -255,23 +373,14 @@ pub fn sample_run_with_logs(
             intake_suppressed: 17,
         },
         perf_counters: Some(counters),
-        histograms_out_of_range: mk.out_of_range()
-            + ratio.out_of_range()
-            + walk.out_of_range()
-            + sim.out_of_range(),
+        histograms_out_of_range: [&mk, &ratio, &walk, &sim]
+            .iter()
+            .map(|r| r.out_of_range())
+            .sum(),
         per_cycle,
         timeline,
-        machine: Machine {
-            cpus: 2,
-            quota: Some(2.0),
-            load_average: None,
-            other_cpus: None,
-        },
-        corpus: CorpusRef {
-            path: "corpus/golden.corpus".into(),
-            version: "1".into(),
-            checksum: "sha256:sample".into(),
-        },
+        machine,
+        corpus,
         census: Vec::new(),
         lent_reserve: None,
         perf_per_thread: BTreeMap::new(),
@@ -281,28 +390,9 @@ pub fn sample_run_with_logs(
         plan_changes: Vec::new(),
         rss: None,
         streamed_to: None,
-        // A thread-per-sim shape wakes the host's probe later.
-        cotenant_lateness_us: Some(crate::lab::Lateness {
-            p50: 60.0 * (1.0 + shape.tail),
-            p99: 180.0 * (1.0 + 4.0 * shape.tail),
-            p999: 400.0 * (1.0 + 4.0 * shape.tail),
-            max: 900.0 * (1.0 + 4.0 * shape.tail),
-            count: (wall_ms as u64).max(1),
-        }),
-        reserve_task_lateness_us: Some(crate::lab::Lateness {
-            p50: 100.0 * (1.0 + shape.tail),
-            p99: 900.0 * (1.0 + 3.0 * shape.tail),
-            p999: 1_500.0 * (1.0 + 3.0 * shape.tail),
-            max: 2_000.0 * (1.0 + 3.0 * shape.tail),
-            count: cycles,
-        }),
-        cotenant: Some(crate::report::CoTenantInfo {
-            mode: crate::lab::CoTenantMode::On,
-            probe_period_us: 1_000,
-            probe_missed_ticks: 0,
-            reserve_burst_us: (20_000.0 * scale) as u64,
-            cpu_seconds: wall_ms / 1000.0 * 0.03,
-        }),
+        cotenant_lateness_us: Some(cotenant_lateness),
+        reserve_task_lateness_us: Some(reserve_lateness),
+        cotenant: Some(cotenant),
         saturation: None,
         peak_start_late_ms: 0.0,
         arrival_interval_ms: period_ms,

@@ -5,6 +5,7 @@
 //! makespan p50/p95/p99/max, ratio to the lower bound, threads created, peak
 //! runnable threads, CPU seconds, throttle events, parity).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::model::{CounterValue, RunReport};
@@ -234,6 +235,20 @@ pub fn render_compare_table(runs: &[RunReport]) -> String {
 /// posture, out-of-range count, perf counters), then the one-row table.
 pub fn render_run_summary(r: &RunReport) -> String {
     let mut s = String::new();
+    write_run(&mut s, r);
+    write_latencies(&mut s, r);
+    write_load(&mut s, r);
+    write_throttle_and_posture(&mut s, r);
+    if let Some(counters) = &r.perf_counters {
+        write_perf(&mut s, counters);
+    }
+    s.push('\n');
+    s.push_str(&render_compare_table(std::slice::from_ref(r)));
+    s
+}
+
+/// The run, machine, outcome and parity lines.
+fn write_run(s: &mut String, r: &RunReport) {
     let quota = r
         .machine
         .quota
@@ -292,6 +307,11 @@ pub fn render_run_summary(r: &RunReport) -> String {
             let _ = writeln!(s, "parity:     FAIL");
         }
     }
+}
+
+/// The latency lines: each metric's percentiles, then the co-tenant's and
+/// the reserve task's lateness.
+fn write_latencies(s: &mut String, r: &RunReport) {
     for (name, p, unit) in [
         ("makespan", &r.makespan_ms, " ms"),
         ("/proc lb", &r.makespan_over_process_bound, ""),
@@ -357,6 +377,10 @@ pub fn render_run_summary(r: &RunReport) -> String {
             );
         }
     }
+}
+
+/// Saturation, lending, threads and CPU.
+fn write_load(s: &mut String, r: &RunReport) {
     match r.saturation {
         Some(sat) => {
             let _ = writeln!(
@@ -395,6 +419,10 @@ pub fn render_run_summary(r: &RunReport) -> String {
         "cpu:        {:.2} s over {:.2} s wall",
         r.cpu_seconds, r.wall_seconds
     );
+}
+
+/// Throttling, posture and the out-of-range warning.
+fn write_throttle_and_posture(s: &mut String, r: &RunReport) {
     match r.throttle {
         Some(t) => {
             let _ = writeln!(
@@ -431,35 +459,33 @@ pub fn render_run_summary(r: &RunReport) -> String {
             r.histograms_out_of_range
         );
     }
-    if let Some(counters) = &r.perf_counters {
-        // Values first, then each distinct skip reason once with the
-        // counters it covers.
-        let mut list: Vec<String> = counters
-            .iter()
-            .filter_map(|(k, v)| match v {
-                CounterValue::Value(n) => Some(format!("{k} {n}")),
-                CounterValue::Skipped { .. } => None,
-            })
-            .collect();
-        let mut skipped: Vec<(String, Vec<&str>)> = Vec::new();
-        for (k, v) in counters {
-            if let CounterValue::Skipped { skipped: why } = v {
-                // One reason per kind: the counter's own name is not part of it.
-                let why = why.replace(&format!(" {k} "), " such ");
-                match skipped.iter_mut().find(|(w, _)| *w == why) {
-                    Some((_, names)) => names.push(k),
-                    None => skipped.push((why, vec![k.as_str()])),
-                }
+}
+
+/// The perf counters: values first, then each distinct skip reason once
+/// with the counters it covers.
+fn write_perf(s: &mut String, counters: &BTreeMap<String, CounterValue>) {
+    let mut list: Vec<String> = counters
+        .iter()
+        .filter_map(|(k, v)| match v {
+            CounterValue::Value(n) => Some(format!("{k} {n}")),
+            CounterValue::Skipped { .. } => None,
+        })
+        .collect();
+    let mut skipped: Vec<(String, Vec<&str>)> = Vec::new();
+    for (k, v) in counters {
+        if let CounterValue::Skipped { skipped: why } = v {
+            // One reason per kind: the counter's own name is not part of it.
+            let why = why.replace(&format!(" {k} "), " such ");
+            match skipped.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, names)) => names.push(k),
+                None => skipped.push((why, vec![k.as_str()])),
             }
         }
-        for (why, names) in skipped {
-            list.push(format!("{} skipped ({why})", names.join(" and ")));
-        }
-        let _ = writeln!(s, "perf:       {}", list.join(", "));
     }
-    s.push('\n');
-    s.push_str(&render_compare_table(std::slice::from_ref(r)));
-    s
+    for (why, names) in skipped {
+        list.push(format!("{} skipped ({why})", names.join(" and ")));
+    }
+    let _ = writeln!(s, "perf:       {}", list.join(", "));
 }
 
 /// An outcome in words for tables and pages: `solved (in 5, profit 2)`,

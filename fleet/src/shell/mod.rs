@@ -26,9 +26,11 @@
 //! `fleet` spawns no threads: the binding calls [`HostShell::run`] on its own.
 
 mod core;
+mod input;
 
 use self::core::Core;
 use self::core::CoreLock as Mutex;
+use self::input::pump_input;
 use crate::guard::GuardSnapshot;
 use crate::pump::{AdmissionError, HostPump, Placement, PumpFailure, PumpInput, SeatId};
 use crate::receipt::TerminalReason;
@@ -387,29 +389,8 @@ fn run_loop<P: Send + 'static>(
                 InboxRecv::Msg(_) => {}
             }
         }
-        let (input, pending) = match received {
-            InboxRecv::Msg(ShellMsg::Wake) => continue,
-            InboxRecv::Msg(ShellMsg::Enqueue(mut p)) => match p.payload.take() {
-                Some(payload) => (
-                    PumpInput::Enqueue {
-                        meta: p.meta,
-                        payload,
-                    },
-                    Some(p),
-                ),
-                None => continue,
-            },
-            InboxRecv::Msg(ShellMsg::SeatDone { seat, unit }) => {
-                (PumpInput::SeatDone { seat, unit }, None)
-            }
-            InboxRecv::Msg(ShellMsg::SeatLost { seat }) => (PumpInput::SeatLost { seat }, None),
-            InboxRecv::Msg(ShellMsg::PostureEdge { seq }) => (PumpInput::PostureEdge { seq }, None),
-            InboxRecv::Msg(ShellMsg::Rebudget { bounds }) => (PumpInput::Rebudget { bounds }, None),
-            InboxRecv::Msg(ShellMsg::EpochBoundary { epoch }) => {
-                (PumpInput::EpochBoundary { epoch }, None)
-            }
-            InboxRecv::Msg(ShellMsg::Close) | InboxRecv::Disconnected => (PumpInput::Close, None),
-            InboxRecv::Timeout => (PumpInput::BackstopTick, None),
+        let Some((input, pending)) = pump_input(received) else {
+            continue;
         };
         let closing = matches!(input, PumpInput::Close);
         let answer = {

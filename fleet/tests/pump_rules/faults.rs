@@ -226,8 +226,9 @@ fn huge_config_values_are_carried_without_overflow() {
     assert!(!p.has_failed());
 }
 
-#[test]
-fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() {
+/// Solver seats 0 and 1 running units 1 and 3 (unit 2 queued for seat 0),
+/// the resolve seat running unit 4 (unit 5 queued).
+fn lost_seat_host() -> HostPump<UnitId> {
     let mut p = HostPump::new(
         layout(vec![(Solver, 2), (Resolve, 1)], 4, 2),
         PumpConfig::default(),
@@ -252,7 +253,12 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
         placement(&enq(&mut p, UnitMeta::pooled(5, Resolve), NOMINAL)),
         Some(Placement::Queued)
     );
+    p
+}
 
+/// Solver seat 0 dies mid-unit: the unit keyed to it resolves typed, later
+/// ones keyed to it are refused, other keys still run.
+fn solver_seat_lost(p: &mut HostPump<UnitId>) {
     // Solver seat 0 dies mid-unit; the binding latched the lane death first.
     let fx = p.step(
         PumpInput::SeatLost {
@@ -286,7 +292,7 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
     assert!(p.counts().conserved(), "{}", p.counts());
     // A later unit keyed to the lost seat is refused with its payload; another key still runs.
     assert!(matches!(
-        enq(&mut p, UnitMeta::keyed(6, Solver, 4), DEAD)[..],
+        enq(p, UnitMeta::keyed(6, Solver, 4), DEAD)[..],
         [Effect::Refused {
             error: AdmissionError::SeatLost {
                 role: Solver,
@@ -297,7 +303,7 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
         }]
     ));
     assert_eq!(
-        placement(&enq(&mut p, UnitMeta::keyed(7, Solver, 3), DEAD)),
+        placement(&enq(p, UnitMeta::keyed(7, Solver, 3), DEAD)),
         Some(Placement::Queued)
     );
     p.step(
@@ -311,7 +317,10 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
         p.in_flight(),
         vec![(seat(Solver, 1), 7), (seat(Resolve, 0), 4)]
     );
-    // A stale report from the lost seat, or a second loss, changes nothing.
+}
+
+/// A stale report from the lost seat, or a second loss, changes nothing.
+fn stale_reports_change_nothing(p: &mut HostPump<UnitId>) {
     assert!(p
         .step(
             PumpInput::SeatDone {
@@ -338,8 +347,11 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
         )
         .is_empty());
     assert!(!p.has_failed());
+}
 
-    // The only resolve seat is lost: its queued unit resolves, new ones are refused.
+/// The only resolve seat is lost: its queued unit resolves, new ones are
+/// refused.
+fn only_resolve_seat_lost(p: &mut HostPump<UnitId>) {
     let fx = p.step(
         PumpInput::SeatLost {
             seat: seat(Resolve, 0),
@@ -351,7 +363,7 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
         Effect::Terminal { meta, reason: TerminalReason::SeatLost { role: Resolve, index: 0 }, .. } if meta.id == 5
     )));
     assert!(matches!(
-        enq(&mut p, UnitMeta::pooled(8, Resolve), NOMINAL)[..],
+        enq(p, UnitMeta::pooled(8, Resolve), NOMINAL)[..],
         [Effect::Refused {
             error: AdmissionError::SeatLost {
                 role: Resolve,
@@ -364,4 +376,12 @@ fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() 
     assert!(c.conserved(), "{c}");
     assert_eq!((c.in_flight, c.queued, c.backlog), (1, 0, 0));
     assert_eq!(p.lost_seats(), vec![seat(Solver, 0), seat(Resolve, 0)]);
+}
+
+#[test]
+fn a_lost_seat_leaves_the_layout_and_every_unit_that_needed_it_resolves_typed() {
+    let mut p = lost_seat_host();
+    solver_seat_lost(&mut p);
+    stale_reports_change_nothing(&mut p);
+    only_resolve_seat_lost(&mut p);
 }

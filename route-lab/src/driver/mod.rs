@@ -12,7 +12,6 @@ use std::time::Instant;
 use router::api::{ApiError, DepositRequest, LeaseItem, Outcome, ProtestRequest};
 use router::config::{CellFact, Facts, SourceFact, TargetFact};
 use router::Router;
-use routing::field::Receipt;
 use routing::participant::{Participant, Verdict};
 
 use super::baseline::Contender;
@@ -20,16 +19,16 @@ use super::report::{
     Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, WorkPerDecision,
 };
 use super::store::LabStore;
-use super::world::{
-    Attempt, World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST,
-};
+use super::world::{World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST};
 use super::SimError;
 
 mod device;
 mod figures;
-mod ledger;
+mod state;
 
-pub use ledger::{Cause, Ledger, Loss, LowerDevice};
+pub use crate::ledger::{Cause, Ledger, Loss, LowerDevice};
+
+use state::{DevState, Held, Running, Shadow};
 
 /// Curiosity window of a device's local negative facts, seconds.
 pub const CURIOSITY_S: f64 = 1800.0;
@@ -53,68 +52,6 @@ enum Ev {
     Upgrade(usize),
     Wake(usize, u64),
     Done(usize, u64),
-}
-
-/// The item a device is executing.
-#[derive(Debug, Clone)]
-struct Running {
-    target: usize,
-    attempt: Attempt,
-}
-
-/// A lease in a device's hands.
-#[derive(Debug, Clone)]
-struct Held {
-    id: String,
-    items: Vec<LeaseItem>,
-    receipts: Vec<Receipt>,
-    next: usize,
-    running: Option<Running>,
-}
-
-#[derive(Debug, Clone)]
-struct DevState {
-    online: bool,
-    epoch: u64,
-    secret: Option<String>,
-    version: &'static str,
-    participant: Participant,
-    held: Option<Held>,
-    attempts: u64,
-    deposits: u64,
-    idle_since: Option<f64>,
-    /// The earliest instant work may have become admissible for this
-    /// device after its last empty answer: the next refill tick or the
-    /// router's politeness hint, whichever is first.
-    admissible_from: Option<f64>,
-    /// While the router holds this device's long poll: when the poll's
-    /// wait runs out (its later tries are the router's, not the device's).
-    poll_until: Option<f64>,
-    /// When the device last came online (meaningful while online).
-    online_since: f64,
-    busy_until: f64,
-}
-
-/// A host's true politeness limit, kept independently of the router's buckets.
-#[derive(Debug, Clone)]
-struct Shadow {
-    capacity: f64,
-    rate: f64,
-    tokens: f64,
-    last: f64,
-}
-
-impl Shadow {
-    fn admit(&mut self, t: f64) -> bool {
-        self.tokens = (self.tokens + self.rate * (t - self.last).max(0.0)).min(self.capacity);
-        self.last = self.last.max(t);
-        if self.tokens >= 1.0 - 1e-9 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
 }
 
 /// Running sums of the figures.

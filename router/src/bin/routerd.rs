@@ -257,11 +257,14 @@ fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
     }
 }
 
-fn serve(args: ServeArgs) -> Result<()> {
+/// The serve flags' ranges checked: the drain bound and the connection
+/// timeouts.
+///
+/// Errors: a flag out of its range, named with its range.
+fn serve_limits(args: &ServeArgs) -> Result<(Duration, Timeouts)> {
     if !(args.drain_s.is_finite() && (0.0..=600.0).contains(&args.drain_s)) {
         bail!("--drain-s must be in [0, 600], got {}", args.drain_s);
     }
-    let drain = Duration::from_secs_f64(args.drain_s);
     if !(args.idle_s.is_finite() && args.idle_s > 0.0 && args.idle_s <= 3600.0) {
         bail!("--idle-s must be in (0, 3600], got {}", args.idle_s);
     }
@@ -282,17 +285,15 @@ fn serve(args: ServeArgs) -> Result<()> {
             args.lease_ttl_s
         );
     }
-    let quota = fleet::quota::detect_live();
-    let workers = quota.schedulable_cpus().max(1) as usize;
-    tracing::info!(
-        workers,
-        effective_cpus = quota.effective_cpus(),
-        "runtime sized from the CPU quota: {}",
-        quota.reason
-    );
-    std::fs::create_dir_all(&args.data)
-        .with_context(|| format!("creating the data directory {}", args.data.display()))?;
-    let store = open_store(&args)?;
+    Ok((Duration::from_secs_f64(args.drain_s), timeouts))
+}
+
+/// The router's configuration from the serve flags and the data directory's
+/// secrets (created on first start).
+///
+/// Errors: an unreadable secret or credentials file, a credentials file
+/// that repeats the registration token, a flag out of its range.
+fn router_config(args: &ServeArgs) -> Result<RouterConfig> {
     let operator_key = match &args.operator_key {
         Some(k) => k.clone(),
         None => secret_file(&args.data.join("operator.key"))?,
@@ -335,7 +336,7 @@ fn serve(args: ServeArgs) -> Result<()> {
             bail!("{name} must be in [60, 31536000], got {v}");
         }
     }
-    let cfg = RouterConfig {
+    Ok(RouterConfig {
         verify,
         deposit_retention_s: args.deposit_retention_s,
         device_retention_s: args.device_retention_s,
@@ -349,7 +350,19 @@ fn serve(args: ServeArgs) -> Result<()> {
         discovery_per_window: args.discovery_per_window,
         deposit_queue: args.deposit_queue as usize,
         ..RouterConfig::default()
-    };
+    })
+}
+
+/// Opens the router on `store` (state rebuilt from it) behind its shell, on
+/// the manual clock when `--manual-clock` asks for one.
+///
+/// Errors: the manual clock's start invalid, the router or its event log
+/// unopenable.
+fn open_shell(
+    args: &ServeArgs,
+    cfg: RouterConfig,
+    store: Box<dyn Store>,
+) -> Result<std::sync::Arc<Shell>> {
     let manual = match args.manual_clock {
         Some(start) => {
             Some(ManualClock::new(start).map_err(|e| anyhow::anyhow!("--manual-clock: {e}"))?)
@@ -375,65 +388,94 @@ fn serve(args: ServeArgs) -> Result<()> {
     }
     .context("opening the event log")?;
     shell.set_events_max_bytes(args.events_max_mib << 20);
+    Ok(shell)
+}
+
+/// Serves `shell` on `args.listen` until a stop signal, then drains open
+/// requests for at most `drain` and writes a final snapshot.
+///
+/// Errors: the address cannot be bound, or serving fails.
+async fn run_server(
+    args: ServeArgs,
+    shell: std::sync::Arc<Shell>,
+    drain: Duration,
+    timeouts: Timeouts,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    let local = listener.local_addr()?;
+    let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
+    // The line tests and scripts wait for.
+    println!("routerd listening on http://{local}");
+    tracing::info!("listening on http://{local}");
+    let ticker = shell.clone();
+    let period = Duration::from_millis(args.tick_ms);
+    // On a manual clock each advance runs its own tick.
+    let background = !shell.is_manual();
+    tokio::spawn(async move {
+        if !background {
+            return;
+        }
+        let mut every = tokio::time::interval(period);
+        loop {
+            every.tick().await;
+            let s = ticker.clone();
+            let _ = tokio::task::spawn_blocking(move || s.tick()).await;
+        }
+    });
+    let last = shell.clone();
+    let closer = shell.clone();
+    let stopping = std::sync::Arc::new(tokio::sync::Notify::new());
+    let stopped = stopping.clone();
+    // With the peer's address: registrations are budgeted per address.
+    let server = axum::serve(
+        listener,
+        app(shell).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(async move {
+        stop_signal().await;
+        tracing::info!("stopping: draining open requests");
+        // Held long polls answer now instead of holding the stop.
+        closer.begin_close();
+        stopped.notify_one();
+    });
+    // The drain is bounded: a connection that never finishes its
+    // request does not keep routerd alive.
+    tokio::select! {
+        served = server.into_future() => served.context("serving")?,
+        _ = async {
+            stopping.notified().await;
+            tokio::time::sleep(drain).await;
+        } => tracing::warn!("stopping with requests still open after the {:?} drain", drain),
+    }
+    // A clean stop writes a final snapshot.
+    let _ = tokio::task::spawn_blocking(move || last.final_tick()).await;
+    Ok(())
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let (drain, timeouts) = serve_limits(&args)?;
+    let quota = fleet::quota::detect_live();
+    let workers = quota.schedulable_cpus().max(1) as usize;
+    tracing::info!(
+        workers,
+        effective_cpus = quota.effective_cpus(),
+        "runtime sized from the CPU quota: {}",
+        quota.reason
+    );
+    std::fs::create_dir_all(&args.data)
+        .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    let store = open_store(&args)?;
+    let cfg = router_config(&args)?;
+    let shell = open_shell(&args, cfg, store)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .max_blocking_threads(workers * 4)
         .enable_all()
         .build()
         .context("building the runtime")?;
-    rt.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("binding {}", args.listen))?;
-        let local = listener.local_addr()?;
-        let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
-        // The line tests and scripts wait for.
-        println!("routerd listening on http://{local}");
-        tracing::info!("listening on http://{local}");
-        let ticker = shell.clone();
-        let period = Duration::from_millis(args.tick_ms);
-        // On a manual clock each advance runs its own tick.
-        let background = !shell.is_manual();
-        tokio::spawn(async move {
-            if !background {
-                return;
-            }
-            let mut every = tokio::time::interval(period);
-            loop {
-                every.tick().await;
-                let s = ticker.clone();
-                let _ = tokio::task::spawn_blocking(move || s.tick()).await;
-            }
-        });
-        let last = shell.clone();
-        let closer = shell.clone();
-        let stopping = std::sync::Arc::new(tokio::sync::Notify::new());
-        let stopped = stopping.clone();
-        // With the peer's address: registrations are budgeted per address.
-        let server = axum::serve(
-            listener,
-            app(shell).into_make_service_with_connect_info::<Peer>(),
-        )
-        .with_graceful_shutdown(async move {
-            stop_signal().await;
-            tracing::info!("stopping: draining open requests");
-            // Held long polls answer now instead of holding the stop.
-            closer.begin_close();
-            stopped.notify_one();
-        });
-        // The drain is bounded: a connection that never finishes its
-        // request does not keep routerd alive.
-        tokio::select! {
-            served = server.into_future() => served.context("serving")?,
-            _ = async {
-                stopping.notified().await;
-                tokio::time::sleep(drain).await;
-            } => tracing::warn!("stopping with requests still open after the {:?} drain", drain),
-        }
-        // A clean stop writes a final snapshot.
-        let _ = tokio::task::spawn_blocking(move || last.final_tick()).await;
-        Ok::<(), anyhow::Error>(())
-    })
+    rt.block_on(run_server(args, shell, drain, timeouts))
 }
 
 fn facts(op: FactsOp, url: &str, key: Option<String>) -> Result<()> {

@@ -139,24 +139,10 @@ impl Router {
         })
     }
 
-    fn register_inner(
-        &mut self,
-        req: &RegisterRequest,
-        now_s: f64,
-        source: Option<&str>,
-    ) -> Result<Registration, ApiError> {
-        let credential = crate::credentials::matching(
-            &req.registration_token,
-            &self.cfg.registration_token,
-            &self.cfg.more_credentials,
-        )
-        .map(str::to_string);
-        self.limits
-            .charge_registration(credential.as_deref(), source, now_s)
-            .map_err(|(scope, wait)| ApiError::RegistrationLimited(scope.name().into(), wait))?;
-        let Some(credential) = credential else {
-            return Err(ApiError::Unauthorized("registration token".into()));
-        };
+    /// Refuses a registration whose fields are malformed: the device id, an
+    /// unknown archetype, too many or malformed capabilities, an adapter
+    /// version outside 1..=64 bytes.
+    fn check_fields(&self, req: &RegisterRequest) -> Result<(), ApiError> {
         check_label("device_id", &req.device_id)?;
         if !self.cfg.archetypes.contains(&req.archetype) {
             return Err(ApiError::UnknownArchetype(
@@ -172,6 +158,13 @@ impl Router {
         if req.adapter_version.is_empty() || req.adapter_version.len() > 64 {
             return Err(ApiError::bad("adapter_version", "1..=64 bytes"));
         }
+        Ok(())
+    }
+
+    /// Refuses a registration of a known identity without its secret, of a
+    /// revoked one, or under another archetype; and one of an identity
+    /// whose first registration is still being saved.
+    fn check_resume(&self, req: &RegisterRequest) -> Result<(), ApiError> {
         if let Some(d) = self.d.devices.get(&req.device_id) {
             // A known identity carries earned trust: only its holder resumes it.
             let presented = req.device_secret.as_deref().unwrap_or("");
@@ -199,6 +192,29 @@ impl Router {
                 "device id: its first registration is being saved".into(),
             ));
         }
+        Ok(())
+    }
+
+    fn register_inner(
+        &mut self,
+        req: &RegisterRequest,
+        now_s: f64,
+        source: Option<&str>,
+    ) -> Result<Registration, ApiError> {
+        let credential = crate::credentials::matching(
+            &req.registration_token,
+            &self.cfg.registration_token,
+            &self.cfg.more_credentials,
+        )
+        .map(str::to_string);
+        self.limits
+            .charge_registration(credential.as_deref(), source, now_s)
+            .map_err(|(scope, wait)| ApiError::RegistrationLimited(scope.name().into(), wait))?;
+        let Some(credential) = credential else {
+            return Err(ApiError::Unauthorized("registration token".into()));
+        };
+        self.check_fields(req)?;
+        self.check_resume(req)?;
         let known = self.d.devices.contains_key(&req.device_id);
         // A new identity's origin is where it first registered from; a
         // known one keeps its own (resuming from elsewhere changes nothing).

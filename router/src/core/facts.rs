@@ -49,6 +49,17 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
         check_range("temperature", t, 0.0, 100.0)?;
         d.temperature = t;
     }
+    apply_sources(d, f, &mut rep)?;
+    apply_targets(d, f, now_s, &mut rep)?;
+    apply_cells(d, f, &mut rep)?;
+    apply_caps(d, f, &mut rep)?;
+    apply_device_states(d, f, &mut rep)?;
+    Ok(rep)
+}
+
+/// The sources: their host, binding, requirements, change timescale and
+/// politeness bucket (a source's counts survive a redeclaration).
+fn apply_sources(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for s in &f.sources {
         check_label("sources.source", &s.source)?;
         check_label("sources.binding", &s.binding)?;
@@ -75,6 +86,16 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
         d.sources.insert(s.source.clone(), rec);
         rep.sources += 1;
     }
+    Ok(())
+}
+
+/// The targets, each of a declared source; a new one is due at `now_s`.
+fn apply_targets(
+    d: &mut Durable,
+    f: &Facts,
+    now_s: f64,
+    rep: &mut FactsReport,
+) -> Result<(), ApiError> {
     for t in &f.targets {
         check_id("targets.target", &t.target)?;
         if !d.sources.contains_key(&t.source) {
@@ -99,6 +120,11 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
             rep.targets_added += 1;
         }
     }
+    Ok(())
+}
+
+/// The field's priors, weights and gates.
+fn apply_cells(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for c in &f.priors {
         let a = address(d, "priors.address", &c.address)?;
         d.field
@@ -120,6 +146,11 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
             .map_err(fe("gates"))?;
         rep.cells += 1;
     }
+    Ok(())
+}
+
+/// The pools' caps.
+fn apply_caps(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for (pool, cap) in &f.caps {
         if !POOLS.contains(&pool.as_str()) {
             return Err(ApiError::bad(
@@ -137,6 +168,11 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
         d.pools.insert(pool.clone(), p);
         rep.caps += 1;
     }
+    Ok(())
+}
+
+/// The operator's device states: suspended, revoked or cleared.
+fn apply_device_states(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for (dev, state) in &f.device_states {
         let rec = d
             .devices
@@ -155,7 +191,7 @@ fn apply(d: &mut Durable, f: &Facts, now_s: f64) -> Result<FactsReport, ApiError
         };
         rep.device_states += 1;
     }
-    Ok(rep)
+    Ok(())
 }
 
 impl Router {

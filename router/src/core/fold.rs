@@ -361,32 +361,7 @@ impl Router {
             .get(source)
             .map(|s| s.volatility())
             .unwrap_or(0.0);
-        let me_key = AdapterKey {
-            source: source.to_string(),
-            adapter: l.req.adapter_id.clone(),
-            version: l.req.adapter_version.clone(),
-        };
-        // The earlier side is keyed by the adapter its observation ran, not
-        // by what its device runs now: a device that upgraded since would
-        // otherwise carry the new version's disagreements as same-version
-        // ones, which no cluster restores.
-        let other_key = AdapterKey {
-            source: source.to_string(),
-            adapter: if other.adapter.is_empty() {
-                l.req.adapter_id.clone()
-            } else {
-                other.adapter.clone()
-            },
-            version: if other.adapter_version.is_empty() {
-                self.d
-                    .devices
-                    .get(&other.device)
-                    .map(|d| d.adapter_version.clone())
-                    .unwrap_or_default()
-            } else {
-                other.adapter_version.clone()
-            },
-        };
+        let (me_key, other_key) = self.adapter_keys(l, other, source);
         // Every comparison counts toward the source's rates (across adapter
         // versions or within one): they tell a bug from churn.
         self.d
@@ -404,18 +379,7 @@ impl Router {
             self.counters.related_agreements += 1;
             return;
         }
-        let a = self
-            .d
-            .devices
-            .get(&l.device)
-            .map(|d| d.trust)
-            .unwrap_or(0.5);
-        let b = self
-            .d
-            .devices
-            .get(&other.device)
-            .map(|d| d.trust)
-            .unwrap_or(0.5);
+        let (a, b) = (self.trust_of(&l.device), self.trust_of(&other.device));
         let dt_h = (t - other.t_s) / 3600.0;
         let (na, nb) = pairwise(a, b, agree, dt_h, volatility);
         self.set_trust(&l.device, na, t);
@@ -445,14 +409,50 @@ impl Router {
             restorations.extend(r);
         }
         for r in restorations {
-            let cur = self
-                .d
-                .devices
-                .get(&r.device)
-                .map(|d| d.trust)
-                .unwrap_or(0.5);
+            let cur = self.trust_of(&r.device);
             self.set_trust(&r.device, (cur + r.delta).clamp(0.0, 1.0), t);
         }
+    }
+
+    /// The adapter keys of the two sides of a comparison. The earlier side
+    /// is keyed by the adapter its observation ran, not by what its device
+    /// runs now: a device that upgraded since would otherwise carry the new
+    /// version's disagreements as same-version ones, which no cluster
+    /// restores.
+    fn adapter_keys(
+        &self,
+        l: &Logged,
+        other: &Observation,
+        source: &str,
+    ) -> (AdapterKey, AdapterKey) {
+        let me_key = AdapterKey {
+            source: source.to_string(),
+            adapter: l.req.adapter_id.clone(),
+            version: l.req.adapter_version.clone(),
+        };
+        let other_key = AdapterKey {
+            source: source.to_string(),
+            adapter: if other.adapter.is_empty() {
+                l.req.adapter_id.clone()
+            } else {
+                other.adapter.clone()
+            },
+            version: if other.adapter_version.is_empty() {
+                self.d
+                    .devices
+                    .get(&other.device)
+                    .map(|d| d.adapter_version.clone())
+                    .unwrap_or_default()
+            } else {
+                other.adapter_version.clone()
+            },
+        };
+        (me_key, other_key)
+    }
+
+    /// A device's trust (0.5 for one not known).
+    fn trust_of(&self, device: &str) -> f64 {
+        self.d.devices.get(device).map(|d| d.trust).unwrap_or(0.5)
     }
 
     fn set_trust(&mut self, device: &str, tau: f64, t: f64) {

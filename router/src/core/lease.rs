@@ -12,6 +12,46 @@ use crate::api::{
 use crate::config::{deposit_usage, item_usage, LEASE_STAMP, POOLS, UNCAPPED};
 use crate::ids;
 
+/// Refuses a lease request whose numbers are out of range.
+///
+/// Errors: [`ApiError`] naming `max_items` (1..=64) or `wait_s` (0..=30 s).
+fn check_lease(req: &LeaseRequest) -> Result<(), ApiError> {
+    if req.max_items == 0 || req.max_items > 64 {
+        return Err(ApiError::bad("max_items", "must be in 1..=64"));
+    }
+    if let Some(w) = req.wait_s {
+        if !(w.is_finite() && (0.0..=crate::api::MAX_LEASE_WAIT_S).contains(&w)) {
+            return Err(ApiError::bad("wait_s", "must be in 0..=30 seconds"));
+        }
+    }
+    Ok(())
+}
+
+/// The policy's candidates for the queue's `head`: each row's tier,
+/// priority and value (priority over `value_scale`), and its verification
+/// state where the target has one.
+fn candidates<'a>(
+    head: &'a [super::Queued],
+    targets: &'a imbl::OrdMap<String, super::state::TargetRec>,
+    value_scale: f64,
+) -> Vec<Candidate<'a>> {
+    const NO_LIVE: [&str; 0] = [];
+    head.iter()
+        .map(|q| Candidate {
+            target: &q.target,
+            host: &q.host,
+            address: &q.receipt.address,
+            tier: q.tier,
+            priority: q.priority,
+            value: q.priority / value_scale,
+            requires: &q.requires,
+            verification: targets.get(&q.target).map(|t| &t.verification),
+            live: &NO_LIVE,
+            receipt: Some(&q.receipt),
+        })
+        .collect()
+}
+
 /// The wire name of a tier.
 pub fn tier_name(t: Tier) -> &'static str {
     match t {
@@ -100,14 +140,7 @@ impl Router {
     }
 
     fn lease_inner(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
-        if req.max_items == 0 || req.max_items > 64 {
-            return Err(ApiError::bad("max_items", "must be in 1..=64"));
-        }
-        if let Some(w) = req.wait_s {
-            if !(w.is_finite() && (0.0..=crate::api::MAX_LEASE_WAIT_S).contains(&w)) {
-                return Err(ApiError::bad("wait_s", "must be in 0..=30 seconds"));
-            }
-        }
+        check_lease(req)?;
         self.authenticate(&req.device_id, &req.device_secret, now_s)?;
         let ttl = self.cfg.lease_ttl_s;
         if let Some(l) = self.live.get_mut(&req.device_id) {
@@ -121,23 +154,7 @@ impl Router {
         let config = self.policy_config(&archetype);
         let mut queue = self.queues.remove(&archetype).unwrap_or_default();
         let head = self.lease_head(&mut queue, &req.device_id, now_s);
-        let no_live: [&str; 0] = [];
-        let value_scale = self.cfg.reobserve_s.0;
-        let cands: Vec<Candidate<'_>> = head
-            .iter()
-            .map(|q| Candidate {
-                target: &q.target,
-                host: &q.host,
-                address: &q.receipt.address,
-                tier: q.tier,
-                priority: q.priority,
-                value: q.priority / value_scale,
-                requires: &q.requires,
-                verification: self.d.targets.get(&q.target).map(|t| &t.verification),
-                live: &no_live,
-                receipt: Some(&q.receipt),
-            })
-            .collect();
+        let cands = candidates(&head, &self.d.targets, self.cfg.reobserve_s.0);
         let (affordable, binding) = self.affordable_items();
         let view = DeviceView {
             id: &req.device_id,
@@ -191,8 +208,23 @@ impl Router {
             }
         }
         self.queues.insert(archetype, queue);
+        Ok(self.issue_lease(&req.device_id, decision.grants, politeness_wait, now_s))
+    }
+
+    /// Records the granted items as one lease of `device` (an empty lease is
+    /// not kept) and answers it: with a `retry_after_s` when nothing was
+    /// granted (the next refill or the politeness token promised, whichever
+    /// is first, within the lease TTL).
+    fn issue_lease(
+        &mut self,
+        device: &str,
+        grants: Vec<routing::policy::Grant>,
+        politeness_wait: f64,
+        now_s: f64,
+    ) -> LeaseResponse {
+        let ttl = self.cfg.lease_ttl_s;
         let lease_id = ids::token();
-        let (items, wire, trace) = self.record_grants(&req.device_id, decision.grants, now_s);
+        let (items, wire, trace) = self.record_grants(device, grants, now_s);
         if !items.is_empty() {
             *self.d.usage.entry(LEASE_STAMP.0.into()).or_default() += LEASE_STAMP.1;
             self.dirty = true;
@@ -206,7 +238,7 @@ impl Router {
             self.leases.insert(
                 lease_id.clone(),
                 Lease {
-                    device: req.device_id.clone(),
+                    device: device.to_string(),
                     expires_s,
                     items,
                 },
@@ -219,13 +251,13 @@ impl Router {
         } else {
             None
         };
-        Ok(LeaseResponse {
+        LeaseResponse {
             lease_id,
             items: wire,
             expires_at: expires_s,
             routing_trace: trace,
             retry_after_s,
-        })
+        }
     }
 
     /// Seconds from `now_s` to the politeness token this device may use:
@@ -374,7 +406,9 @@ impl Router {
             let token = ids::token();
             if g.tier == Tier::Verification {
                 if let Some(t) = self.d.targets.get_mut(&g.target) {
-                    let _ = t.verification.begin(device, now_s, &vc);
+                    if t.verification.begin(device, now_s, &vc).is_ok() {
+                        self.verify_due.push(&g.target, now_s + vc.ttl_s);
+                    }
                 }
             }
             *self.in_flight.entry(g.target.clone()).or_default() += 1;

@@ -15,6 +15,7 @@
 mod acks;
 mod admission;
 mod deposit;
+mod due;
 mod facts;
 mod fold;
 #[cfg(test)]
@@ -53,7 +54,7 @@ pub use view::{ArchetypeView, CellView, FieldView, SourceView, ViewTables};
 use crate::api::ApiError;
 use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS, UNCAPPED};
 use crate::events::Event;
-use crate::store::{Store, StoreError, Table};
+use crate::store::{Row, Store, StoreError, Table};
 use state::Durable;
 
 /// The field's dimensions (`ROUTING.md` §3 Options and dimensions).
@@ -219,6 +220,8 @@ pub struct Router {
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
     last_snapshot_s: f64,
+    /// When each open verification lapses, soonest first.
+    verify_due: due::VerifyDue,
 }
 
 /// Seconds an expired lease id is remembered (to answer `lease_expired`).
@@ -306,6 +309,29 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
 /// Key of the snapshot row in [`Table::Meta`].
 pub const SNAPSHOT_KEY: &str = "snapshot";
 
+/// The durable state in the snapshot `row`, aged to `now_s`.
+///
+/// Errors: [`OpenError::BadState`] when the row is unreadable or was
+/// written for other archetypes than `cfg`'s.
+fn restored(cfg: &RouterConfig, row: &Row, now_s: f64) -> Result<Durable, OpenError> {
+    let mut d: Durable =
+        serde_json::from_str(&row.payload).map_err(|e| OpenError::BadState(e.to_string()))?;
+    let declared: Vec<String> = d.field.options().to_vec();
+    if declared != cfg.archetypes {
+        return Err(OpenError::BadState(format!(
+            "stored archetypes {declared:?} differ from the configured {:?}",
+            cfg.archetypes
+        )));
+    }
+    let dt_h = ((now_s - d.aged_to_s) / 3600.0).max(0.0);
+    d.field = Field::restore_aged(d.field, dt_h).map_err(|e| OpenError::BadState(e.to_string()))?;
+    d.aged_to_s = now_s.max(d.aged_to_s);
+    // Rows written before the snapshot sequence carried the deposit seq as
+    // their version: continue above it.
+    d.snapshot_seq = d.snapshot_seq.max(row.version);
+    Ok(d)
+}
+
 impl Router {
     /// Opens the router on `store` at `now_s`: loads the last snapshot (or
     /// starts empty), ages the evidence by the time since the snapshot,
@@ -334,30 +360,18 @@ impl Router {
         store.schema_version()?;
         let d = match store.get(Table::Meta, SNAPSHOT_KEY)? {
             None => fresh(&cfg, now_s)?,
-            Some(row) => {
-                let mut d: Durable = serde_json::from_str(&row.payload)
-                    .map_err(|e| OpenError::BadState(e.to_string()))?;
-                let declared: Vec<String> = d.field.options().to_vec();
-                if declared != cfg.archetypes {
-                    return Err(OpenError::BadState(format!(
-                        "stored archetypes {declared:?} differ from the configured {:?}",
-                        cfg.archetypes
-                    )));
-                }
-                let dt_h = ((now_s - d.aged_to_s) / 3600.0).max(0.0);
-                d.field = Field::restore_aged(d.field, dt_h)
-                    .map_err(|e| OpenError::BadState(e.to_string()))?;
-                d.aged_to_s = now_s.max(d.aged_to_s);
-                // Rows written before the snapshot sequence carried the
-                // deposit seq as their version: continue above it.
-                d.snapshot_seq = d.snapshot_seq.max(row.version);
-                d
-            }
+            Some(row) => restored(&cfg, &row, now_s)?,
         };
         let mut d = d;
         admission::restore_identities(&mut d, store.load(Table::Devices)?)?;
         let backend = store.backend();
         let last = store.last_seq()?;
+        let verify_due = due::VerifyDue::from_open(d.targets.iter().flat_map(|(name, t)| {
+            t.verification
+                .open()
+                .iter()
+                .map(move |(_, at)| (name.clone(), *at))
+        }));
         let mut r = Router {
             cfg,
             store: std::sync::Arc::new(parking_lot::Mutex::new(store)),
@@ -389,6 +403,7 @@ impl Router {
             departed: Vec::new(),
             last_sweep_s: f64::MIN,
             registering: BTreeSet::new(),
+            verify_due,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {

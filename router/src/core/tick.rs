@@ -94,30 +94,7 @@ impl Router {
             }
         }
         self.last_tick_s = Some(now_s);
-        // Leases: expired items go back; their open verifications are released.
-        let expired: Vec<String> = self
-            .leases
-            .iter()
-            .filter(|(_, l)| l.expires_s < now_s)
-            .map(|(k, _)| k.clone())
-            .collect();
-        for id in expired {
-            if let Some(l) = self.leases.get(&id).cloned() {
-                for (i, it) in l.items.iter().enumerate() {
-                    if !it.done {
-                        if let Some(t) = self.d.targets.get_mut(&it.target) {
-                            t.verification.release(&l.device);
-                        }
-                        self.close_item(&id, i);
-                    }
-                }
-                self.leases.remove(&id);
-                self.expired
-                    .insert(id.clone(), (l.device.clone(), l.expires_s));
-                rep.leases_expired += 1;
-                self.counters.leases_expired += 1;
-            }
-        }
+        rep.leases_expired += self.expire_leases(now_s);
         self.expired
             .retain(|_, (_, at)| now_s - *at < super::EXPIRED_MEMORY_S);
         self.acks.forget_before(now_s - super::ACK_MEMORY_S);
@@ -138,15 +115,68 @@ impl Router {
         }
         rep.devices_pruned = ended.len();
         self.sweep_departed(now_s);
-        // Verification TTLs.
-        // Read first, write only the targets with an expired one: a write
-        // copies the map's path, shared with a snapshot being written.
-        let due: Vec<String> = self
-            .d
-            .targets
+        rep.verifications_expired += self.expire_verifications(now_s);
+        self.lapse_reports(now_s);
+        rep.price_windows = self.price_tick(now_s);
+        // Aging of stored evidence.
+        let dt = now_s - self.d.aged_to_s;
+        if dt > 0.0 && self.d.field.age_all(dt / 3600.0).is_ok() {
+            self.d.aged_to_s = now_s;
+            self.dirty = true;
+        }
+        self.limit_share();
+        let plan = self.refill_plan(now_s);
+        (rep, plan)
+    }
+
+    /// Expires the leases past their time: their open items go back and
+    /// their open verifications are released. Returns how many expired.
+    fn expire_leases(&mut self, now_s: f64) -> usize {
+        let mut count = 0;
+        // Leases: expired items go back; their open verifications are released.
+        let expired: Vec<String> = self
+            .leases
             .iter()
-            .filter(|(_, t)| t.verification.open().iter().any(|(_, at)| *at <= now_s))
+            .filter(|(_, l)| l.expires_s < now_s)
             .map(|(k, _)| k.clone())
+            .collect();
+        for id in expired {
+            if let Some(l) = self.leases.get(&id).cloned() {
+                for (i, it) in l.items.iter().enumerate() {
+                    if !it.done {
+                        if let Some(t) = self.d.targets.get_mut(&it.target) {
+                            t.verification.release(&l.device);
+                        }
+                        self.close_item(&id, i);
+                    }
+                }
+                self.leases.remove(&id);
+                self.expired
+                    .insert(id.clone(), (l.device.clone(), l.expires_s));
+                count += 1;
+                self.counters.leases_expired += 1;
+            }
+        }
+        count
+    }
+
+    /// Expires the verifications past their TTL, one event per target.
+    /// Returns how many expired.
+    fn expire_verifications(&mut self, now_s: f64) -> usize {
+        let mut total = 0;
+        // Only the targets with an expiry due; read first, write only those
+        // with one still open: a write copies the map's path, shared with a
+        // snapshot being written.
+        let due: Vec<String> = self
+            .verify_due
+            .take_due(now_s)
+            .into_iter()
+            .filter(|name| {
+                self.d
+                    .targets
+                    .get(name)
+                    .is_some_and(|t| t.verification.open().iter().any(|(_, at)| *at <= now_s))
+            })
             .collect();
         let mut expired_v = Vec::new();
         for name in due {
@@ -158,22 +188,18 @@ impl Router {
             }
         }
         for (target, count) in expired_v {
-            rep.verifications_expired += count;
+            total += count;
             self.emit(Event::VerificationExpired {
                 t_s: now_s,
                 target,
                 count,
             });
         }
-        self.lapse_reports(now_s);
-        rep.price_windows = self.price_tick(now_s);
-        // Aging of stored evidence.
-        let dt = now_s - self.d.aged_to_s;
-        if dt > 0.0 && self.d.field.age_all(dt / 3600.0).is_ok() {
-            self.d.aged_to_s = now_s;
-            self.dirty = true;
-        }
-        // The fleet-level cap on the share treated as limited.
+        total
+    }
+
+    /// The fleet-level cap on the share of live devices treated as limited.
+    fn limit_share(&mut self) {
         let live: Vec<(String, f64)> = self
             .live
             .keys()
@@ -184,8 +210,6 @@ impl Router {
             .into_iter()
             .filter_map(|i| live.get(i).map(|(k, _)| k.clone()))
             .collect();
-        let plan = self.refill_plan(now_s);
-        (rep, plan)
     }
 
     /// Undoes the corroborated reports whose time is up: a crawl delay's

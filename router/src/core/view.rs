@@ -200,8 +200,15 @@ impl Router {
     }
 
     fn metrics_counted(&self) -> String {
-        let c = &self.counters;
         let mut out = String::new();
+        self.write_counters(&mut out);
+        self.write_families_and_gauges(&mut out);
+        out
+    }
+
+    /// The plain counters, one family each.
+    fn write_counters(&self, out: &mut String) {
+        let c = &self.counters;
         let mut counter = |name: &str, help: &str, v: u64| {
             let _ = writeln!(
                 out,
@@ -271,6 +278,12 @@ impl Router {
             "Confirmed drifts (all time).",
             self.d.drift.confirmations(),
         );
+    }
+
+    /// The labelled counter families (refusals, events), the prices and
+    /// the gauges that need no table walk.
+    fn write_families_and_gauges(&self, out: &mut String) {
+        let c = &self.counters;
         let _ = writeln!(out, "# HELP router_refused_total Refused requests by error kind.\n# TYPE router_refused_total counter");
         for (k, v) in &c.refused {
             let _ = writeln!(out, "router_refused_total{{kind=\"{k}\"}} {v}");
@@ -298,7 +311,6 @@ impl Router {
         let (devices, credentials, addresses) = self.limits.tracked();
         let _ = writeln!(out, "# HELP router_request_budgets Request budgets held, by what they are keyed by.\n# TYPE router_request_budgets gauge\nrouter_request_budgets{{key=\"device\"}} {devices}\nrouter_request_budgets{{key=\"credential\"}} {credentials}\nrouter_request_budgets{{key=\"address\"}} {addresses}");
         let _ = writeln!(out, "# HELP router_field_revision Field revision.\n# TYPE router_field_revision gauge\nrouter_field_revision {}", self.d.field.revision());
-        out
     }
 }
 

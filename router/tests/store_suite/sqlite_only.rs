@@ -62,14 +62,22 @@ fn sigkill_child() {
     }
 }
 
+/// The child test's full name in this binary: this module's path without
+/// the crate's name.
+fn sigkill_child_name() -> String {
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    format!("{module}::sigkill_child")
+}
+
 #[test]
 fn acked_deposits_survive_sigkill() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
+    let child_test = sigkill_child_name();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "sqlite_only::sigkill_child",
+            child_test.as_str(),
             "--ignored",
             "--nocapture",
             "--test-threads=1",

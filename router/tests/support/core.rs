@@ -1,6 +1,9 @@
 //! Support for tests of the core in process (no HTTP).
 
+use std::sync::{Arc, Mutex};
+
 use router::config::{Facts, SourceFact, TargetFact};
+use router::store::{DepositEntry, MemoryStore, Row, Store, StoreError, Table};
 
 /// Facts: one source `board` on `jobs.example` (a politeness bucket of
 /// `bucket` tokens refilling `bucket` a second) with targets `ad-0` …
@@ -23,5 +26,45 @@ pub fn board_facts(n: usize, bucket: f64) -> Facts {
             })
             .collect(),
         ..Facts::default()
+    }
+}
+
+/// A memory store that outlives one router (a restart opens the same data).
+#[derive(Clone, Default)]
+pub struct SharedMemory(Arc<Mutex<MemoryStore>>);
+
+impl Store for SharedMemory {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.0.lock().unwrap().schema_version()
+    }
+    fn upsert(&mut self, t: Table, rows: &[Row]) -> Result<(), StoreError> {
+        self.0.lock().unwrap().upsert(t, rows)
+    }
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<Row>, StoreError> {
+        self.0.lock().unwrap().get(t, k)
+    }
+    fn load(&mut self, t: Table) -> Result<Vec<Row>, StoreError> {
+        self.0.lock().unwrap().load(t)
+    }
+    fn append_deposit(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
+        self.0.lock().unwrap().append_deposit(e)
+    }
+    fn deposits_after(&mut self, s: u64) -> Result<Vec<DepositEntry>, StoreError> {
+        self.0.lock().unwrap().deposits_after(s)
+    }
+    fn has_deposit(&mut self, t: &str) -> Result<bool, StoreError> {
+        self.0.lock().unwrap().has_deposit(t)
+    }
+    fn last_seq(&mut self) -> Result<u64, StoreError> {
+        self.0.lock().unwrap().last_seq()
+    }
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        self.0.lock().unwrap().prune_deposits(up_to)
+    }
+    fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
+        self.0.lock().unwrap().delete(t, keys)
     }
 }

@@ -125,85 +125,15 @@ fn pg_opts(opts: ClusterOptions) -> &'static str {
     }
 }
 
-const SUPERVISOR: &str = r#"
-PGDATA="$DIR/data"
-$RUNAS "$PGBIN/pg_ctl" -D "$PGDATA" -l "$DIR/server.log" -w -t 60 \
-    -o "-p $PORT -k $DIR -c listen_addresses=127.0.0.1 $PGOPTS" start </dev/null >/dev/null 2>&1
-rc=$?
-if [ $rc -eq 0 ]; then
-    echo ready
-    # Blocks until the test process closes the pipe (exit, panic or kill).
-    while read -r _line; do :; done
-else
-    echo "pg_ctl start failed ($rc); server log:"
-    cat "$DIR/server.log" 2>/dev/null
-fi
-$RUNAS "$PGBIN/pg_ctl" -D "$PGDATA" -m immediate -w stop </dev/null >/dev/null 2>&1
-rm -rf "$DIR"
-"#;
+const SUPERVISOR: &str = include_str!("pg/supervisor.sh");
 
 /// Joins (starting it if needed) the cluster shared by one nextest run.
 /// Prints `ready <port>` once this process is counted as a user, then
 /// holds the user lock until its stdin reaches EOF; or prints `error: …`.
-const ATTACH: &str = r#"
-set -u
-while :; do
-    mkdir -p "$B" || { echo "error: cannot create $B"; exit 1; }
-    chmod 755 "$B" 2>/dev/null
-    exec 9>>"$B/start.lock" || { echo "error: cannot open $B/start.lock"; exit 1; }
-    flock -x 9
-    # The supervisor may have removed the dir while we waited: retry.
-    if [ -e "$B/start.lock" ] && [ "$(stat -L -c %d:%i /proc/self/fd/9)" = "$(stat -c %d:%i "$B/start.lock")" ]; then
-        break
-    fi
-    exec 9>&-
-done
-if [ "$(cat "$B/state" 2>/dev/null)" = ready ]; then
-    PORT=$(cat "$B/port")
-    if ! "$PGBIN/pg_isready" -q -h 127.0.0.1 -p "$PORT" -t 10 9>&-; then
-        echo "error: the shared test cluster in $B (port $PORT) does not answer"
-        exit 1
-    fi
-else
-    rm -rf "$B/cluster"
-    mkdir "$B/cluster" || { echo "error: cannot create $B/cluster"; exit 1; }
-    if [ -n "$CHOWN" ]; then chown "$CHOWN" "$B/cluster"; fi
-    if ! $RUNAS "$PGBIN/initdb" -D "$B/cluster/data" -A trust -U postgres -E UTF8             --no-locale --no-sync </dev/null >"$B/initdb.log" 2>&1 9>&-; then
-        echo "error: initdb failed:"; cat "$B/initdb.log"; rm -rf "$B/cluster"; exit 1
-    fi
-    if ! $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -l "$B/cluster/server.log" -w -t 60             -o "-p $PORT -k $B/cluster -c listen_addresses=127.0.0.1 $PGOPTS" start             </dev/null >/dev/null 2>&1 9>&-; then
-        echo "error: pg_ctl start failed; server log:"; cat "$B/cluster/server.log"
-        $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -m immediate -w stop </dev/null >/dev/null 2>&1 9>&-
-        rm -rf "$B/cluster"; exit 1
-    fi
-    echo "$PORT" > "$B/port"
-    echo ready > "$B/state"
-    setsid sh -c "$RUN_SUPERVISOR" </dev/null >/dev/null 2>&1 9>&- &
-fi
-exec 7>>"$B/users.lock"
-flock -s 7
-exec 9>&-
-echo "ready $(cat "$B/port")"
-exec cat >/dev/null
-"#;
+const ATTACH: &str = include_str!("pg/attach.sh");
 
 /// Stops a run-shared cluster once it has had no user for `$IDLE` seconds.
-const RUN_SUPERVISOR: &str = r#"
-idle=0
-while :; do
-    sleep 1
-    exec 9>>"$B/start.lock"
-    flock -x 9
-    if flock -n -x "$B/users.lock" true 9>&-; then idle=$((idle + 1)); else idle=0; fi
-    if [ "$idle" -ge "$IDLE" ]; then
-        echo stopping > "$B/state"
-        $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -m immediate -w stop </dev/null >/dev/null 2>&1 9>&-
-        rm -rf "$B"
-        exit 0
-    fi
-    exec 9>&-
-done
-"#;
+const RUN_SUPERVISOR: &str = include_str!("pg/run_supervisor.sh");
 
 impl PgCluster {
     /// Joins the cluster shared by the nextest run `run_id` (see the module

@@ -5,6 +5,7 @@
 //! `ROUTING.md` §3 Field, Decide, Compaction, Discount.
 
 mod address;
+mod aging;
 mod decide;
 mod error;
 mod gauss;
@@ -15,6 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub use address::{Address, Layer};
+pub use aging::{aging_factor, AGING_HALF_LIFE_H};
 pub use decide::{Alternative, LossReason, Receipt};
 pub use error::FieldError;
 pub use gauss::Natural;
@@ -302,23 +304,6 @@ impl Field {
         Ok(())
     }
 
-    /// Ages the cell's own evidence by `dt_hours` elapsed: precision and
-    /// information scale by 2^(−|Δt|/48 h) (see `dynamics::aging_factor`),
-    /// so an unobserved cell returns toward its prior, never beyond.
-    /// Errors: [`FieldError::NonFinite`] for a non-finite duration, and as [`Field::observe`].
-    /// Source: `ROUTING.md` §3 Evidence dynamics.
-    pub fn age(
-        &mut self,
-        address: &Address,
-        option: &str,
-        dimension: &str,
-        dt_hours: f64,
-    ) -> Result<Work, FieldError> {
-        let factor =
-            crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
-        self.discount(address, option, dimension, factor)
-    }
-
     /// Sets (`Some`) or clears (`None`) the gate of `option` at `address`.
     /// A false gate at any prefix of a decision's address vetoes the option.
     /// Errors: [`FieldError::UnknownOption`], [`FieldError::TooDeep`].
@@ -419,45 +404,6 @@ impl Field {
         let tree = self.tree(option, dimension)?;
         let (root, vars) = self.vars_for(dimension);
         Ok(tree.posterior(address.labels(), root, &vars, 1.0, work))
-    }
-
-    /// Ages the own evidence of every cell of every tree by `dt_hours`
-    /// elapsed (factor 2^(−|Δt|/48 h), `dynamics::aging_factor`) and
-    /// recomputes the messages: an unobserved class regains uncertainty,
-    /// never beyond its prior. Errors: [`FieldError::NonFinite`] for a
-    /// non-finite duration (nothing changed). Source: `ROUTING.md` §3
-    /// Evidence dynamics (a).
-    pub fn age_all(&mut self, dt_hours: f64) -> Result<Work, FieldError> {
-        let factor =
-            crate::dynamics::aging_factor(dt_hours).map_err(|_| FieldError::NonFinite(dt_hours))?;
-        let vars: BTreeMap<String, Vec<f64>> = self
-            .dimensions
-            .iter()
-            .map(|d| (d.clone(), self.vars_for(d).1))
-            .collect();
-        let mut work = Work::default();
-        for per in self.trees.values_mut() {
-            for (d, tree) in per.iter_mut() {
-                tree.scale_own(factor, &mut work);
-                if let Some(v) = vars.get(d) {
-                    tree.rebuild(v);
-                }
-            }
-        }
-        self.revision += 1;
-        Ok(work)
-    }
-
-    /// [`Field::restore`] followed by [`Field::age_all`] for the `dt_hours`
-    /// that passed since the snapshot was taken (recovery after a restart).
-    /// Errors: as both.
-    pub fn restore_aged(snapshot: Field, dt_hours: f64) -> Result<Field, FieldError> {
-        if !dt_hours.is_finite() {
-            return Err(FieldError::NonFinite(dt_hours));
-        }
-        let mut f = Field::restore(snapshot)?;
-        f.age_all(dt_hours)?;
-        Ok(f)
     }
 
     /// The serializable snapshot (a copy of the whole field).

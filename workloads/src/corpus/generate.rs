@@ -109,14 +109,10 @@ fn landed(cycle: &CycleCase) -> Vec<(Vec<Hop>, u128)> {
         .collect()
 }
 
-/// Generates a corpus over `base` (the filtered pool file's pools).
-///
-/// Only pools on some WETH cycle are kept, renumbered densely in their
-/// original order. Each cycle: draw swaps and apply them, draw the candidate
-/// paths (about 60 % touching a swapped pool), their walk CPU and
-/// simulations, solve each path exactly on the moved pools, and partition
-/// the paths into 6 LPT bins.
-pub fn generate(base: &PoolSet, params: &GenerateParams) -> Corpus {
+/// The cycle universe of `base`, with the pools no cycle uses left out and
+/// the rest renumbered densely: the pools, the cycles' hops, and for each
+/// pool the cycles through it.
+fn compact_universe(base: &PoolSet) -> (PoolSet, Vec<Vec<Hop>>, Vec<Vec<u32>>) {
     let universe = discover_cycles(base);
     let used: BTreeSet<u32> = universe.iter().flatten().map(|h| h.pool).collect();
     let mut remap = vec![u32::MAX; base.len()];
@@ -147,88 +143,141 @@ pub fn generate(base: &PoolSet, params: &GenerateParams) -> Corpus {
         }
     }
 
+    (pools, universe, through)
+}
+
+/// One cycle's swaps, applied to `working`: the previous cycle's landed
+/// paths first (each hop's output feeding the next), then the random swaps.
+fn draw_swaps(
+    prev: Option<&CycleCase>,
+    working: &mut PoolSet,
+    universe: &[Vec<Hop>],
+    rng: &mut SplitMix64,
+) -> Vec<Swap> {
+    let mut swaps = Vec::new();
+    if let Some(prev) = prev {
+        for hops in landed(prev) {
+            let mut x = hops.1;
+            for h in &hops.0 {
+                let (r_in, r_out) = working.get(h.pool).reserves(h.zero_for_one);
+                let s = Swap {
+                    pool: h.pool,
+                    zero_for_one: h.zero_for_one,
+                    amount_in: x,
+                };
+                x = crate::math::amount_out(x, r_in, r_out);
+                working.apply(&[s]);
+                swaps.push(s);
+            }
+        }
+    }
+    let n_swaps = rng.range(SWAPS_PER_CYCLE.0, SWAPS_PER_CYCLE.1);
+    for _ in 0..n_swaps {
+        let route = &universe[rng.below(universe.len() as u64) as usize];
+        let pool = route[rng.below(route.len() as u64) as usize].pool;
+        let zero_for_one = rng.below(2) == 1;
+        let (r_in, _) = working.get(pool).reserves(zero_for_one);
+        let bps = rng.range(SWAP_BPS.0, SWAP_BPS.1) as u128;
+        let s = Swap {
+            pool,
+            zero_for_one,
+            amount_in: (r_in / 10_000 * bps).max(1),
+        };
+        working.apply(&[s]);
+        swaps.push(s);
+    }
+    swaps
+}
+
+/// One cycle's candidate routes: up to the touched share among the cycles
+/// through a swapped pool, the rest drawn from the universe, shuffled.
+fn draw_routes(
+    swaps: &[Swap],
+    universe: &[Vec<Hop>],
+    through: &[Vec<u32>],
+    rng: &mut SplitMix64,
+) -> Vec<u32> {
+    let n_paths = rng.range(PATHS_PER_CYCLE.0, PATHS_PER_CYCLE.1) as usize;
+    let touched: BTreeSet<u32> = swaps
+        .iter()
+        .flat_map(|s| through[s.pool as usize].iter().copied())
+        .collect();
+    let mut touched: Vec<u32> = touched.into_iter().collect();
+    rng.shuffle(&mut touched);
+    touched.truncate(n_paths * TOUCHED_PERMILLE as usize / 1000);
+    let mut chosen: BTreeSet<u32> = touched.iter().copied().collect();
+    let mut routes = touched;
+    while routes.len() < n_paths.min(universe.len()) {
+        let r = rng.below(universe.len() as u64) as u32;
+        if chosen.insert(r) {
+            routes.push(r);
+        }
+    }
+    rng.shuffle(&mut routes);
+    routes
+}
+
+/// One cycle's paths over `routes`: walk CPU, a simulation for a drawn
+/// subset, and each path's expected outcome solved on `working`.
+fn draw_paths(
+    routes: &[u32],
+    universe: &[Vec<Hop>],
+    working: &PoolSet,
+    profit_threshold: u128,
+    rng: &mut SplitMix64,
+) -> Vec<PathCase> {
+    let n_sims = (rng.range(SIMS_PER_CYCLE.0, SIMS_PER_CYCLE.1) as usize).min(routes.len());
+    let mut order: Vec<usize> = (0..routes.len()).collect();
+    rng.shuffle(&mut order);
+    let mut has_sim = vec![false; routes.len()];
+    for &i in &order[..n_sims] {
+        has_sim[i] = true;
+    }
+
+    let mut paths = Vec::with_capacity(routes.len());
+    for (i, &r) in routes.iter().enumerate() {
+        let hops = universe[r as usize].clone();
+        let walk_cpu_us = rng.jitter(WALK_CPU_PER_HOP_US * hops.len() as u64, 700, 1300) as u32;
+        let sim = has_sim[i].then(|| SimCase {
+            cpu_us: rng.jitter(SIM_CPU_US, 850, 1150) as u32,
+            io_us: sim_io_us(rng) as u32,
+            reverts: rng.below(1000) < REVERT_PERMILLE,
+        });
+        let mut p = PathCase {
+            id: i as u32,
+            hops,
+            walk_cpu_us,
+            sim,
+            expected: fleet::PathOutcome::Suppressed,
+        };
+        p.expected = solve_path(working, &p, profit_threshold);
+        paths.push(p);
+    }
+    paths
+}
+
+/// Generates a corpus over `base` (the filtered pool file's pools).
+///
+/// Only pools on some WETH cycle are kept, renumbered densely in their
+/// original order. Each cycle: draw swaps and apply them, draw the candidate
+/// paths (about 60 % touching a swapped pool), their walk CPU and
+/// simulations, solve each path exactly on the moved pools, and partition
+/// the paths into 6 LPT bins.
+pub fn generate(base: &PoolSet, params: &GenerateParams) -> Corpus {
+    let (pools, universe, through) = compact_universe(base);
     let mut rng = SplitMix64::new(params.seed);
     let mut working = pools.clone();
     let mut cycles: Vec<CycleCase> = Vec::with_capacity(params.cycles as usize);
     for index in 0..params.cycles {
-        let mut swaps = Vec::new();
-        if let Some(prev) = cycles.last() {
-            for hops in landed(prev) {
-                let mut x = hops.1;
-                for h in &hops.0 {
-                    let (r_in, r_out) = working.get(h.pool).reserves(h.zero_for_one);
-                    let s = Swap {
-                        pool: h.pool,
-                        zero_for_one: h.zero_for_one,
-                        amount_in: x,
-                    };
-                    x = crate::math::amount_out(x, r_in, r_out);
-                    working.apply(&[s]);
-                    swaps.push(s);
-                }
-            }
-        }
-        let n_swaps = rng.range(SWAPS_PER_CYCLE.0, SWAPS_PER_CYCLE.1);
-        for _ in 0..n_swaps {
-            let route = &universe[rng.below(universe.len() as u64) as usize];
-            let pool = route[rng.below(route.len() as u64) as usize].pool;
-            let zero_for_one = rng.below(2) == 1;
-            let (r_in, _) = working.get(pool).reserves(zero_for_one);
-            let bps = rng.range(SWAP_BPS.0, SWAP_BPS.1) as u128;
-            let s = Swap {
-                pool,
-                zero_for_one,
-                amount_in: (r_in / 10_000 * bps).max(1),
-            };
-            working.apply(&[s]);
-            swaps.push(s);
-        }
-
-        let n_paths = rng.range(PATHS_PER_CYCLE.0, PATHS_PER_CYCLE.1) as usize;
-        let touched: BTreeSet<u32> = swaps
-            .iter()
-            .flat_map(|s| through[s.pool as usize].iter().copied())
-            .collect();
-        let mut touched: Vec<u32> = touched.into_iter().collect();
-        rng.shuffle(&mut touched);
-        touched.truncate(n_paths * TOUCHED_PERMILLE as usize / 1000);
-        let mut chosen: BTreeSet<u32> = touched.iter().copied().collect();
-        let mut routes = touched;
-        while routes.len() < n_paths.min(universe.len()) {
-            let r = rng.below(universe.len() as u64) as u32;
-            if chosen.insert(r) {
-                routes.push(r);
-            }
-        }
-        rng.shuffle(&mut routes);
-
-        let n_sims = (rng.range(SIMS_PER_CYCLE.0, SIMS_PER_CYCLE.1) as usize).min(routes.len());
-        let mut order: Vec<usize> = (0..routes.len()).collect();
-        rng.shuffle(&mut order);
-        let mut has_sim = vec![false; routes.len()];
-        for &i in &order[..n_sims] {
-            has_sim[i] = true;
-        }
-
-        let mut paths = Vec::with_capacity(routes.len());
-        for (i, &r) in routes.iter().enumerate() {
-            let hops = universe[r as usize].clone();
-            let walk_cpu_us = rng.jitter(WALK_CPU_PER_HOP_US * hops.len() as u64, 700, 1300) as u32;
-            let sim = has_sim[i].then(|| SimCase {
-                cpu_us: rng.jitter(SIM_CPU_US, 850, 1150) as u32,
-                io_us: sim_io_us(&mut rng) as u32,
-                reverts: rng.below(1000) < REVERT_PERMILLE,
-            });
-            let mut p = PathCase {
-                id: i as u32,
-                hops,
-                walk_cpu_us,
-                sim,
-                expected: fleet::PathOutcome::Suppressed,
-            };
-            p.expected = solve_path(&working, &p, params.profit_threshold);
-            paths.push(p);
-        }
+        let swaps = draw_swaps(cycles.last(), &mut working, &universe, &mut rng);
+        let routes = draw_routes(&swaps, &universe, &through, &mut rng);
+        let paths = draw_paths(
+            &routes,
+            &universe,
+            &working,
+            params.profit_threshold,
+            &mut rng,
+        );
         let costs: Vec<u64> = paths.iter().map(PathCase::cost_us).collect();
         cycles.push(CycleCase {
             index,

@@ -55,6 +55,14 @@ pub struct Solved {
     pub merge_overrun: bool,
 }
 
+impl Solved {
+    /// The bins and the merge, as [`CycleHost::solve`] returns them (the
+    /// overrun counts dropped).
+    pub fn into_parts(self) -> (Vec<Option<BinRecord>>, Merged) {
+        (self.bins, self.merged)
+    }
+}
+
 /// Executes the units of a cycle.
 pub trait CycleHost {
     /// Runs the resolve and returns the pool states the cycle solves on.
@@ -170,8 +178,8 @@ impl CycleHost for FleetHost {
         witnesses: Vec<BinWitness>,
         merge: CycleMerge,
     ) -> Result<(Vec<Option<BinRecord>>, Merged), String> {
-        let solved = self.solve_within(shared, witnesses, merge, self.deadline)?;
-        Ok((solved.bins, solved.merged))
+        self.solve_within(shared, witnesses, merge, self.deadline)
+            .map(Solved::into_parts)
     }
 
     fn resolve_within(

@@ -16,6 +16,7 @@
 
 mod background;
 pub mod host;
+mod parity;
 mod produced;
 pub mod record;
 pub mod saturation;
@@ -29,10 +30,11 @@ use std::time::{Duration, Instant};
 use fleet::ledger::{BinWitness, ExactnessFuse, SharedLedger};
 use fleet::{FailReason, PathOutcome, WorkerRole};
 
-use crate::corpus::{Corpus, CycleCase};
+use crate::corpus::{Corpus, CycleCase, PathCase};
 use crate::pools::CurrentPools;
 use background::Background;
 pub use host::{CycleHost, FleetHost, Solved, UnitFailure};
+pub use parity::{compare, compare_cycle};
 pub use record::{
     BackgroundRecord, BinRecord, CycleRecord, Mismatch, OutcomeRow, OverrunRecord, ReplayResult,
 };
@@ -183,6 +185,98 @@ pub fn lower_bound_us(case: &CycleCase, scale: f64, cores_granted: f64) -> u64 {
     (critical.max(total_cpu / cores_granted.max(1e-9)) * scale).round() as u64
 }
 
+/// A replay's schedule: its time scale, the cycles it replays, the
+/// arrival interval (µs, scaled) and the bound on every receipt wait.
+struct Schedule {
+    scale: Scale,
+    n: usize,
+    interval_us: u64,
+    deadline: Duration,
+}
+
+impl Schedule {
+    fn of(corpus: &Corpus, opts: &ReplayOptions) -> Schedule {
+        let scale = Scale(opts.scale);
+        let n = opts.cycles.map_or(corpus.cycles.len(), |c| {
+            (c as usize).min(corpus.cycles.len())
+        });
+        let interval_at_1 = opts.interval_us.unwrap_or(corpus.header.cycle_interval_us);
+        let deadline = opts
+            .unit_deadline
+            .unwrap_or_else(|| unit_deadline(interval_at_1, opts.scale));
+        Schedule {
+            scale,
+            n,
+            interval_us: scale.us(interval_at_1),
+            deadline,
+        }
+    }
+}
+
+/// Sleeps until `intended` µs after `t0` (returns at once when late).
+fn sleep_until(t0: Instant, intended: u64) {
+    let now = t0.elapsed().as_micros() as u64;
+    if now < intended {
+        std::thread::sleep(Duration::from_micros(intended - now));
+    }
+}
+
+/// Runs the cycle's resolve on `host` within `deadline`: the pool states
+/// the cycle solves on, or `None` when the resolve overran.
+///
+/// Errors: the host refused the resolve or it ended without a value
+/// ([`ReplayError::Unit`]).
+fn resolve(
+    host: &dyn CycleHost,
+    pools: &Arc<crate::pools::PoolSet>,
+    case: &Arc<CycleCase>,
+    scale: Scale,
+    deadline: Duration,
+) -> Result<Option<Arc<crate::pools::PoolSet>>, ReplayError> {
+    match host.resolve_within(pools.clone(), case.clone(), scale, deadline) {
+        Ok(p) => Ok(Some(p)),
+        Err(UnitFailure::Overrun { .. }) => Ok(None),
+        Err(UnitFailure::Failed(reason)) => Err(ReplayError::Unit {
+            cycle: case.index,
+            role: WorkerRole::Resolve,
+            reason,
+        }),
+    }
+}
+
+/// The cycle's record once it ends (`end_us`) with its bins: its arrival
+/// and start, and both lower bounds at the run's scale.
+fn cycle_record(
+    case: &CycleCase,
+    opts: &ReplayOptions,
+    intended: u64,
+    start_us: u64,
+) -> impl Fn(u64, Vec<BinRecord>) -> CycleRecord {
+    let granted = lower_bound_us(case, opts.scale, opts.cores_granted);
+    let process = lower_bound_us(case, opts.scale, opts.cores_process);
+    let cycle = case.index;
+    move |end_us, bins| CycleRecord {
+        cycle,
+        intended_start_us: intended,
+        start_us,
+        end_us,
+        lower_bound_us: granted,
+        process_lower_bound_us: process,
+        bins,
+    }
+}
+
+/// The cycle's span (its `makespan_ms` recorded when it ends).
+fn cycle_span(case: &CycleCase) -> tracing::Span {
+    tracing::info_span!(
+        "cycle",
+        cycle = case.index,
+        paths = case.paths.len(),
+        bins = case.bins.len(),
+        makespan_ms = tracing::field::Empty
+    )
+}
+
 /// Replays `corpus` through `host` on an open-loop arrival schedule.
 pub fn replay(
     host: &dyn CycleHost,
@@ -192,27 +286,19 @@ pub fn replay(
     if !(opts.scale.is_finite() && opts.scale > 0.0) {
         return Err(ReplayError::BadScale(opts.scale));
     }
-    let scale = Scale(opts.scale);
-    let n = opts.cycles.map_or(corpus.cycles.len(), |c| {
-        (c as usize).min(corpus.cycles.len())
-    });
-    let interval_at_1 = opts.interval_us.unwrap_or(corpus.header.cycle_interval_us);
-    let interval_us = scale.us(interval_at_1);
-    let deadline = opts
-        .unit_deadline
-        .unwrap_or_else(|| unit_deadline(interval_at_1, opts.scale));
+    let Schedule {
+        scale,
+        n,
+        interval_us,
+        deadline,
+    } = Schedule::of(corpus, &opts);
     let mut backlog = saturation::SaturationDetector::new(interval_us);
     let mut overruns = OverrunRecord {
         deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
         ..OverrunRecord::default()
     };
     let threshold = corpus.header.profit_threshold;
-    let probe = corpus
-        .cycles
-        .iter()
-        .flat_map(|c| c.paths.first())
-        .next()
-        .cloned();
+    let probe = probe_path(corpus);
 
     let t0 = Instant::now();
     let now_us = || t0.elapsed().as_micros() as u64;
@@ -232,37 +318,15 @@ pub fn replay(
             let cpu = scale.us(CRAWL_UNIT_CPU_US);
             background.submit_crawl(host, opts.crawl_units_per_cycle, cpu, &current, probe);
         }
-        let now = now_us();
-        if now < intended {
-            std::thread::sleep(Duration::from_micros(intended - now));
-        }
+        sleep_until(t0, intended);
         if let Some(f) = opts.on_cycle_start.as_mut() {
             f(cycle);
         }
-        let cycle_span = tracing::info_span!(
-            "cycle",
-            cycle,
-            paths = case.paths.len(),
-            bins = case.bins.len(),
-            makespan_ms = tracing::field::Empty
-        );
+        let cycle_span = cycle_span(case);
         let _in_cycle = cycle_span.enter();
         let start_us = now_us();
         backlog.cycle(cycle, intended, start_us);
-        // The cycle's record once it ends (`end_us`) with its bins.
-        let record = {
-            let granted = lower_bound_us(case, opts.scale, opts.cores_granted);
-            let process = lower_bound_us(case, opts.scale, opts.cores_process);
-            move |end_us, bins| CycleRecord {
-                cycle,
-                intended_start_us: intended,
-                start_us,
-                end_us,
-                lower_bound_us: granted,
-                process_lower_bound_us: process,
-                bins,
-            }
-        };
+        let record = cycle_record(case, &opts, intended, start_us);
         let case = Arc::new(case.clone());
 
         if let Some(probe) = &probe {
@@ -271,26 +335,17 @@ pub fn replay(
         }
 
         let ids: Vec<u32> = case.paths.iter().map(|p| p.id).collect();
-        pools = match host.resolve_within(pools.clone(), case.clone(), scale, deadline) {
-            Ok(p) => p,
-            Err(UnitFailure::Overrun { .. }) => {
-                // Without its pool states the cycle cannot be solved: every
-                // path is Failed(Overrun), the book closes exact, and the
-                // next cycle solves on the states before this one.
-                overruns.resolve += 1;
-                let rows = close_overrun(&ledger, cycle, &ids)?;
-                let end_us = now_us();
-                produced.cycle_done(&case, record(end_us, Vec::new()), rows, &mut opts);
-                continue;
-            }
-            Err(UnitFailure::Failed(reason)) => {
-                return Err(ReplayError::Unit {
-                    cycle,
-                    role: WorkerRole::Resolve,
-                    reason,
-                })
-            }
+        let Some(resolved) = resolve(host, &pools, &case, scale, deadline)? else {
+            // Without its pool states the cycle cannot be solved: every
+            // path is Failed(Overrun), the book closes exact, and the next
+            // cycle solves on the states before this one.
+            overruns.resolve += 1;
+            let rows = close_overrun(&ledger, cycle, &ids)?;
+            let end_us = now_us();
+            produced.cycle_done(&case, record(end_us, Vec::new()), rows, &mut opts);
+            continue;
         };
+        pools = resolved;
         current.set(pools.clone());
 
         let (bins, rows) = solve_cycle(
@@ -314,13 +369,19 @@ pub fn replay(
         produced.cycle_done(&case, record, rows, &mut opts);
     }
     let background = background.settle(deadline, &mut overruns);
-    let paths = corpus
+    let paths = corpus.cycles.iter().take(n).map(|c| c.paths.len() as u64);
+    let paths = paths.sum();
+    Ok(produced.into_result(paths, background, overruns, now_us(), &backlog))
+}
+
+/// The background units' probe path: the corpus's first path, if any.
+fn probe_path(corpus: &Corpus) -> Option<PathCase> {
+    corpus
         .cycles
         .iter()
-        .take(n)
-        .map(|c| c.paths.len() as u64)
-        .sum();
-    Ok(produced.into_result(paths, background, overruns, now_us(), &backlog))
+        .flat_map(|c| c.paths.first())
+        .next()
+        .cloned()
 }
 
 /// Solves one resolved cycle on `host`: opens its bins in the ledger,
@@ -440,96 +501,4 @@ fn rows_of(cycle: u32, record: Option<fleet::ledger::CycleRecord>) -> Vec<Outcom
             })
             .collect()
     })
-}
-
-/// The first difference between one cycle's produced outcomes and its
-/// golden ones, in path order (a missing or extra row is a difference).
-pub fn compare_cycle(case: &CycleCase, produced: &[OutcomeRow]) -> Option<Mismatch> {
-    let mut expected: Vec<(u32, PathOutcome)> =
-        case.paths.iter().map(|p| (p.id, p.expected)).collect();
-    expected.sort_by_key(|(p, _)| *p);
-    let mut got: Vec<&OutcomeRow> = produced.iter().collect();
-    got.sort_by_key(|r| (r.cycle, r.path));
-    let rows: Vec<OutcomeRow> = expected
-        .iter()
-        .map(|&(path, outcome)| OutcomeRow {
-            cycle: case.index,
-            path,
-            outcome,
-        })
-        .collect();
-    first_difference(rows.iter(), got.into_iter())
-}
-
-/// Compares produced outcomes with the golden ones of the first `n` cycles.
-pub fn compare(corpus: &Corpus, n: usize, produced: &[OutcomeRow]) -> (bool, Option<Mismatch>) {
-    let mut expected: Vec<OutcomeRow> = corpus
-        .cycles
-        .iter()
-        .take(n)
-        .flat_map(|c| {
-            c.paths.iter().map(move |p| OutcomeRow {
-                cycle: c.index,
-                path: p.id,
-                outcome: p.expected,
-            })
-        })
-        .collect();
-    expected.sort_by_key(|r| (r.cycle, r.path));
-    let mut got: Vec<&OutcomeRow> = produced.iter().collect();
-    got.sort_by_key(|r| (r.cycle, r.path));
-    let first = first_difference(expected.iter(), got.into_iter());
-    (first.is_none(), first)
-}
-
-/// The first difference between two row sequences, each sorted by
-/// (cycle, path): a differing outcome, a missing row or an extra one.
-fn first_difference<'a>(
-    expected: impl Iterator<Item = &'a OutcomeRow>,
-    got: impl Iterator<Item = &'a OutcomeRow>,
-) -> Option<Mismatch> {
-    let mut e = expected.peekable();
-    let mut g = got.peekable();
-    loop {
-        let key = |r: &OutcomeRow| (r.cycle, r.path);
-        match (e.peek(), g.peek()) {
-            (None, None) => return None,
-            (Some(x), Some(r)) if key(x) == key(r) => {
-                if x.outcome != r.outcome {
-                    return Some(Mismatch {
-                        cycle: x.cycle,
-                        path: x.path,
-                        expected: Some(x.outcome),
-                        got: Some(r.outcome),
-                    });
-                }
-                e.next();
-                g.next();
-            }
-            (Some(x), Some(r)) if key(x) < key(r) => {
-                return Some(Mismatch {
-                    cycle: x.cycle,
-                    path: x.path,
-                    expected: Some(x.outcome),
-                    got: None,
-                })
-            }
-            (Some(_), Some(r)) | (None, Some(r)) => {
-                return Some(Mismatch {
-                    cycle: r.cycle,
-                    path: r.path,
-                    expected: None,
-                    got: Some(r.outcome),
-                })
-            }
-            (Some(x), None) => {
-                return Some(Mismatch {
-                    cycle: x.cycle,
-                    path: x.path,
-                    expected: Some(x.outcome),
-                    got: None,
-                })
-            }
-        }
-    }
 }

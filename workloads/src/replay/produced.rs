@@ -1,6 +1,7 @@
 //! What a replay produced, kept whole or streamed to the hooks, and the
 //! result it becomes.
 
+use super::parity::compare_cycle;
 use super::*;
 
 /// What the replay produced so far: kept whole, or streamed to the hooks.

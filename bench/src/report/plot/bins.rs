@@ -37,6 +37,62 @@ fn jitter(i: usize) -> f64 {
     (h as f64 / (1u64 << 24) as f64) * 2.0 - 1.0
 }
 
+/// One run's marks: the strip of every cycle's walk, and per bin a box
+/// (quartiles), the median line and the whiskers to min and max; `offset`
+/// places the run's slot beside the bin index, `half` is half its width.
+fn run_marks(
+    bins: &[Vec<f64>],
+    offset: f64,
+    half: f64,
+    colour: RGBColor,
+) -> (
+    Vec<(f64, f64)>,
+    Vec<Rectangle<(f64, f64)>>,
+    Vec<PathElement<(f64, f64)>>,
+) {
+    let mut points = Vec::new();
+    let mut shapes: Vec<PathElement<(f64, f64)>> = Vec::new();
+    let mut boxes = Vec::new();
+    for (b, vals) in bins.iter().enumerate() {
+        if vals.is_empty() {
+            continue;
+        }
+        let x = b as f64 + offset;
+        for (i, v) in vals.iter().enumerate() {
+            points.push((x + jitter(i + 7919 * b) * half * 0.8, *v));
+        }
+        let (q1, med, q3) = (
+            quantile(vals, 0.25),
+            quantile(vals, 0.5),
+            quantile(vals, 0.75),
+        );
+        let (lo, hi) = (vals[0], vals[vals.len() - 1]);
+        boxes.push(Rectangle::new(
+            [(x - half, q1), (x + half, q3)],
+            colour.stroke_width(2),
+        ));
+        shapes.push(PathElement::new(
+            vec![(x - half, med), (x + half, med)],
+            colour.stroke_width(3),
+        ));
+        shapes.push(PathElement::new(
+            vec![(x, lo), (x, q1)],
+            colour.stroke_width(1),
+        ));
+        shapes.push(PathElement::new(
+            vec![(x, q3), (x, hi)],
+            colour.stroke_width(1),
+        ));
+        for w in [lo, hi] {
+            shapes.push(PathElement::new(
+                vec![(x - half / 2.0, w), (x + half / 2.0, w)],
+                colour.stroke_width(1),
+            ));
+        }
+    }
+    (points, boxes, shapes)
+}
+
 /// The per-bin walk-time plot of `runs` as one SVG document.
 ///
 /// Errors: [`ReportError::Plot`] when drawing fails.
@@ -96,46 +152,7 @@ pub(crate) fn bin_walk_svg(runs: &[RunReport]) -> Result<String, ReportError> {
             let colour = run_colour(r);
             let offset = (r as f64 - (runs.len() as f64 - 1.0) / 2.0) * slot;
             let half = slot * 0.35;
-            let mut points = Vec::new();
-            let mut shapes: Vec<PathElement<(f64, f64)>> = Vec::new();
-            let mut boxes = Vec::new();
-            for (b, vals) in bins.iter().enumerate() {
-                if vals.is_empty() {
-                    continue;
-                }
-                let x = b as f64 + offset;
-                for (i, v) in vals.iter().enumerate() {
-                    points.push((x + jitter(i + 7919 * b) * half * 0.8, *v));
-                }
-                let (q1, med, q3) = (
-                    quantile(vals, 0.25),
-                    quantile(vals, 0.5),
-                    quantile(vals, 0.75),
-                );
-                let (lo, hi) = (vals[0], vals[vals.len() - 1]);
-                boxes.push(Rectangle::new(
-                    [(x - half, q1), (x + half, q3)],
-                    colour.stroke_width(2),
-                ));
-                shapes.push(PathElement::new(
-                    vec![(x - half, med), (x + half, med)],
-                    colour.stroke_width(3),
-                ));
-                shapes.push(PathElement::new(
-                    vec![(x, lo), (x, q1)],
-                    colour.stroke_width(1),
-                ));
-                shapes.push(PathElement::new(
-                    vec![(x, q3), (x, hi)],
-                    colour.stroke_width(1),
-                ));
-                for w in [lo, hi] {
-                    shapes.push(PathElement::new(
-                        vec![(x - half / 2.0, w), (x + half / 2.0, w)],
-                        colour.stroke_width(1),
-                    ));
-                }
-            }
+            let (points, boxes, shapes) = run_marks(bins, offset, half, colour);
             chart
                 .draw_series(
                     points

@@ -6,7 +6,8 @@ use plotters::prelude::*;
 
 use super::legend::{band_height, caption_and_legend, Entry, Marker};
 use super::{plot_err, tick, DESC_PX, FONT, HEIGHT, TICK_PX, WIDTH};
-use crate::report::model::{RunReport, TimelineKind};
+use crate::report::model::RunReport;
+use crate::report::timeline::TimelineKind;
 use crate::report::ReportError;
 
 const CORDON: RGBColor = RGBColor(255, 204, 128);

@@ -18,22 +18,18 @@
 //!
 //! Where the plan lends the reserve ([`Plan::reserve_lent`]), the layout
 //! adds the reserved cores' cycle threads and every cycle thread runs at
-//! the idle class under a guard (the `lend` module; decision 0009).
+//! the idle class under a guard (the crate's `lend` module; decision 0009).
 
-mod lend;
-
-pub(crate) use lend::{Guard as LendGuard, LendStats, GUARD_THREAD_NAME as LEND_GUARD_THREAD_NAME};
-
-use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
 use crate::exec::Lane;
-use crate::handle::{FleetHandle, Job};
-use crate::running::{census_rows_cycle, spawn_named, Fleet, Running, PUMP_THREAD_NAME};
+use crate::handle::Job;
+use crate::host::{wait_started, Host};
+use crate::lend;
+use crate::options::{host_layout, BootError, BootOptions, PinPlan};
+use crate::running::{census_rows_cycle, Fleet};
 use fleet::plan::{serial_thread_name, Binding, Plan};
-use fleet::pump::{HostPump, SeatId};
-use fleet::shell::HostShell;
+use fleet::pump::SeatId;
 use fleet::sink::Delivery;
 use fleet::unit::UnitMeta;
-use fleet::waker::PostureWaker;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -64,27 +60,10 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         })
         .collect::<Result<Vec<_>, _>>()?
         .into_iter();
-    let layout = plan.seat_layout();
-    let mut senders = Vec::with_capacity(threads);
-    let mut receivers = Vec::with_capacity(threads);
-    for _ in 0..threads {
-        let (tx, rx) = mpsc::unbounded_channel::<Delivery<Job>>();
-        senders.push(tx);
-        receivers.push(rx);
-    }
-    // Which cycle thread each seat rides, fixed at boot.
-    let route: Vec<(SeatId, usize)> = layout
-        .seats
-        .iter()
-        .map(|s| {
-            let seat = SeatId {
-                role: s.role,
-                index: s.index,
-            };
-            let t = layout.cycle_thread_of(s.role, s.index).unwrap_or(0) as usize;
-            (seat, t.min(threads - 1))
-        })
-        .collect();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..threads)
+        .map(|_| mpsc::unbounded_channel::<Delivery<Job>>())
+        .unzip();
+    let route = seat_routes(plan, threads);
     let sink = move |seat: SeatId, meta: UnitMeta, payload: Job| {
         let t = route
             .iter()
@@ -103,38 +82,7 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
             tracing::error!(role = %seat.role, seat = seat.index, unit = meta.id, "serial thread gone: unit dropped");
         }
     };
-    let posture = opts.posture.clone();
-    let guard_posture = posture.clone();
-    let (shell, host) = HostShell::new(
-        HostPump::new(host_layout(plan, &opts), opts.pump),
-        move || guard_posture.guard(),
-        sink,
-        |_meta, job: Job, reason| job.receipt.terminal(reason),
-    );
-    let lost = crate::exec::LostSeats::default();
-    let shell = shell
-        .with_drain_deadline(opts.shutdown_deadline)
-        .with_step_hook(crate::exec::step_hook(opts.posture.clone(), lost.clone()));
-    let handle = FleetHandle::new(host.clone(), Binding::Serial);
-    let waker = Arc::new(PostureWaker::new());
-    waker.register_host(&host);
-    let pump = spawn_named(PUMP_THREAD_NAME, move || {
-        shell.run().map(|p| (p.counts(), p.in_flight()))
-    })?;
-    let mut running = Running {
-        pump,
-        deadline: opts.shutdown_deadline,
-        lost: lost.clone(),
-        seats: Vec::new(),
-        io: None,
-        guard: None,
-    };
-
-    let lane = Lane {
-        fleet: handle.clone(),
-        posture: posture.clone(),
-        waker: waker.clone(),
-    };
+    let mut host = Host::start(host_layout(plan, &opts), &opts, Binding::Serial, sink, None)?;
     let mut ready = Vec::with_capacity(threads);
     let slots: Vec<Arc<lend::CycleSlot>> = (0..threads).map(|_| Arc::default()).collect();
     for ((t, rx), slot) in receivers.into_iter().enumerate().zip(slots.iter().cloned()) {
@@ -143,63 +91,72 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
             None => break,
         };
         let name = serial_thread_name(t as u32);
-        let cpu = pins.cpu_for(t);
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Option<usize>>(1);
-        let (lane, thread_name) = (lane.clone(), name.clone());
-        let spawned = spawn_named(&name, move || {
-            let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
+        let (lane, thread_name) = (host.lane.clone(), name.clone());
+        let spawned = host.spawn_seat(&name, pins.cpu_for(t), move |up| {
             let counted = lend.then(|| {
                 slot.enter();
                 slot
             });
-            let _ = ready_tx.send(pinned);
+            up.report();
             cycle_thread(rt, lane, &thread_name, rx, counted);
         });
         match spawned {
-            Ok(t) => {
-                running.seats.push((name, t));
-                ready.push(ready_rx);
-            }
-            Err(e) => {
-                let _ = running.stop(&handle);
-                return Err(e);
-            }
+            Ok(rx) => ready.push(rx),
+            Err(e) => return Err(host.fail(e)),
         }
     }
-    let cycle_cpus: Vec<Option<usize>> = ready.iter().map(|rx| rx.recv().ok().flatten()).collect();
-    let lent = if lend {
-        let stats = Arc::new(lend::LendStats::default());
-        match lend::Guard::start(
-            slots,
-            stats.clone(),
-            threads as u32,
-            plan.budget.reserve_cpus,
-        ) {
-            Ok(g) => {
-                running.guard = Some(g);
+    let cycle_cpus = wait_started(&ready);
+    let lent = match lend {
+        true => match start_guard(slots, threads, plan) {
+            Ok((guard, stats)) => {
+                host.set_guard(guard);
                 Some(stats)
             }
-            Err(source) => {
-                let _ = running.stop(&handle);
-                return Err(BootError::Spawn {
-                    thread: lend::GUARD_THREAD_NAME.into(),
-                    source,
-                });
-            }
-        }
-    } else {
-        None
+            Err(e) => return Err(host.fail(e)),
+        },
+        false => None,
     };
-    Ok(Fleet {
-        census: census_rows_cycle(plan, &[], &cycle_cpus),
-        plan: plan.clone(),
-        posture,
-        waker,
-        handle,
-        pins,
-        lost,
-        running: Some(running),
-        lent,
+    let census = census_rows_cycle(plan, &[], &cycle_cpus);
+    Ok(host.into_fleet(plan, pins, census, lent))
+}
+
+/// Which cycle thread each seat of the plan's layout rides, fixed at boot
+/// (`threads` cycle threads, at least one).
+fn seat_routes(plan: &Plan, threads: usize) -> Vec<(SeatId, usize)> {
+    let layout = plan.seat_layout();
+    layout
+        .seats
+        .iter()
+        .map(|s| {
+            let seat = SeatId {
+                role: s.role,
+                index: s.index,
+            };
+            let t = layout.cycle_thread_of(s.role, s.index).unwrap_or(0) as usize;
+            (seat, t.min(threads - 1))
+        })
+        .collect()
+}
+
+/// Starts the lent reserve's guard over the cycle threads' slots.
+///
+/// Errors: [`BootError::Spawn`] when its thread cannot start.
+fn start_guard(
+    slots: Vec<Arc<lend::CycleSlot>>,
+    threads: usize,
+    plan: &Plan,
+) -> Result<(lend::Guard, Arc<lend::LendStats>), BootError> {
+    let stats = Arc::new(lend::LendStats::default());
+    lend::Guard::start(
+        slots,
+        stats.clone(),
+        threads as u32,
+        plan.budget.reserve_cpus,
+    )
+    .map(|guard| (guard, stats))
+    .map_err(|source| BootError::Spawn {
+        thread: lend::GUARD_THREAD_NAME.into(),
+        source,
     })
 }
 

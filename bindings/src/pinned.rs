@@ -8,16 +8,15 @@
 //! and a walk awaiting a sim receipt blocks only its own seat. The ambient
 //! runtime has the budget's A workers, named `work-fleet-io-N`.
 
-use crate::boot::{host_layout, BootError, BootOptions, PinPlan};
 use crate::exec::Lane;
-use crate::handle::{FleetHandle, Job};
-use crate::running::{census_rows, spawn_named, Fleet, Running, PUMP_THREAD_NAME};
+use crate::handle::Job;
+use crate::host::{wait_started, Host};
+use crate::options::{host_layout, BootError, BootOptions, PinPlan};
+use crate::running::{census_rows, Fleet};
 use fleet::plan::{Binding, Plan};
-use fleet::pump::{HostPump, SeatId};
-use fleet::shell::HostShell;
+use fleet::pump::SeatId;
 use fleet::sink::{Delivery, KeyedMailboxes, PooledQueue, SeatSink};
 use fleet::unit::UnitMeta;
-use fleet::waker::PostureWaker;
 use fleet::Hosting;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -76,79 +75,24 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
         Hosting::Pooled => pooled.deliver(seat, meta, job),
     };
 
-    let posture = opts.posture.clone();
-    let guard_posture = posture.clone();
-    let (shell, host) = HostShell::new(
-        HostPump::new(hl, opts.pump),
-        move || guard_posture.guard(),
-        sink,
-        |_meta, job: Job, reason| job.receipt.terminal(reason),
-    );
-    let lost = crate::exec::LostSeats::default();
-    let shell = shell
-        .with_drain_deadline(opts.shutdown_deadline)
-        .with_step_hook(crate::exec::step_hook(opts.posture.clone(), lost.clone()));
-    let handle = FleetHandle::new(host.clone(), Binding::Pinned);
-    let waker = Arc::new(PostureWaker::new());
-    waker.register_host(&host);
-    let pump = spawn_named(PUMP_THREAD_NAME, move || {
-        shell.run().map(|p| (p.counts(), p.in_flight()))
-    })?;
-    let mut running = Running {
-        pump,
-        deadline: opts.shutdown_deadline,
-        lost: lost.clone(),
-        seats: Vec::new(),
-        guard: None,
-        io: Some(io),
-    };
-    let lane = Lane {
-        fleet: handle.clone(),
-        posture: posture.clone(),
-        waker: waker.clone(),
-    };
-
+    let rt = io.handle().clone();
+    let mut host = Host::start(hl, &opts, Binding::Pinned, sink, Some(io))?;
     let mut started = Vec::new();
     for (k, (spec, rx)) in layout.seats.iter().zip(receivers).enumerate() {
         let rx = rx.expect("every seat of the layout has a mailbox or a pooled queue");
-        let cpu = pins.cpu_for(k);
-        let (ready_tx, ready_rx) = crossbeam_channel::bounded::<Option<usize>>(1);
-        let (lane, name) = (lane.clone(), spec.thread_name.clone());
-        let rt = running
-            .io
-            .as_ref()
-            .expect("the ambient runtime lives until shutdown")
-            .handle()
-            .clone();
-        let spawned = spawn_named(&spec.thread_name, move || {
-            let pinned = cpu.filter(|c| crate::affinity::pin_current_thread(*c));
-            let _ = ready_tx.send(pinned);
+        let (lane, name, rt) = (host.lane.clone(), spec.thread_name.clone(), rt.clone());
+        let spawned = host.spawn_seat(&spec.thread_name, pins.cpu_for(k), move |up| {
+            up.report();
             let _enter = rt.enter();
             seat_loop(&lane, &rt, &name, rx);
         });
         match spawned {
-            Ok(t) => {
-                running.seats.push((spec.thread_name.clone(), t));
-                started.push(ready_rx);
-            }
-            Err(e) => {
-                let _ = running.stop(&handle);
-                return Err(e);
-            }
+            Ok(rx) => started.push(rx),
+            Err(e) => return Err(host.fail(e)),
         }
     }
-    let seat_cpus: Vec<Option<usize>> = started.iter().map(|rx| rx.recv().ok().flatten()).collect();
-    Ok(Fleet {
-        census: census_rows(plan, &seat_cpus, None),
-        plan: plan.clone(),
-        posture,
-        waker,
-        handle,
-        pins,
-        lost,
-        running: Some(running),
-        lent: None,
-    })
+    let seat_cpus = wait_started(&started);
+    Ok(host.into_fleet(plan, pins, census_rows(plan, &seat_cpus, None), None))
 }
 
 /// A seat thread's life: run each delivery to completion until the host

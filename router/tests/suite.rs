@@ -1,0 +1,16 @@
+//! The integration tests of `router`, one binary: each module is one
+//! former test file (its name is the first segment of every test name, so
+//! `cargo nextest run -E 'test(/^MODULE::/)'` runs one of them). One binary
+//! links the dependencies once instead of once per file.
+
+mod support;
+
+mod faults;
+mod hostile;
+mod http;
+mod identities;
+mod reports;
+mod retention;
+#[path = "core.rs"]
+mod router_core;
+mod store_suite;
