@@ -37,7 +37,7 @@ pub use admission::{NewIdentity, Registration};
 pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
-pub use refill::{RefillDecision, RefillPlan};
+pub use refill::{RefillDecision, RefillInputs, RefillPlan};
 pub use snapshot::Snapshot;
 pub use tick::TickReport;
 
@@ -189,7 +189,9 @@ pub struct Router {
     /// Leases that expired recently: id → (device, expiry), kept for
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
     expired: HashMap<String, (String, f64)>,
-    in_flight: HashMap<String, u32>,
+    /// Items in flight per target. A persistent map: the refill's inputs
+    /// clone it in O(1) under the lock ([`RefillInputs`]).
+    in_flight: imbl::HashMap<String, u32>,
     /// Items granted and not yet deposited, expired or protested (their
     /// deposits are still to be charged).
     pending_items: u64,
@@ -291,7 +293,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         drift: DriftBank::default(),
         pools,
         clusters: Clusters::new(0.5, 5),
-        sources: BTreeMap::new(),
+        sources: imbl::OrdMap::new(),
         buckets: BTreeMap::new(),
         devices: imbl::OrdMap::new(),
         targets: imbl::OrdMap::new(),
@@ -384,7 +386,7 @@ impl Router {
             discovered: HashMap::new(),
             leases: HashMap::new(),
             expired: HashMap::new(),
-            in_flight: HashMap::new(),
+            in_flight: imbl::HashMap::new(),
             pending_items: 0,
             held_demand: BTreeMap::new(),
             held_devices: BTreeSet::new(),

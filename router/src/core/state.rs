@@ -145,7 +145,7 @@ pub struct Durable {
     /// Disagreement clusters.
     pub clusters: Clusters,
     /// Sources.
-    pub sources: BTreeMap<String, SourceRec>,
+    pub sources: imbl::OrdMap<String, SourceRec>,
     /// Politeness buckets per host.
     pub buckets: BTreeMap<String, Bucket>,
     /// Devices (durable identity and trust); a persistent map, so a

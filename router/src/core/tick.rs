@@ -5,7 +5,7 @@
 
 use routing::trust::treated_as_limited;
 
-use super::refill::{RefillDecision, RefillPlan};
+use super::refill::{RefillDecision, RefillInputs, RefillPlan};
 use super::Router;
 use crate::events::Event;
 use crate::store::StoreError;
@@ -49,11 +49,12 @@ impl Router {
     }
 
     /// The tick without the snapshot: [`Router::tick_begin`], the refill's
-    /// decisions, [`Router::tick_finish`], back to back.
+    /// plan and decisions, [`Router::tick_finish`], back to back.
     pub fn tick_state(&mut self, now_s: f64) -> TickReport {
-        let (mut rep, plan) = self.tick_begin(now_s);
-        if now_s.is_finite() {
-            self.tick_finish(&mut rep, plan.map(RefillPlan::decide), now_s);
+        let (mut rep, inputs) = self.tick_begin(now_s);
+        if let Some(inputs) = inputs {
+            let decision = inputs.plan().map(RefillPlan::decide);
+            self.tick_finish(&mut rep, decision, now_s);
         }
         rep
     }
@@ -79,10 +80,11 @@ impl Router {
             .collect();
     }
 
-    /// The tick's work up to the refill at `now_s`, and the refill's plan
-    /// ([`Router::refill_plan`]; `None`: no archetype is live, or the time
-    /// is not finite, when nothing at all is done).
-    pub fn tick_begin(&mut self, now_s: f64) -> (TickReport, Option<RefillPlan>) {
+    /// The tick's work up to the refill at `now_s`, and what the refill
+    /// reads ([`Router::refill_inputs`], O(1) clones: the shell plans and
+    /// decides outside the lock); `None` when the time is not finite, when
+    /// nothing at all is done.
+    pub fn tick_begin(&mut self, now_s: f64) -> (TickReport, Option<RefillInputs>) {
         let mut rep = TickReport::default();
         if !now_s.is_finite() {
             return (rep, None);
@@ -125,8 +127,7 @@ impl Router {
             self.dirty = true;
         }
         self.limit_share();
-        let plan = self.refill_plan(now_s);
-        (rep, plan)
+        (rep, Some(self.refill_inputs(now_s)))
     }
 
     /// Expires the leases past their time: their open items go back and

@@ -181,24 +181,24 @@ impl Shell {
     }
 
     /// One tick at the clock's reading. Under the router's lock: the
-    /// tick's bookkeeping, the refill's plan and the snapshot's clone; then,
-    /// without it, the refill's decisions; under it again, briefly, the
-    /// queues. The snapshot is serialized and written last, outside the
+    /// tick's bookkeeping, the refill's inputs and the snapshot's clone
+    /// (O(1) clones); then, without it, the refill's walk over the targets
+    /// and its decisions; under it again, briefly, the queues. The snapshot is serialized and written last, outside the
     /// lock (docs/router.md "Threat model": nothing of size on the lock).
     fn tick_with(&self, force: bool) {
         let now = (self.clock)();
-        let (mut rep, plan, snap, mut events) = {
+        let (mut rep, inputs, snap, mut events) = {
             let mut r = self.router.lock();
-            let (rep, plan) = r.tick_begin(now);
+            let (rep, inputs) = r.tick_begin(now);
             let snap = if force {
                 r.take_snapshot_now(now)
             } else {
                 r.take_snapshot(now)
             };
-            (rep, plan, snap, r.drain_events())
+            (rep, inputs, snap, r.drain_events())
         };
-        if now.is_finite() {
-            let decision = plan.map(crate::core::RefillPlan::decide);
+        if let Some(inputs) = inputs {
+            let decision = inputs.plan().map(crate::core::RefillPlan::decide);
             let mut r = self.router.lock();
             r.tick_finish(&mut rep, decision, now);
             events.extend(r.drain_events());

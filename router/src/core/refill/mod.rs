@@ -4,22 +4,26 @@
 //! from the state every tick: they mirror it, never accrete.
 //! Source: `ROUTING.md` §3 Assignment policy, step 1 and 3.
 //!
-//! Three steps, so the shell decides outside the router's lock:
-//! [`Router::refill_plan`] (under the lock: which targets are due, with
-//! what each decision reads, and a clone of the field),
-//! [`RefillPlan::decide`] (no lock: the decisions, the refill's main cost)
-//! and [`Router::refill_install`] (under the lock: drop what changed
-//! meanwhile, then the fillers, the lanes and the queues). In process the
-//! three run back to back, so the queues are exactly what one step made.
+//! Four steps, so the shell walks and decides outside the router's lock:
+//! [`Router::refill_inputs`] (under the lock: O(1) clones of what the plan
+//! reads), [`RefillInputs::plan`] (no lock: the walk over every target,
+//! which targets are due and what each decision reads),
+//! [`RefillPlan::decide`] (no lock: the decisions, the refill's main
+//! cost, and the first filler candidates') and [`Router::refill_install`]
+//! (under the lock: drop what changed meanwhile, the fillers, the lanes
+//! and the queues). In process the four run back to back, so the queues
+//! are exactly what one step made.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod plan;
+
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use routing::field::{Address, Field, Layer, LossReason};
 use routing::policy::{schedule_priority, Tier};
-use routing::trust::State as TrustState;
 
 use super::{Queued, Router};
+pub use plan::RefillInputs;
 
 /// Volatility floor used in the schedule priority, so a source never
 /// re-observed yet (volatility 0) still ranks its new targets.
@@ -41,8 +45,8 @@ struct Planned {
     volatility: f64,
 }
 
-/// The refill's decisions to make, taken under the router's lock by
-/// [`Router::refill_plan`]; [`RefillPlan::decide`] makes them without it.
+/// The refill's decisions to make ([`RefillInputs::plan`]);
+/// [`RefillPlan::decide`] makes them without the router's lock.
 #[derive(Debug, Clone)]
 pub struct RefillPlan {
     allowed: Vec<String>,
@@ -51,8 +55,12 @@ pub struct RefillPlan {
     temperature: f64,
     due: Vec<Planned>,
     /// Settled targets not due, least recently attempted first: filler
-    /// candidates, decided at install (few are taken).
+    /// candidates, taken in order at install (few are taken).
     fillers: Vec<(f64, String)>,
+    /// What deciding each of the first filler candidates reads (`None`:
+    /// its target or source is unknown), decided ahead by
+    /// [`RefillPlan::decide`].
+    fillers_ahead: Vec<Option<Planned>>,
 }
 
 /// The decisions of a [`RefillPlan`], for [`Router::refill_install`].
@@ -61,6 +69,9 @@ pub struct RefillDecision {
     allowed: Vec<String>,
     decided: Vec<Queued>,
     fillers: Vec<(f64, String)>,
+    /// The first filler candidates' decisions, in order (`None`: vetoed
+    /// everywhere or unknown); the install decides any later one itself.
+    fillers_decided: Vec<Option<Queued>>,
 }
 
 /// Decides one target at its task address among `allowed`; `None` when
@@ -95,32 +106,24 @@ impl RefillPlan {
     /// address); needs nothing of the router.
     pub fn decide(self) -> RefillDecision {
         let allowed: Vec<&str> = self.allowed.iter().map(String::as_str).collect();
-        let decided = self
-            .due
+        let decide =
+            |p: &Planned| decide_one(&self.field, self.temperature, &self.layers, &allowed, p);
+        let decided = self.due.iter().filter_map(decide).collect();
+        let fillers_decided = self
+            .fillers_ahead
             .iter()
-            .filter_map(|p| decide_one(&self.field, self.temperature, &self.layers, &allowed, p))
+            .map(|p| p.as_ref().and_then(decide))
             .collect();
         RefillDecision {
             allowed: self.allowed,
             decided,
             fillers: self.fillers,
+            fillers_decided,
         }
     }
 }
 
 impl Router {
-    /// The archetypes that have at least one live, not suspended device.
-    pub(crate) fn live_archetypes(&self) -> Vec<String> {
-        let set: BTreeSet<&str> = self
-            .live
-            .keys()
-            .filter_map(|k| self.d.devices.get(k))
-            .filter(|d| !matches!(d.state, TrustState::Suspended | TrustState::Revoked))
-            .map(|d| d.archetype.as_str())
-            .collect();
-        set.into_iter().map(String::from).collect()
-    }
-
     /// The whole refill at `now_s`: plan, decide, install, back to back.
     pub(crate) fn refill(&mut self, now_s: f64) {
         match self.refill_plan(now_s) {
@@ -130,108 +133,6 @@ impl Router {
             }
             None => self.queues.clear(),
         }
-    }
-
-    /// What the refill at `now_s` must decide: the due targets (at most
-    /// `queue_limit` per live archetype, the longest overdue first; the
-    /// rest stay due for the next tick, so a tick's cost is bounded
-    /// whatever the number of targets), the filler candidates and a clone
-    /// of the field. `None` when no archetype is live (nothing to queue).
-    /// Reads only; the queues stay as they are until the install.
-    pub fn refill_plan(&self, now_s: f64) -> Option<RefillPlan> {
-        let live = self.live_archetypes();
-        if live.is_empty() {
-            return None;
-        }
-        let vc = self.verify_config();
-        let mut fillers: Vec<(f64, String)> = Vec::new();
-        let mut due: Vec<(f64, &str, Tier)> = Vec::new();
-        for (name, t) in &self.d.targets {
-            if t.churn.cooling(now_s / 3600.0) {
-                continue;
-            }
-            let in_flight = self.in_flight.get(name).copied().unwrap_or(0);
-            let settled = t.verification.settled().is_some();
-            let tier = if t.listing {
-                (t.due_s <= now_s).then_some(Tier::Discovery)
-            } else if t.observations.is_empty() {
-                (t.due_s <= now_s || t.last_attempt_s.is_none()).then_some(Tier::FirstObservation)
-            } else if !settled {
-                let open = t
-                    .verification
-                    .open()
-                    .iter()
-                    .filter(|(_, at)| *at > now_s)
-                    .count() as u32;
-                (open < vc.max_open).then_some(Tier::Verification)
-            } else if t.due_s <= now_s {
-                Some(Tier::Reobservation)
-            } else {
-                None
-            };
-            if in_flight > 0 && tier != Some(Tier::Verification) {
-                continue;
-            }
-            let Some(tier) = tier else {
-                if settled {
-                    fillers.push((t.last_attempt_s.unwrap_or(0.0), name.clone()));
-                }
-                continue;
-            };
-            due.push((now_s - t.due_s, name.as_str(), tier));
-        }
-        let budget = self.cfg.queue_limit.saturating_mul(live.len());
-        if due.len() > budget {
-            // The `budget` longest overdue (ties by name), in that order: a
-            // selection, then a sort of the selected only.
-            let order = |a: &(f64, &str, Tier), b: &(f64, &str, Tier)| {
-                b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
-            };
-            if budget == 0 {
-                due.clear();
-            } else {
-                due.select_nth_unstable_by(budget - 1, order);
-                due.truncate(budget);
-            }
-            due.sort_by(order);
-        }
-        let due = due
-            .into_iter()
-            .filter_map(|(_, name, tier)| self.planned(name, tier, now_s))
-            .collect();
-        fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        Some(RefillPlan {
-            allowed: live,
-            layers: self.d.field.layers().to_vec(),
-            field: self.d.field.clone(),
-            temperature: self.d.temperature,
-            due,
-            fillers,
-        })
-    }
-
-    /// What deciding `name` reads of the state, `None` for an unknown
-    /// target or source.
-    fn planned(&self, name: &str, tier: Tier, now_s: f64) -> Option<Planned> {
-        let t = self.d.targets.get(name)?;
-        let s = self.d.sources.get(&t.source)?;
-        let last_tau = t
-            .observations
-            .last()
-            .and_then(|o| self.d.devices.get(&o.device))
-            .map(|d| d.trust)
-            .unwrap_or(0.5);
-        Some(Planned {
-            target: name.to_string(),
-            tier,
-            source: t.source.clone(),
-            binding: s.binding.clone(),
-            host: s.host.clone(),
-            requires: s.requires.clone().into(),
-            last_tau,
-            staleness: (now_s - t.due_s).max(0.0) + 1.0,
-            volatility: s.volatility(),
-        })
     }
 
     /// Builds the queues from `decision` at `now_s`: a decided target that
@@ -244,6 +145,7 @@ impl Router {
             allowed: live,
             decided,
             fillers,
+            mut fillers_decided,
         } = decision;
         let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
         let layers = self.d.field.layers().to_vec();
@@ -274,11 +176,18 @@ impl Router {
             }
         }
         let mut filler_count: BTreeMap<String, usize> = BTreeMap::new();
-        for (_, name) in fillers {
+        let ahead = fillers_decided.len();
+        let mut ahead_taken = fillers_decided.drain(..);
+        for (k, (_, name)) in fillers.into_iter().enumerate() {
             if filler_count.values().sum::<usize>() >= self.cfg.filler_per_archetype * live.len() {
                 break;
             }
-            if let Some(q) = self.route(&name, Tier::Filler, now_s, &layers, &allowed) {
+            let decided = if k < ahead {
+                ahead_taken.next().flatten()
+            } else {
+                self.route(&name, Tier::Filler, now_s, &layers, &allowed)
+            };
+            if let Some(q) = decided {
                 let arch = self.pick(&name, &q);
                 let n = filler_count.entry(arch.clone()).or_default();
                 if *n < self.cfg.filler_per_archetype {
@@ -358,7 +267,14 @@ impl Router {
         layers: &[Layer],
         allowed: &[&str],
     ) -> Option<Queued> {
-        let p = self.planned(name, tier, now_s)?;
+        let p = plan::planned(
+            &self.d.targets,
+            &self.d.sources,
+            &self.d.devices,
+            name,
+            tier,
+            now_s,
+        )?;
         decide_one(&self.d.field, self.d.temperature, layers, allowed, &p)
     }
 }
