@@ -30,9 +30,8 @@ pub struct RefillInputs {
     in_flight: imbl::HashMap<String, u32>,
     max_open: u32,
     queue_limit: usize,
-    /// Filler candidates decided ahead of the install (the install decides
-    /// any more it needs itself).
-    filler_ahead: usize,
+    /// Fillers each live archetype takes (`RouterConfig::filler_per_archetype`).
+    filler_per_archetype: usize,
     layers: Vec<Layer>,
     field: Field,
     temperature: f64,
@@ -93,7 +92,6 @@ impl Router {
     /// What the refill at `now_s` reads, cloned in O(1) under the lock
     /// (the shell's tick takes it there and plans outside).
     pub fn refill_inputs(&self, now_s: f64) -> RefillInputs {
-        let live_count = live_archetypes(&self.live, &self.d.devices).len();
         RefillInputs {
             now_s,
             live: self.live.clone(),
@@ -103,9 +101,7 @@ impl Router {
             in_flight: self.in_flight.clone(),
             max_open: self.verify_config().max_open,
             queue_limit: self.cfg.queue_limit,
-            filler_ahead: FILLERS_AHEAD_PER_SLOT
-                .saturating_mul(self.cfg.filler_per_archetype)
-                .saturating_mul(live_count),
+            filler_per_archetype: self.cfg.filler_per_archetype,
             layers: self.d.field.layers().to_vec(),
             field: self.d.field.clone(),
             temperature: self.d.temperature,
@@ -204,9 +200,13 @@ impl RefillInputs {
             .filter_map(|(_, name, tier)| plan_one(name, tier))
             .collect();
         fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        // The install decides any candidate past these itself.
+        let ahead = FILLERS_AHEAD_PER_SLOT
+            .saturating_mul(self.filler_per_archetype)
+            .saturating_mul(live.len());
         let fillers_ahead: Vec<Option<Planned>> = fillers
             .iter()
-            .take(self.filler_ahead)
+            .take(ahead)
             .map(|(_, name)| plan_one(name, Tier::Filler))
             .collect();
         Some(RefillPlan {
