@@ -126,6 +126,10 @@ pub async fn burn_cpu_us_async(target_us: u64, pools: &PoolSet, hops: &[Hop]) ->
     }
 }
 
+/// The checksum's multiplier (odd, so the multiply is a bijection on `u64`:
+/// the golden-ratio constant of Fibonacci hashing).
+const CHECKSUM_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
+
 /// The burn's state: the hop reserves, the input size, the checksum.
 struct Burner {
     reserves: Vec<(u128, u128)>,
@@ -150,7 +154,11 @@ impl Burner {
     fn batch(&mut self) {
         for _ in 0..32 {
             let out = math::path_out(black_box(self.x), black_box(&self.reserves));
-            self.sum = self.sum.rotate_left(7) ^ (out as u64) ^ ((out >> 64) as u64);
+            // The multiply by an odd constant keeps the checksum from
+            // cancelling itself: a rotate-and-xor alone returns to 0 every
+            // 396 batches on a one-pool path, as the input sizes wrap.
+            self.sum = (self.sum.rotate_left(7) ^ (out as u64) ^ ((out >> 64) as u64))
+                .wrapping_mul(CHECKSUM_MIX);
             self.x = self.x + self.x / 8 + 1;
             if self.x > self.cap {
                 self.x = 1;
@@ -186,6 +194,23 @@ mod tests {
         assert!(thread_cpu_us() - t0 >= 3_000);
         assert_ne!(c, 0);
         assert_eq!(burn_cpu_us(0, &set, &hops), 0);
+    }
+
+    #[test]
+    fn the_checksum_is_never_zero_whatever_the_number_of_batches() {
+        // A timed burn runs as many batches as the host's speed allows, so
+        // the checksum must not be 0 at any count: 100,000 batches cover the
+        // input sizes' wrap (a few hundred batches) hundreds of times.
+        let set = one_pool();
+        let hops = [Hop {
+            pool: 0,
+            zero_for_one: true,
+        }];
+        let mut b = Burner::new(&set, &hops);
+        for n in 1..=100_000u32 {
+            b.batch();
+            assert_ne!(b.sum, 0, "the checksum is 0 after {n} batches");
+        }
     }
 
     #[test]
