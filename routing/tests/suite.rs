@@ -9,6 +9,7 @@ mod dynamics_field;
 mod field;
 mod field_scales;
 mod golden;
+mod journal;
 mod mechanisms;
 mod participant;
 mod policy;

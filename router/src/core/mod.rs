@@ -14,6 +14,7 @@
 
 mod acks;
 mod admission;
+mod aging;
 mod deposit;
 mod due;
 mod facts;
@@ -34,6 +35,7 @@ mod view;
 
 pub use acks::{ACKS_MAX, ACK_MEMORY_S};
 pub use admission::{NewIdentity, Registration};
+pub use aging::{Retired, TickInputs, TickWork};
 pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
@@ -145,6 +147,10 @@ pub struct Counters {
     /// Leases whose batch a capped pool's remaining window budget cut
     /// (to fewer items than the device asked for, or none).
     pub budget_held: u64,
+    /// Ticks whose field was aged in place under the lock because the
+    /// aged clone could not take the writes made meanwhile (its journal
+    /// overflowed); see `core/aging.rs`.
+    pub aging_in_place: u64,
 }
 
 /// Replaces the router's archetype choice in the refill (the lab's
@@ -204,6 +210,9 @@ pub struct Router {
     /// When the last tick ran and the gap before it (the shell's period).
     last_tick_s: Option<f64>,
     tick_gap_s: Option<f64>,
+    /// Ticks that began an aging of the field (`core/aging.rs`): an aged
+    /// clone is put in place only by the tick that began the latest.
+    aging_epoch: u64,
     /// Per host, the latest politeness token promised to an empty answer.
     promised: HashMap<String, f64>,
     queues: BTreeMap<String, std::collections::VecDeque<Queued>>,
@@ -392,6 +401,7 @@ impl Router {
             held_devices: BTreeSet::new(),
             last_tick_s: None,
             tick_gap_s: None,
+            aging_epoch: 0,
             promised: HashMap::new(),
             queues: BTreeMap::new(),
             limited: BTreeSet::new(),

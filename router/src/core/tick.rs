@@ -5,7 +5,7 @@
 
 use routing::trust::treated_as_limited;
 
-use super::refill::{RefillDecision, RefillInputs, RefillPlan};
+use super::aging::{Retired, TickInputs, TickWork};
 use super::Router;
 use crate::events::Event;
 use crate::store::StoreError;
@@ -48,43 +48,40 @@ impl Router {
         Ok(rep)
     }
 
-    /// The tick without the snapshot: [`Router::tick_begin`], the refill's
-    /// plan and decisions, [`Router::tick_finish`], back to back.
+    /// The tick without the snapshot: [`Router::tick_begin`], the field's
+    /// aging and the refill's plan and decisions ([`TickInputs::run`]),
+    /// [`Router::tick_finish`], back to back.
     pub fn tick_state(&mut self, now_s: f64) -> TickReport {
         let (mut rep, inputs) = self.tick_begin(now_s);
         if let Some(inputs) = inputs {
-            let decision = inputs.plan().map(RefillPlan::decide);
-            self.tick_finish(&mut rep, decision, now_s);
+            let retired = self.tick_finish(&mut rep, inputs.run(), now_s);
+            drop(retired);
         }
         rep
     }
 
-    /// The refill's last step at `now_s` ([`Router::refill_install`], or
-    /// empty queues when no archetype was live), and the queue lengths
-    /// into `rep`. The shell runs it under the router's lock after making
-    /// the plan's decisions outside it.
-    pub fn tick_finish(
-        &mut self,
-        rep: &mut TickReport,
-        decision: Option<RefillDecision>,
-        now_s: f64,
-    ) {
-        match decision {
-            Some(d) => self.refill_install(d, now_s),
-            None => self.queues.clear(),
-        }
+    /// The tick's last step at `now_s`: the aged field put in place with
+    /// the writes made since [`Router::tick_begin`] replayed onto it, then
+    /// the refill's install ([`Router::refill_install`], or empty queues
+    /// when no archetype was live), and the queue lengths into `rep`. The
+    /// shell runs it under the router's lock after [`TickInputs::run`]
+    /// outside it, and drops what it returns (the replaced field) after
+    /// leaving the lock.
+    pub fn tick_finish(&mut self, rep: &mut TickReport, work: TickWork, now_s: f64) -> Retired {
+        let retired = self.install_work(work, now_s);
         rep.queued = self
             .queues
             .iter()
             .map(|(k, v)| (k.clone(), v.len()))
             .collect();
+        retired
     }
 
-    /// The tick's work up to the refill at `now_s`, and what the refill
-    /// reads ([`Router::refill_inputs`], O(1) clones: the shell plans and
-    /// decides outside the lock); `None` when the time is not finite, when
-    /// nothing at all is done.
-    pub fn tick_begin(&mut self, now_s: f64) -> (TickReport, Option<RefillInputs>) {
+    /// The tick's work up to the refill at `now_s`, and what is done
+    /// outside the lock ([`TickInputs`]: the field's clone to age, with its
+    /// journal opened, and [`Router::refill_inputs`], O(1) clones); `None`
+    /// when the time is not finite, when nothing at all is done.
+    pub fn tick_begin(&mut self, now_s: f64) -> (TickReport, Option<TickInputs>) {
         let mut rep = TickReport::default();
         if !now_s.is_finite() {
             return (rep, None);
@@ -120,14 +117,12 @@ impl Router {
         rep.verifications_expired += self.expire_verifications(now_s);
         self.lapse_reports(now_s);
         rep.price_windows = self.price_tick(now_s);
-        // Aging of stored evidence.
-        let dt = now_s - self.d.aged_to_s;
-        if dt > 0.0 && self.d.field.age_all(dt / 3600.0).is_ok() {
-            self.d.aged_to_s = now_s;
-            self.dirty = true;
-        }
         self.limit_share();
-        (rep, Some(self.refill_inputs(now_s)))
+        // Aging of stored evidence: on a clone, outside the lock
+        // (`core/aging.rs`).
+        let aging = self.begin_aging(now_s);
+        let inputs = TickInputs::new(aging, self.refill_inputs(now_s));
+        (rep, Some(inputs))
     }
 
     /// Expires the leases past their time: their open items go back and

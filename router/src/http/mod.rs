@@ -198,10 +198,14 @@ impl Shell {
             (rep, inputs, snap, r.drain_events())
         };
         if let Some(inputs) = inputs {
-            let decision = inputs.plan().map(crate::core::RefillPlan::decide);
-            let mut r = self.router.lock();
-            r.tick_finish(&mut rep, decision, now);
-            events.extend(r.drain_events());
+            let work = inputs.run();
+            let retired = {
+                let mut r = self.router.lock();
+                let retired = r.tick_finish(&mut rep, work, now);
+                events.extend(r.drain_events());
+                retired
+            };
+            drop(retired);
         }
         if let Some(snap) = snap {
             match Router::write_snapshot(&self.store, &snap) {

@@ -60,6 +60,7 @@ impl Field {
             }
         }
         self.revision += 1;
+        self.record(|| super::Edit::AgeAll { dt_hours });
         Ok(work)
     }
 

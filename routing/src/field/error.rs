@@ -45,6 +45,10 @@ pub enum FieldError {
     /// Compaction needs a non-root address.
     #[error("the root cannot be compacted")]
     CompactRoot,
+    /// A journal that overflowed its cap cannot be replayed (some edits are
+    /// missing from it).
+    #[error("the journal overflowed its cap and misses edits")]
+    IncompleteJournal,
     /// A snapshot that does not describe a valid field.
     #[error("invalid snapshot: {0}")]
     BadSnapshot(String),

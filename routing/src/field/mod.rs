@@ -9,6 +9,7 @@ mod aging;
 mod decide;
 mod error;
 mod gauss;
+mod journal;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -20,6 +21,7 @@ pub use aging::{aging_factor, AGING_HALF_LIFE_H};
 pub use decide::{Alternative, LossReason, Receipt};
 pub use error::FieldError;
 pub use gauss::Natural;
+pub use journal::{Edit, Journal, JOURNAL_CAP};
 pub use tree::{Node, Posterior, Work};
 
 /// The field: declared layers, options and dimensions, and the trees.
@@ -40,6 +42,9 @@ pub struct Field {
     /// that dimension's trees, the root's included, is multiplied by it.
     #[serde(default)]
     scales: BTreeMap<String, f64>,
+    /// The open journal of edits, if any ([`Field::begin_journal`]).
+    #[serde(skip)]
+    journal: journal::Recording,
 }
 
 fn check_unique(names: &[String]) -> Result<(), FieldError> {
@@ -106,6 +111,7 @@ impl Field {
             gates: BTreeMap::new(),
             revision: 0,
             scales: BTreeMap::new(),
+            journal: journal::Recording::default(),
         })
     }
 
@@ -134,6 +140,10 @@ impl Field {
             }
         }
         self.revision += 1;
+        self.record(|| Edit::DimensionScale {
+            dimension: dimension.to_string(),
+            scale,
+        });
         Ok(())
     }
 
@@ -250,9 +260,17 @@ impl Field {
         check_finite(x)?;
         check_variance(variance)?;
         let obs = Natural::from_moments(x, variance);
-        self.edit(address, option, dimension, &mut |n| {
+        let work = self.edit(address, option, dimension, &mut |n| {
             n.own = n.own.product(obs)
-        })
+        })?;
+        self.record(|| Edit::Observe {
+            address: address.clone(),
+            option: option.to_string(),
+            dimension: dimension.to_string(),
+            x,
+            variance,
+        });
+        Ok(work)
     }
 
     /// Sets the prior residual (finite) of the cell (address, option,
@@ -266,9 +284,16 @@ impl Field {
         residual: f64,
     ) -> Result<Work, FieldError> {
         check_finite(residual)?;
-        self.edit(address, option, dimension, &mut |n| {
+        let work = self.edit(address, option, dimension, &mut |n| {
             n.prior_residual = residual
-        })
+        })?;
+        self.record(|| Edit::SetPrior {
+            address: address.clone(),
+            option: option.to_string(),
+            dimension: dimension.to_string(),
+            residual,
+        });
+        Ok(work)
     }
 
     /// Sets the weight (finite) of the cell: at the root the dimension's
@@ -283,7 +308,14 @@ impl Field {
         weight: f64,
     ) -> Result<Work, FieldError> {
         check_finite(weight)?;
-        self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))
+        let work = self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))?;
+        self.record(|| Edit::SetWeight {
+            address: address.clone(),
+            option: option.to_string(),
+            dimension: dimension.to_string(),
+            weight,
+        });
+        Ok(work)
     }
 
     /// Publishes a pool's price `lambda` (finite, ≥ 0) as the root weight
@@ -332,6 +364,11 @@ impl Field {
             }
         }
         self.revision += 1;
+        self.record(|| Edit::SetGate {
+            address: address.clone(),
+            option: option.to_string(),
+            gate,
+        });
         Ok(())
     }
 
@@ -353,9 +390,16 @@ impl Field {
         if !(0.0..=1.0).contains(&factor) {
             return Err(FieldError::BadFactor(factor));
         }
-        self.edit(address, option, dimension, &mut |n| {
+        let work = self.edit(address, option, dimension, &mut |n| {
             n.own = n.own.scale(factor)
-        })
+        })?;
+        self.record(|| Edit::Discount {
+            address: address.clone(),
+            option: option.to_string(),
+            dimension: dimension.to_string(),
+            factor,
+        });
+        Ok(work)
     }
 
     /// Folds the subtree at `address` (non-root) into its parent's own
@@ -377,6 +421,9 @@ impl Field {
         self.gates
             .retain(|a, _| !(a.depth() >= d && a.prefix(d) == *address));
         self.revision += 1;
+        self.record(|| Edit::Compact {
+            address: address.clone(),
+        });
         Ok(work)
     }
 

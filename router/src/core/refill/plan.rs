@@ -116,6 +116,12 @@ impl Router {
 }
 
 impl RefillInputs {
+    /// Plans on `field` instead of the clone taken with the inputs (the
+    /// tick's aged clone, `core/aging.rs`).
+    pub(crate) fn set_field(&mut self, field: Field) {
+        self.field = field;
+    }
+
     /// The due targets' tier, or `None` for a target not due; `settled`
     /// says whether its row is settled (a filler candidate when not due).
     fn tier_of(&self, name: &str, t: &TargetRec) -> Option<(Option<Tier>, bool)> {
