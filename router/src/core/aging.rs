@@ -15,7 +15,7 @@
 
 use routing::field::Field;
 
-use super::refill::{RefillDecision, RefillInputs, RefillPlan};
+use super::refill::{OldQueues, RefillDecision, RefillInputs, RefillPlan};
 use super::Router;
 
 /// One tick's aging: the field's clone, the hours to age it by, and the
@@ -47,11 +47,13 @@ pub struct TickWork {
 }
 
 /// What the tick's install took out of the router: dropped by the caller,
-/// outside the lock (the old field's cells are freed one by one).
+/// outside the lock (the old field's cells and the old queues' entries are
+/// freed one by one).
 #[derive(Debug, Default)]
 #[must_use = "drop it outside the router's lock"]
 pub struct Retired {
     _field: Option<Field>,
+    _queues: OldQueues,
 }
 
 impl TickInputs {
@@ -110,17 +112,20 @@ impl Router {
         };
         self.d.aged_to_s = aged.to_s;
         self.dirty = true;
-        Retired { _field: retired }
+        Retired {
+            _field: retired,
+            _queues: OldQueues::new(),
+        }
     }
 
     /// The tick's install at `now_s`: the aged field first (so a filler the
     /// install decides itself reads it), then the refill's queues.
     pub(super) fn install_work(&mut self, work: TickWork, now_s: f64) -> Retired {
-        let retired = work.aged.map(|a| self.install_aged(a)).unwrap_or_default();
-        match work.decision {
-            Some(d) => self.refill_install(d, now_s),
-            None => self.queues.clear(),
-        }
+        let mut retired = work.aged.map(|a| self.install_aged(a)).unwrap_or_default();
+        retired._queues = match work.decision {
+            Some(d) => self.refill_install_keeping(d, now_s),
+            None => std::mem::take(&mut self.queues),
+        };
         retired
     }
 }

@@ -104,7 +104,8 @@ pub(crate) struct Queued {
     pub target: String,
     pub tier: Tier,
     pub priority: f64,
-    pub receipt: Receipt,
+    /// Shared: a verification is queued for several archetypes.
+    pub receipt: std::sync::Arc<Receipt>,
     pub host: String,
     pub requires: std::sync::Arc<[String]>,
 }

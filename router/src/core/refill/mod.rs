@@ -68,6 +68,9 @@ pub struct RefillPlan {
 pub struct RefillDecision {
     allowed: Vec<String>,
     decided: Vec<Queued>,
+    /// Indices into `decided`, highest priority first (ties by target
+    /// name): the order of every lane, sorted outside the lock.
+    rank: Vec<usize>,
     fillers: Vec<(f64, String)>,
     /// The first filler candidates' decisions, in order (`None`: vetoed
     /// everywhere or unknown); the install decides any later one itself.
@@ -95,11 +98,32 @@ fn decide_one(
         target: p.target.clone(),
         tier: p.tier,
         priority,
-        receipt,
+        receipt: Arc::new(receipt),
         host: p.host.clone(),
         requires: p.requires.clone(),
     })
 }
+
+/// A lane's order: highest priority first, ties by target name (a total
+/// order: a lane holds a target at most once).
+fn queue_order(a: &Queued, b: &Queued) -> std::cmp::Ordering {
+    b.priority
+        .total_cmp(&a.priority)
+        .then(a.target.cmp(&b.target))
+}
+
+/// Where the install puts one decided target.
+enum Destination {
+    /// Leased meanwhile: dropped.
+    Skip,
+    /// A verification: every archetype the decision did not veto.
+    Every(Vec<String>),
+    /// The archetype picked.
+    One(String),
+}
+
+/// The queues a refill replaced, to be dropped outside the lock.
+pub(crate) type OldQueues = BTreeMap<String, std::collections::VecDeque<Queued>>;
 
 impl RefillPlan {
     /// Makes the plan's decisions (the field's, at each due target's
@@ -108,7 +132,9 @@ impl RefillPlan {
         let allowed: Vec<&str> = self.allowed.iter().map(String::as_str).collect();
         let decide =
             |p: &Planned| decide_one(&self.field, self.temperature, &self.layers, &allowed, p);
-        let decided = self.due.iter().filter_map(decide).collect();
+        let decided: Vec<Queued> = self.due.iter().filter_map(decide).collect();
+        let mut rank: Vec<usize> = (0..decided.len()).collect();
+        rank.sort_by(|&a, &b| queue_order(&decided[a], &decided[b]));
         let fillers_decided = self
             .fillers_ahead
             .iter()
@@ -117,6 +143,7 @@ impl RefillPlan {
         RefillDecision {
             allowed: self.allowed,
             decided,
+            rank,
             fillers: self.fillers,
             fillers_decided,
         }
@@ -141,38 +168,53 @@ impl Router {
     /// fillers are decided in order until each live archetype has its
     /// share, and every archetype's lanes are interleaved into its queue.
     pub fn refill_install(&mut self, decision: RefillDecision, now_s: f64) {
+        drop(self.refill_install_keeping(decision, now_s));
+    }
+
+    /// [`Router::refill_install`], returning the queues it replaced (the
+    /// shell drops them outside the lock).
+    pub(crate) fn refill_install_keeping(
+        &mut self,
+        decision: RefillDecision,
+        now_s: f64,
+    ) -> OldQueues {
         let RefillDecision {
             allowed: live,
             decided,
+            rank,
             fillers,
             mut fillers_decided,
         } = decision;
         let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
         let layers = self.d.field.layers().to_vec();
-        // per archetype, per tier: entries
+        // Where each decided target goes, in the decisions' order (the
+        // chooser, where one is set, sees them in that order).
+        let destinations: Vec<Destination> = decided.iter().map(|q| self.destination(q)).collect();
+        // per archetype, per tier: entries, pushed in rank order, so each
+        // lane is in its final order without a sort under the lock.
         let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
-        for q in decided {
-            let in_flight = self.in_flight.get(&q.target).copied().unwrap_or(0);
-            if q.tier != Tier::Verification && in_flight > 0 {
+        let mut decided: Vec<Option<Queued>> = decided.into_iter().map(Some).collect();
+        for i in rank {
+            let (Some(q), Some(dest)) = (
+                decided.get_mut(i).and_then(Option::take),
+                destinations.get(i),
+            ) else {
                 continue;
-            }
-            if q.tier == Tier::Verification {
-                // A verification needs distinct devices: offer it to every
-                // archetype the decision did not veto, the winner's included.
-                for alt in &q.receipt.alternatives {
-                    if matches!(alt.reason, LossReason::Selected | LossReason::Score) {
-                        let lane = lanes.entry(alt.option.clone()).or_default();
+            };
+            match dest {
+                Destination::Skip => {}
+                Destination::Every(archs) => {
+                    for arch in archs {
+                        let lane = lanes.entry(arch.clone()).or_default();
                         lane.entry(q.tier).or_default().push(q.clone());
                     }
                 }
-            } else {
-                let arch = self.pick(&q.target, &q);
-                lanes
-                    .entry(arch)
+                Destination::One(arch) => lanes
+                    .entry(arch.clone())
                     .or_default()
                     .entry(q.tier)
                     .or_default()
-                    .push(q);
+                    .push(q),
             }
         }
         let mut filler_count: BTreeMap<String, usize> = BTreeMap::new();
@@ -201,22 +243,23 @@ impl Router {
                 }
             }
         }
-        self.queues.clear();
-        for (arch, mut tiers) in lanes {
-            for list in tiers.values_mut() {
-                list.sort_by(|a, b| {
-                    b.priority
-                        .total_cmp(&a.priority)
-                        .then(a.target.cmp(&b.target))
-                });
-                list.reverse(); // pop from the back = highest priority first
-            }
+        let old = std::mem::take(&mut self.queues);
+        for (arch, tiers) in lanes {
+            // The decided lanes are in order already (a linear check); the
+            // fillers' lane is sorted here (a few entries).
+            let mut lists: Vec<std::vec::IntoIter<Queued>> = tiers
+                .into_values()
+                .map(|mut list| {
+                    list.sort_by(queue_order);
+                    list.into_iter()
+                })
+                .collect();
             // Interleave tiers so every tier is represented near the front.
             let mut queue = Vec::new();
             loop {
                 let mut any = false;
-                for list in tiers.values_mut() {
-                    if let Some(q) = list.pop() {
+                for list in lists.iter_mut() {
+                    if let Some(q) = list.next() {
                         queue.push(q);
                         any = true;
                     }
@@ -228,6 +271,28 @@ impl Router {
             queue.truncate(self.cfg.queue_limit);
             self.queues.insert(arch, queue.into());
         }
+        old
+    }
+
+    /// Where the install puts decided target `q`: nowhere when it went in
+    /// flight since the plan, save a verification, which needs distinct
+    /// devices and is offered to every archetype the decision did not veto
+    /// (the winner's included); else the archetype picked.
+    fn destination(&mut self, q: &Queued) -> Destination {
+        if q.tier == Tier::Verification {
+            return Destination::Every(
+                q.receipt
+                    .alternatives
+                    .iter()
+                    .filter(|alt| matches!(alt.reason, LossReason::Selected | LossReason::Score))
+                    .map(|alt| alt.option.clone())
+                    .collect(),
+            );
+        }
+        if self.in_flight.get(&q.target).copied().unwrap_or(0) > 0 {
+            return Destination::Skip;
+        }
+        Destination::One(self.pick(&q.target, q))
     }
 
     /// The archetype a queued target goes to: the decision's winner, or the
