@@ -2,10 +2,14 @@
 //! data directory, drives it with the bounded load generator and prints
 //! the figures as JSON.
 //!
-//! `cargo run --release -p router --example lease_load -- [--targets N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
-//! (`--targets`: targets seeded, default 20,000, at most 1,000,000; after
-//! a second `--`, arguments for routerd itself). Reports routerd's
-//! resident set and data directory size after the setup and at the end.
+//! `cargo run --release -p router --example lease_load -- [--targets N] [--sources N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
+//! (`--targets`: targets seeded, default 20,000, at most 1,000,000;
+//! `--sources`: the sources they are spread over, default 50, at most
+//! 100,000; after a second `--`, arguments for routerd itself). Reports
+//! routerd's resident set and data directory size after the setup and at
+//! the end. The `routerd` started is the one beside this example's
+//! directory, or `$ROUTERD` where that is set (`ci/small-box.sh` points it
+//! at a wrapper that enters a cgroup first).
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -22,15 +26,27 @@ fn main() {
             .unwrap_or_else(|| panic!("--targets takes a count in 1..=1000000"));
         args.drain(i..i + 2);
     }
+    let mut sources = 50usize;
+    if let Some(i) = args.iter().position(|a| a == "--sources") {
+        sources = args
+            .get(i + 1)
+            .and_then(|s| s.parse().ok())
+            .filter(|n| (1..=100_000).contains(n))
+            .unwrap_or_else(|| panic!("--sources takes a count in 1..=100000"));
+        args.drain(i..i + 2);
+    }
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (devices, threads, seconds) =
         (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
     let exe = std::env::current_exe().expect("own path");
-    let routerd = exe
-        .parent()
-        .and_then(|p| p.parent())
-        .map(|p| p.join("routerd"))
-        .expect("target dir");
+    let routerd = match std::env::var_os("ROUTERD") {
+        Some(path) => std::path::PathBuf::from(path),
+        None => exe
+            .parent()
+            .and_then(|p| p.parent())
+            .map(|p| p.join("routerd"))
+            .expect("target dir"),
+    };
     let data = std::env::temp_dir().join(format!("lease-load-{}", std::process::id()));
     let mut extra = vec!["--tick-ms", "1000"];
     if let (Some(url), Some(schema)) = (args.get(3), args.get(4)) {
@@ -48,6 +64,7 @@ fn main() {
         threads,
         seconds,
         targets,
+        sources,
         watch: Some((child.id(), data.clone())),
     };
     let report = router::load::run(&spec);

@@ -25,8 +25,11 @@ pub struct LoadSpec {
     pub threads: usize,
     /// How long to drive, seconds (0.1..=3,600).
     pub seconds: f64,
-    /// Targets to seed.
+    /// Targets to seed, spread over [`LoadSpec::sources`] round-robin.
     pub targets: usize,
+    /// Sources (hosts) the targets are spread over (1..=100,000; the
+    /// example's default is 50).
+    pub sources: usize,
     /// The routerd process and data directory to measure after the setup
     /// and at the end (resident set, bytes on disk), if any.
     pub watch: Option<(u32, std::path::PathBuf)>,
@@ -64,6 +67,11 @@ pub fn dir_bytes(dir: &std::path::Path) -> u64 {
 pub struct LoadReport {
     /// Devices registered.
     pub devices: usize,
+    /// Seconds the registration of every device took (one client, one
+    /// request at a time, after the facts were seeded).
+    pub registration_s: f64,
+    /// Registrations per second over that time.
+    pub registrations_per_s: f64,
     /// Client threads.
     pub threads: usize,
     /// Seconds driven.
@@ -76,10 +84,19 @@ pub struct LoadReport {
     pub items: u64,
     /// Deposits acknowledged.
     pub deposits: u64,
+    /// Deposits acknowledged per second.
+    pub deposits_per_s: f64,
     /// Requests refused (4xx/5xx) or failed.
     pub errors: u64,
     /// Lease latency percentiles, microseconds: p50, p90, p99, max.
     pub lease_us: [u64; 4],
+    /// Lease latency p99.9, microseconds.
+    pub lease_p999_us: u64,
+    /// Deposit latency percentiles (acknowledged deposits), microseconds:
+    /// p50, p90, p99, max.
+    pub deposit_us: [u64; 4],
+    /// Deposit latency p99.9, microseconds.
+    pub deposit_p999_us: u64,
     /// `/metrics` reads during the run.
     pub metrics_reads: u64,
     /// `/metrics` latency percentiles, microseconds: p50, p90, p99, max.
@@ -91,20 +108,22 @@ pub struct LoadReport {
     pub store_bytes: [u64; 2],
 }
 
+/// The `p` quantile (0..=1) of sorted `lat`, 0 when empty.
+fn quantile(lat: &[u64], p: f64) -> u64 {
+    if lat.is_empty() {
+        0
+    } else {
+        lat[((lat.len() as f64 - 1.0) * p).round() as usize]
+    }
+}
+
 /// p50, p90, p99 and max of `lat` (sorted in place), 0s when empty.
 fn percentiles(lat: &mut [u64]) -> [u64; 4] {
     lat.sort_unstable();
-    let pct = |p: f64| -> u64 {
-        if lat.is_empty() {
-            0
-        } else {
-            lat[((lat.len() as f64 - 1.0) * p).round() as usize]
-        }
-    };
     [
-        pct(0.5),
-        pct(0.9),
-        pct(0.99),
+        quantile(lat, 0.5),
+        quantile(lat, 0.9),
+        quantile(lat, 0.99),
         lat.last().copied().unwrap_or(0),
     ]
 }
@@ -204,15 +223,16 @@ fn post(
 }
 
 /// Declares the load's sources and targets and registers its devices:
-/// their ids and secrets.
+/// their ids and secrets, and the seconds the registrations took.
 ///
 /// Errors: routerd refused the facts or a registration.
-fn seed(spec: &LoadSpec) -> Result<Vec<(String, String)>, String> {
+fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let a = agent();
+    let n_sources = spec.sources;
     let targets: Vec<Value> = (0..spec.targets)
-        .map(|i| json!({"target": format!("load-{i}"), "source": format!("src-{}", i % 50)}))
+        .map(|i| json!({"target": format!("load-{i}"), "source": format!("src-{}", i % n_sources)}))
         .collect();
-    let sources: Vec<Value> = (0..50)
+    let sources: Vec<Value> = (0..n_sources)
         .map(|i| json!({"source": format!("src-{i}"), "host": format!("host-{i}.example"), "binding": "html", "bucket": [1e6, 1e6], "change_timescale_s": 3600.0}))
         .collect();
     let facts = json!({"sources": sources, "targets": targets});
@@ -230,6 +250,7 @@ fn seed(spec: &LoadSpec) -> Result<Vec<(String, String)>, String> {
     }
     let archetypes = ["browser", "desktop", "container_render", "container_plain"];
     let mut devices = Vec::with_capacity(spec.devices);
+    let t0 = Instant::now();
     for i in 0..spec.devices {
         let id = format!("load-dev-{i}");
         let body = json!({"device_id": id, "archetype": archetypes[i % 4], "adapter_version": "1", "registration_token": spec.registration_token});
@@ -239,15 +260,25 @@ fn seed(spec: &LoadSpec) -> Result<Vec<(String, String)>, String> {
         }
         devices.push((id, v["device_secret"].as_str().unwrap_or("").to_string()));
     }
-    Ok(devices)
+    Ok((devices, t0.elapsed().as_secs_f64()))
+}
+
+/// What one load thread measured.
+#[derive(Debug, Default)]
+struct Driven {
+    /// Lease latencies, µs.
+    leases: Vec<u64>,
+    /// Acknowledged deposits' latencies, µs.
+    deposits: Vec<u64>,
+    items: u64,
+    errors: u64,
 }
 
 /// One load thread: leases for its devices in turn until `deadline`,
-/// depositing every item granted; returns the lease latencies (µs), the
-/// items, the deposits acknowledged and the errors.
-fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> (Vec<u64>, u64, u64, u64) {
+/// depositing every item granted.
+fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> Driven {
     let a = agent();
-    let (mut lat, mut items, mut deps, mut errs) = (Vec::new(), 0u64, 0u64, 0u64);
+    let mut d = Driven::default();
     let mut i = 0usize;
     while Instant::now() < deadline {
         let (id, secret) = &mine[i % mine.len()];
@@ -261,20 +292,21 @@ fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> (Vec<u64>,
         );
         let us = t0.elapsed().as_micros() as u64;
         let Ok((200, l)) = r else {
-            errs += 1;
+            d.errors += 1;
             continue;
         };
-        lat.push(us);
+        d.leases.push(us);
         for it in l["items"].as_array().cloned().unwrap_or_default() {
-            items += 1;
+            d.items += 1;
             let body = json!({"device_id": id, "device_secret": secret, "lease_id": l["lease_id"], "target": it["target"], "deposit_token": it["deposit_token"], "receipt_revision": 0, "adapter_id": "html", "adapter_version": "1", "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
+            let t0 = Instant::now();
             match post(&a, &format!("{base}/v1/deposit"), &body, None) {
-                Ok((200, _)) => deps += 1,
-                _ => errs += 1,
+                Ok((200, _)) => d.deposits.push(t0.elapsed().as_micros() as u64),
+                _ => d.errors += 1,
             }
         }
     }
-    (lat, items, deps, errs)
+    d
 }
 
 /// Registers the devices, seeds the targets, drives the load. Errors: a
@@ -283,10 +315,13 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     if !(1..=100_000).contains(&spec.devices) || !(1..=256).contains(&spec.threads) {
         return Err("devices must be in 1..=100000 and threads in 1..=256".into());
     }
+    if !(1..=100_000).contains(&spec.sources) {
+        return Err("sources must be in 1..=100000".into());
+    }
     if !(spec.seconds.is_finite() && (0.1..=3600.0).contains(&spec.seconds)) {
         return Err("seconds must be in [0.1, 3600]".into());
     }
-    let devices = seed(spec)?;
+    let (devices, registration_s) = seed(spec)?;
     // Let one tick refill the queues.
     std::thread::sleep(Duration::from_millis(1500));
     let sample = || {
@@ -306,25 +341,40 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
                 scope.spawn(move || drive(mine, &base, deadline))
             })
             .collect();
-        let results: Vec<(Vec<u64>, u64, u64, u64)> = handles
+        let results: Vec<Driven> = handles
             .into_iter()
             .map(|h| h.join().unwrap_or_default())
             .collect();
         (results, probe.join().unwrap_or_default())
     });
     let at_end = sample();
-    let mut lat: Vec<u64> = results.iter().flat_map(|r| r.0.iter().copied()).collect();
-    let leases = lat.len() as u64;
+    let mut lat: Vec<u64> = results
+        .iter()
+        .flat_map(|r| r.leases.iter().copied())
+        .collect();
+    let mut dep: Vec<u64> = results
+        .iter()
+        .flat_map(|r| r.deposits.iter().copied())
+        .collect();
+    let (leases, deposits) = (lat.len() as u64, dep.len() as u64);
+    let lease_us = percentiles(&mut lat);
+    let deposit_us = percentiles(&mut dep);
     Ok(LoadReport {
         devices: spec.devices,
+        registration_s,
+        registrations_per_s: spec.devices as f64 / registration_s.max(1e-9),
         threads: spec.threads,
         seconds: spec.seconds,
         leases,
         leases_per_s: leases as f64 / spec.seconds,
-        items: results.iter().map(|r| r.1).sum(),
-        deposits: results.iter().map(|r| r.2).sum(),
-        errors: results.iter().map(|r| r.3).sum(),
-        lease_us: percentiles(&mut lat),
+        items: results.iter().map(|r| r.items).sum(),
+        deposits,
+        deposits_per_s: deposits as f64 / spec.seconds,
+        errors: results.iter().map(|r| r.errors).sum(),
+        lease_us,
+        lease_p999_us: quantile(&lat, 0.999),
+        deposit_us,
+        deposit_p999_us: quantile(&dep, 0.999),
         metrics_reads: metrics_lat.len() as u64,
         metrics_us: percentiles(&mut metrics_lat),
         rss_kib: [at_start.0, at_end.0],

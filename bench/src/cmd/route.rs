@@ -426,6 +426,7 @@ fn load(a: LoadArgs) -> Result<()> {
         threads: a.threads,
         seconds: a.seconds,
         targets: a.targets,
+        sources: 50,
         watch,
     };
     let r = router::load::run(&spec).map_err(|e| anyhow::anyhow!("load: {e}"))?;
