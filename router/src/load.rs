@@ -106,6 +106,9 @@ pub struct LoadReport {
     pub rss_kib: [u64; 2],
     /// Bytes in routerd's data directory after the setup and at the end.
     pub store_bytes: [u64; 2],
+    /// The largest snapshot row routerd wrote during the run, bytes
+    /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
+    pub snapshot_bytes: u64,
 }
 
 /// The `p` quantile (0..=1) of sorted `lat`, 0 when empty.
@@ -128,25 +131,34 @@ fn percentiles(lat: &mut [u64]) -> [u64; 4] {
     ]
 }
 
+/// The value of the unlabelled gauge `name` in a `/metrics` body.
+fn gauge(body: &str, name: &str) -> Option<u64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Reads `/metrics` every 50 ms until `deadline`; returns each read's
-/// latency in microseconds (failed reads are left out).
-fn probe_metrics(base: &str, deadline: Instant) -> Vec<u64> {
+/// latency in microseconds (failed reads are left out) and the largest
+/// `router_snapshot_bytes` read.
+fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
     let a = agent();
     let mut lat = Vec::new();
+    let mut snapshot = 0;
     while Instant::now() < deadline {
         let t0 = Instant::now();
-        let ok = a
+        let body = a
             .get(format!("{base}/metrics"))
             .call()
             .ok()
-            .and_then(|mut r| r.body_mut().read_to_string().ok())
-            .is_some();
-        if ok {
+            .and_then(|mut r| r.body_mut().read_to_string().ok());
+        if let Some(body) = body {
             lat.push(t0.elapsed().as_micros() as u64);
+            snapshot = snapshot.max(gauge(&body, "router_snapshot_bytes").unwrap_or(0));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    lat
+    (lat, snapshot)
 }
 
 /// Starts the `routerd` binary at `routerd` on a free loopback port with
@@ -332,7 +344,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     let at_start = sample();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
     let chunk = devices.len().div_ceil(spec.threads);
-    let (results, mut metrics_lat) = std::thread::scope(|scope| {
+    let (results, (mut metrics_lat, snapshot_bytes)) = std::thread::scope(|scope| {
         let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
         let handles: Vec<_> = devices
             .chunks(chunk)
@@ -379,5 +391,6 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         metrics_us: percentiles(&mut metrics_lat),
         rss_kib: [at_start.0, at_end.0],
         store_bytes: [at_start.1, at_end.1],
+        snapshot_bytes,
     })
 }

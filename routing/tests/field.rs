@@ -345,3 +345,44 @@ fn a_receipt_with_a_vetoed_option_round_trips_through_json() {
             .is_err()
     );
 }
+
+#[test]
+fn a_snapshot_writes_no_caches_or_defaults_and_an_older_one_with_them_still_reads() {
+    let mut f = field();
+    let at = f.parse("a/api/t1").unwrap();
+    f.observe(&at, "browser", "reliability", 1.0, 0.25).unwrap();
+    let json = serde_json::to_string(&f.snapshot()).unwrap();
+    assert!(!json.contains("\"inner\"") && !json.contains("\"message\""));
+    assert!(!json.contains("\"weight\":null") && !json.contains("\"prior_residual\":0.0"));
+    // A snapshot of the older shape: every field of every cell written.
+    let mut older: serde_json::Value = serde_json::from_str(&json).unwrap();
+    fn fill(v: &mut serde_json::Value) {
+        if let Some(m) = v.as_object_mut() {
+            for c in m.values_mut() {
+                fill(c);
+            }
+            if m.contains_key("children") || m.contains_key("own") || m.is_empty() {
+                let flat = serde_json::json!({"precision": 0.0, "information": 0.0});
+                m.entry("prior_residual").or_insert(0.0.into());
+                m.entry("weight").or_insert(serde_json::Value::Null);
+                m.entry("own").or_insert(flat.clone());
+                m.insert(
+                    "inner".into(),
+                    serde_json::json!({"precision": 9.0, "information": 9.0}),
+                );
+                m.insert("message".into(), flat);
+                m.entry("children").or_insert(serde_json::json!({}));
+            }
+        }
+    }
+    fill(older.get_mut("trees").unwrap());
+    assert!(older.to_string().contains("\"inner\""));
+    let g = Field::restore(serde_json::from_value(older).unwrap()).unwrap();
+    let h = Field::restore(serde_json::from_str(&json).unwrap()).unwrap();
+    assert!(
+        g == h,
+        "the caches read are recomputed, the rest is the same"
+    );
+    let p = |x: &Field| x.posterior(&at, "browser", "reliability").unwrap();
+    assert_eq!(p(&g), p(&f));
+}

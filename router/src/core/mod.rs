@@ -152,6 +152,8 @@ pub struct Counters {
     /// aged clone could not take the writes made meanwhile (its journal
     /// overflowed); see `core/aging.rs`.
     pub aging_in_place: u64,
+    /// Bytes of the last snapshot row written (0 before the first).
+    pub snapshot_bytes: u64,
 }
 
 /// Replaces the router's archetype choice in the refill (the lab's

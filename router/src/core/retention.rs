@@ -86,6 +86,9 @@ impl Router {
     /// Marks `snap` written at `now_s`: returns the seq the deposit log
     /// may be pruned up to now ([`Written::record`]), if any.
     pub fn snapshot_written(&mut self, snap: &Snapshot, now_s: f64) -> Option<u64> {
+        if let Some(b) = snap.bytes() {
+            self.counters.snapshot_bytes = b;
+        }
         let keep = self.cfg.deposit_retention_s;
         self.written
             .record(snap.t_s(), snap.applied_seq(), now_s, keep)

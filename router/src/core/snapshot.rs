@@ -33,6 +33,7 @@ impl Router {
         Some(Snapshot {
             state: Box::new(self.d.clone()),
             departed: std::mem::take(&mut self.departed),
+            bytes: std::sync::OnceLock::new(),
         })
     }
 
@@ -78,6 +79,8 @@ pub struct Snapshot {
     state: Box<Durable>,
     /// Departed devices whose rows this snapshot deletes.
     departed: Vec<String>,
+    /// Bytes of the snapshot row, once [`Snapshot::rows`] serialized it.
+    bytes: std::sync::OnceLock<u64>,
 }
 
 impl Snapshot {
@@ -89,6 +92,11 @@ impl Snapshot {
     /// The highest deposit seq folded into it.
     pub fn applied_seq(&self) -> u64 {
         self.state.applied_seq
+    }
+
+    /// Bytes of its snapshot row, once serialized ([`Snapshot::rows`]).
+    pub fn bytes(&self) -> Option<u64> {
+        self.bytes.get().copied()
     }
 
     /// The departed devices whose rows it deletes.
@@ -109,6 +117,7 @@ impl Snapshot {
         let version = self.version();
         let payload = serde_json::to_string(&*self.state)
             .map_err(|e| StoreError::BadValue(format!("snapshot: {e}")))?;
+        let _ = self.bytes.set(payload.len() as u64);
         let meta = vec![Row {
             key: SNAPSHOT_KEY.into(),
             version,

@@ -311,6 +311,7 @@ impl Router {
         let (devices, credentials, addresses) = self.limits.tracked();
         let _ = writeln!(out, "# HELP router_request_budgets Request budgets held, by what they are keyed by.\n# TYPE router_request_budgets gauge\nrouter_request_budgets{{key=\"device\"}} {devices}\nrouter_request_budgets{{key=\"credential\"}} {credentials}\nrouter_request_budgets{{key=\"address\"}} {addresses}");
         let _ = writeln!(out, "# HELP router_field_revision Field revision.\n# TYPE router_field_revision gauge\nrouter_field_revision {}", self.d.field.revision());
+        let _ = writeln!(out, "# HELP router_snapshot_bytes Bytes of the last snapshot row written (the state serialized; docs/router.md, \"The small box\").\n# TYPE router_snapshot_bytes gauge\nrouter_snapshot_bytes {}", self.counters.snapshot_bytes);
         let _ = writeln!(out, "# HELP router_field_aged_in_place_total Ticks whose field was aged under the lock (the aged clone's journal could not be replayed).\n# TYPE router_field_aged_in_place_total counter\nrouter_field_aged_in_place_total {}", self.counters.aging_in_place);
     }
 }

@@ -13,23 +13,44 @@ use serde::{Deserialize, Serialize};
 use super::gauss::Natural;
 
 /// A cell of one tree: prior residual, weight, own evidence and caches.
+///
+/// Serialized compactly (a snapshot holds one per cell of every tree):
+/// fields at their defaults are left out and the caches are never
+/// written, since [`super::Field::restore`] recomputes them; older
+/// snapshots that carry them still read.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Node {
     /// Prior mean of δ at this cell (default 0).
+    #[serde(default, skip_serializing_if = "is_positive_zero")]
     pub prior_residual: f64,
     /// Weight at the root, or weight residual at a deeper prefix (None = default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<f64>,
     /// The cell's own evidence (observations and compacted subtrees).
+    #[serde(default, skip_serializing_if = "is_flat")]
     pub own: Natural,
     /// Cached: `own` plus every child's message.
+    #[serde(default, skip_serializing)]
     pub inner: Natural,
     /// Cached: the message this node sends its parent.
+    #[serde(default, skip_serializing)]
     pub message: Natural,
     /// Children by label, shared: a clone of the field copies the roots
     /// and shares every subtree, and an edit copies only the nodes on its
     /// path that a clone still shares (`Arc::make_mut`). The router clones
     /// the field under its lock and reads the clone outside it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub children: BTreeMap<String, Arc<Node>>,
+}
+
+/// Whether `x` is +0.0 exactly (bit for bit: a −0.0 is written).
+fn is_positive_zero(x: &f64) -> bool {
+    x.to_bits() == 0
+}
+
+/// Whether `n` is the flat factor exactly (both parameters +0.0).
+fn is_flat(n: &Natural) -> bool {
+    is_positive_zero(&n.precision) && is_positive_zero(&n.information)
 }
 
 /// Work done by one tree operation.
