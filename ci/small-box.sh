@@ -191,6 +191,7 @@ if failed:
 r = json.load(open(f"{out}/report.json"))
 ms = lambda us: us / 1000
 print(f"registration: {r['devices']} devices in {r['registration_s']:.1f} s ({r['registrations_per_s']:.0f}/s)")
+print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['routerd_cpu_s'] / r['seconds']:.2f} cores)")
 print(f"leases: {r['leases_per_s']:.0f}/s; p50 {ms(r['lease_us'][0]):.2f} ms, p99 {ms(r['lease_us'][2]):.2f} ms, "
       f"p99.9 {ms(r['lease_p999_us']):.2f} ms, max {ms(r['lease_us'][3]):.1f} ms")
 print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} ms, p99 {ms(r['deposit_us'][2]):.2f} ms, "

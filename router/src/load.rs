@@ -48,6 +48,22 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A process's CPU time (user plus system) in seconds, from fields 14
+/// and 15 of `/proc/PID/stat` at 100 ticks a second (Linux's `USER_HZ`);
+/// 0 where it cannot be read.
+pub fn cpu_s(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may hold spaces: count from its ')'.
+            let rest = s.get(s.rfind(')')? + 2..)?;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 /// Bytes of the files directly in `dir` (the store, its WAL, the event
 /// log), 0 where it cannot be read.
 pub fn dir_bytes(dir: &std::path::Path) -> u64 {
@@ -106,6 +122,9 @@ pub struct LoadReport {
     pub rss_kib: [u64; 2],
     /// Bytes in routerd's data directory after the setup and at the end.
     pub store_bytes: [u64; 2],
+    /// CPU seconds routerd spent while the load ran (with
+    /// [`LoadSpec::watch`]; divided by `seconds`, the cores it used).
+    pub routerd_cpu_s: f64,
     /// The largest snapshot row routerd wrote during the run, bytes
     /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
     pub snapshot_bytes: u64,
@@ -337,9 +356,9 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     // Let one tick refill the queues.
     std::thread::sleep(Duration::from_millis(1500));
     let sample = || {
-        spec.watch
-            .as_ref()
-            .map_or((0, 0), |(pid, dir)| (rss_kib(*pid), dir_bytes(dir)))
+        spec.watch.as_ref().map_or((0, 0, 0.0), |(pid, dir)| {
+            (rss_kib(*pid), dir_bytes(dir), cpu_s(*pid))
+        })
     };
     let at_start = sample();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
@@ -392,5 +411,6 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         rss_kib: [at_start.0, at_end.0],
         store_bytes: [at_start.1, at_end.1],
         snapshot_bytes,
+        routerd_cpu_s: at_end.2 - at_start.2,
     })
 }
