@@ -12,20 +12,20 @@ use router::config::{Facts, RouterConfig, TargetFact};
 use router::store::{MemoryStore, Store, Table};
 use router::Router;
 
-fn cfg() -> RouterConfig {
+pub(crate) fn cfg() -> RouterConfig {
     RouterConfig::default()
 }
 
-fn facts() -> Facts {
+pub(crate) fn facts() -> Facts {
     support::core::board_facts(6, 100.0)
 }
 
-struct Dev {
-    id: String,
-    secret: String,
+pub(crate) struct Dev {
+    pub(crate) id: String,
+    pub(crate) secret: String,
 }
 
-fn register(r: &mut Router, id: &str, archetype: &str, now: f64) -> Dev {
+pub(crate) fn register(r: &mut Router, id: &str, archetype: &str, now: f64) -> Dev {
     let resp = r
         .register(
             &RegisterRequest {
@@ -45,7 +45,7 @@ fn register(r: &mut Router, id: &str, archetype: &str, now: f64) -> Dev {
     }
 }
 
-fn lease(r: &mut Router, d: &Dev, n: usize, now: f64) -> router::api::LeaseResponse {
+pub(crate) fn lease(r: &mut Router, d: &Dev, n: usize, now: f64) -> router::api::LeaseResponse {
     r.lease(
         &LeaseRequest {
             device_id: d.id.clone(),
@@ -70,7 +70,7 @@ fn failed(class: &str) -> Outcome {
     }
 }
 
-fn deposit_req(
+pub(crate) fn deposit_req(
     d: &Dev,
     lease_id: &str,
     item: &router::api::LeaseItem,
@@ -526,76 +526,4 @@ fn an_older_snapshot_row_is_replaced_by_the_next_snapshot() {
     drop(r);
     let r = Router::open(cfg(), Box::new(store), 3.0).unwrap();
     assert_eq!(r.targets(), 6, "the facts' snapshot replaced the older row");
-}
-
-/// A router with facts, three devices and evidence in the field, at 10 s.
-fn with_evidence() -> (Router, Dev) {
-    let mut r = Router::open(cfg(), Box::new(MemoryStore::default()), 0.0).unwrap();
-    r.put_facts(&facts(), 0.0).unwrap();
-    let a = register(&mut r, "dev-a", "browser", 0.0);
-    r.tick(1.0).unwrap();
-    let l = lease(&mut r, &a, 2, 2.0);
-    r.deposit(&deposit_req(&a, &l.lease_id, &l.items[0], "h1"), 3.0)
-        .unwrap();
-    r.tick(10.0).unwrap();
-    (r, a)
-}
-
-/// The tick ages the field on a clone outside the lock: a deposit folded
-/// between the tick's begin and its finish is kept, and the field is
-/// exactly the one aging first and folding after makes.
-#[test]
-fn a_deposit_folded_while_the_tick_ages_the_field_is_kept_and_aged_as_if_after() {
-    let (mut off_lock, dev_off) = with_evidence();
-    let (mut in_order, dev_in) = with_evidence();
-    let now = 50.0;
-    let lease_off = lease(&mut off_lock, &dev_off, 1, now - 5.0);
-    let lease_in = lease(&mut in_order, &dev_in, 1, now - 5.0);
-    assert_eq!(lease_off.items[0].target, lease_in.items[0].target);
-    let before = off_lock.field().clone();
-    let deposit = |r: &mut Router, d: &Dev, l: &router::api::LeaseResponse| {
-        r.deposit(&deposit_req(d, &l.lease_id, &l.items[0], "h2"), now)
-            .unwrap()
-    };
-
-    // Off the lock: begin, the deposit meanwhile, then the finish.
-    let (mut rep, inputs) = off_lock.tick_begin(now);
-    let work = inputs.expect("a finite time").run();
-    deposit(&mut off_lock, &dev_off, &lease_off);
-    drop(off_lock.tick_finish(&mut rep, work, now));
-
-    // In order: the whole tick (aging under the lock), then the deposit.
-    in_order.tick_state(now);
-    deposit(&mut in_order, &dev_in, &lease_in);
-
-    let json = |r: &Router| serde_json::to_string(r.field()).unwrap();
-    assert_eq!(json(&off_lock), json(&in_order));
-    assert_eq!(off_lock.field().revision(), in_order.field().revision());
-    assert_ne!(json(&off_lock), serde_json::to_string(&before).unwrap());
-    assert_eq!(off_lock.counters().aging_in_place, 0);
-}
-
-/// Two ticks begun before either finished (the shell never does this): the
-/// first one's aged clone is dropped, not put in place over the second's
-/// journal; the second ages the field over both ticks' time.
-#[test]
-fn an_aged_clone_from_a_superseded_tick_is_not_put_in_place() {
-    let (mut r, _) = with_evidence();
-    let revision = r.field().revision();
-    let (mut rep1, first) = r.tick_begin(20.0);
-    let first = first.unwrap().run();
-    let (mut rep2, second) = r.tick_begin(30.0);
-    let second = second.unwrap().run();
-    drop(r.tick_finish(&mut rep1, first, 20.0));
-    assert_eq!(r.field().revision(), revision, "the first aging is dropped");
-    drop(r.tick_finish(&mut rep2, second, 30.0));
-    assert_eq!(r.field().revision(), revision + 1, "one aging, 10 s → 30 s");
-    assert_eq!(r.counters().aging_in_place, 0);
-    let (mut twice, _) = with_evidence();
-    twice.tick_state(30.0);
-    assert_eq!(
-        serde_json::to_string(r.field()).unwrap(),
-        serde_json::to_string(twice.field()).unwrap(),
-        "the same as one tick at 30 s"
-    );
 }

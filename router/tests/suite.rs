@@ -14,3 +14,4 @@ mod retention;
 #[path = "core.rs"]
 mod router_core;
 mod store_suite;
+mod tick;

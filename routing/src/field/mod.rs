@@ -8,6 +8,7 @@ mod address;
 mod aging;
 mod decide;
 mod error;
+mod gate_list;
 mod gauss;
 mod journal;
 mod tree;
@@ -522,33 +523,4 @@ fn tree_depth(n: &Node) -> usize {
         .map(|c| 1 + tree_depth(c))
         .max()
         .unwrap_or(0)
-}
-
-/// Serializes the gate map as a list of (address, option, gate) entries, so
-/// formats with string-only map keys (JSON) can hold it.
-mod gate_list {
-    use std::collections::BTreeMap;
-
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    use super::Address;
-
-    type Gates = BTreeMap<Address, BTreeMap<String, bool>>;
-
-    pub fn serialize<S: Serializer>(gates: &Gates, s: S) -> Result<S::Ok, S::Error> {
-        let list: Vec<(&Address, &String, bool)> = gates
-            .iter()
-            .flat_map(|(a, m)| m.iter().map(move |(o, g)| (a, o, *g)))
-            .collect();
-        list.serialize(s)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Gates, D::Error> {
-        let list: Vec<(Address, String, bool)> = Vec::deserialize(d)?;
-        let mut gates = Gates::new();
-        for (a, o, g) in list {
-            gates.entry(a).or_default().insert(o, g);
-        }
-        Ok(gates)
-    }
 }

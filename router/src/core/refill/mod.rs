@@ -122,6 +122,9 @@ enum Destination {
     One(String),
 }
 
+/// Queue entries per archetype, per tier, before they are interleaved.
+type Lanes = BTreeMap<String, BTreeMap<Tier, Vec<Queued>>>;
+
 /// The queues a refill replaced, to be dropped outside the lock.
 pub(crate) type OldQueues = BTreeMap<String, std::collections::VecDeque<Queued>>;
 
@@ -187,36 +190,7 @@ impl Router {
         } = decision;
         let allowed: Vec<&str> = live.iter().map(|s| s.as_str()).collect();
         let layers = self.d.field.layers().to_vec();
-        // Where each decided target goes, in the decisions' order (the
-        // chooser, where one is set, sees them in that order).
-        let destinations: Vec<Destination> = decided.iter().map(|q| self.destination(q)).collect();
-        // per archetype, per tier: entries, pushed in rank order, so each
-        // lane is in its final order without a sort under the lock.
-        let mut lanes: BTreeMap<String, BTreeMap<Tier, Vec<Queued>>> = BTreeMap::new();
-        let mut decided: Vec<Option<Queued>> = decided.into_iter().map(Some).collect();
-        for i in rank {
-            let (Some(q), Some(dest)) = (
-                decided.get_mut(i).and_then(Option::take),
-                destinations.get(i),
-            ) else {
-                continue;
-            };
-            match dest {
-                Destination::Skip => {}
-                Destination::Every(archs) => {
-                    for arch in archs {
-                        let lane = lanes.entry(arch.clone()).or_default();
-                        lane.entry(q.tier).or_default().push(q.clone());
-                    }
-                }
-                Destination::One(arch) => lanes
-                    .entry(arch.clone())
-                    .or_default()
-                    .entry(q.tier)
-                    .or_default()
-                    .push(q),
-            }
-        }
+        let mut lanes = self.ranked_lanes(decided, rank);
         let mut filler_count: BTreeMap<String, usize> = BTreeMap::new();
         let ahead = fillers_decided.len();
         let mut ahead_taken = fillers_decided.drain(..);
@@ -272,6 +246,40 @@ impl Router {
             self.queues.insert(arch, queue.into());
         }
         old
+    }
+
+    /// The decided targets in their lanes (per archetype, per tier), each
+    /// lane in rank order, so no lane is sorted under the lock. Where each
+    /// goes is found in the decisions' order (the chooser, where one is
+    /// set, sees them in that order).
+    fn ranked_lanes(&mut self, decided: Vec<Queued>, rank: Vec<usize>) -> Lanes {
+        let destinations: Vec<Destination> = decided.iter().map(|q| self.destination(q)).collect();
+        let mut lanes = Lanes::new();
+        let mut decided: Vec<Option<Queued>> = decided.into_iter().map(Some).collect();
+        for i in rank {
+            let (Some(q), Some(dest)) = (
+                decided.get_mut(i).and_then(Option::take),
+                destinations.get(i),
+            ) else {
+                continue;
+            };
+            match dest {
+                Destination::Skip => {}
+                Destination::Every(archs) => {
+                    for arch in archs {
+                        let lane = lanes.entry(arch.clone()).or_default();
+                        lane.entry(q.tier).or_default().push(q.clone());
+                    }
+                }
+                Destination::One(arch) => lanes
+                    .entry(arch.clone())
+                    .or_default()
+                    .entry(q.tier)
+                    .or_default()
+                    .push(q),
+            }
+        }
+        lanes
     }
 
     /// Where the install puts decided target `q`: nowhere when it went in
