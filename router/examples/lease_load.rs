@@ -11,30 +11,34 @@
 //! directory, or `$ROUTERD` where that is set (`ci/small-box.sh` points it
 //! at a wrapper that enters a cgroup first).
 
+/// Removes `flag COUNT` from `args` and returns the count (`default`
+/// without the flag); a count that is not a whole number in 1..=`max`
+/// stops the program with a message.
+fn take_count(args: &mut Vec<String>, flag: &str, default: usize, max: usize) -> usize {
+    let Some(i) = args.iter().position(|a| a == flag) else {
+        return default;
+    };
+    let count = args.get(i + 1).and_then(|s| s.parse().ok());
+    match count.filter(|n| (1..=max).contains(n)) {
+        Some(n) => {
+            args.drain(i..i + 2);
+            n
+        }
+        None => {
+            eprintln!("{flag} takes a count in 1..={max}");
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let routerd_args: Vec<String> = match args.iter().position(|a| a == "--") {
         Some(i) => args.split_off(i).into_iter().skip(1).collect(),
         None => Vec::new(),
     };
-    let mut targets = 20_000usize;
-    if let Some(i) = args.iter().position(|a| a == "--targets") {
-        targets = args
-            .get(i + 1)
-            .and_then(|s| s.parse().ok())
-            .filter(|n| (1..=1_000_000).contains(n))
-            .unwrap_or_else(|| panic!("--targets takes a count in 1..=1000000"));
-        args.drain(i..i + 2);
-    }
-    let mut sources = 50usize;
-    if let Some(i) = args.iter().position(|a| a == "--sources") {
-        sources = args
-            .get(i + 1)
-            .and_then(|s| s.parse().ok())
-            .filter(|n| (1..=100_000).contains(n))
-            .unwrap_or_else(|| panic!("--sources takes a count in 1..=100000"));
-        args.drain(i..i + 2);
-    }
+    let targets = take_count(&mut args, "--targets", 20_000, 1_000_000);
+    let sources = take_count(&mut args, "--sources", 50, 100_000);
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (devices, threads, seconds) =
         (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
