@@ -54,6 +54,9 @@ fn numbers_out_of_range_are_refused_with_their_reason() {
         (vec!["--tick-s", "0.5"], "--tick-s 0.5 is invalid"),
         (vec!["--contenders", "router,oracle"], "unknown contender"),
         (vec!["--seed", "-1"], "--seed -1 is invalid"),
+        (vec!["--seeds", "5-1"], "LOW at most HIGH"),
+        (vec!["--seeds", "1,1"], "each seed once"),
+        (vec!["--seeds", "1-2", "--seed", "3"], "cannot be used with"),
     ] {
         let args = sim(&extra);
         let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
@@ -168,4 +171,47 @@ fn compare_runs_every_scenario_into_one_table_and_a_page_each() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
     assert_eq!(json.as_array().unwrap().len(), 7);
+}
+
+#[test]
+fn a_run_over_seeds_writes_the_spread_and_the_adapter_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("seeds");
+    let o = lab(&[
+        "route",
+        "sim",
+        "--scenario",
+        "adapter-bug",
+        "--seeds",
+        "1-2",
+        "--devices",
+        "30",
+        "--hours",
+        "0.5",
+        "--contenders",
+        "router,dawid-skene",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{stdout} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(stdout.contains("over seeds 1,2"), "{stdout}");
+    assert!(stdout.contains("adapter-bug against its control (2 seeds, router)"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("seeds.json")).unwrap()).unwrap();
+    assert_eq!(summary["seeds"], serde_json::json!([1, 2]));
+    let rows = summary["rows"].as_array().unwrap();
+    assert!(rows.iter().all(|r| r["scenario"] == "adapter-bug"));
+    let cells = rows[0]["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    assert_eq!(cells[1]["contender"], "dawid-skene");
+    assert_eq!(cells[0]["spread"]["values"].as_array().unwrap().len(), 2);
+    let check = &summary["adapter_check"];
+    assert_eq!(check["seeds"], serde_json::json!([1, 2]));
+    assert!(check["bug_deltas"].as_array().unwrap().len() >= 2);
+    assert!(check["test"]["p_less"].is_number());
+    for f in ["seeds.md", "report.html", "adapter-bug-seed-1.json", "adapter-bug-seed-2.html"] {
+        assert!(out.join(f).is_file(), "{f}");
+    }
 }

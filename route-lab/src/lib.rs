@@ -12,17 +12,21 @@
 //! - `population`: the devices, their sessions, liars and upgrades;
 //! - [`scenario`]: the scenarios and the run specification;
 //! - [`baseline`]: the contenders and the baselines' choosers;
+//! - [`dawid_skene`]: truth inference by EM, for the `dawid-skene` contender;
 //! - [`store`]: the lab's lean store;
 //! - [`ledger`]: trust moves tagged with the world's truth (the adapter
 //!   bug's accounting);
 //! - [`driver`]: one contender's run;
 //! - [`report`]: the figures;
+//! - [`stats`] and [`seeds`]: figures over several seeds, and the
+//!   `adapter-bug` check against its control;
 //! - [`render`]: the tables and the HTML page with its plots.
 //!
 //! [`simulate`] runs every asked contender on the same world and seed.
 
 pub mod archetype;
 pub mod baseline;
+pub mod dawid_skene;
 pub mod driver;
 pub mod ledger;
 mod population;
@@ -30,6 +34,8 @@ pub mod render;
 pub mod report;
 pub mod rng;
 pub mod scenario;
+pub mod seeds;
+pub mod stats;
 pub mod store;
 pub mod world;
 

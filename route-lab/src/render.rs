@@ -3,6 +3,7 @@
 //! plots. The lab binary writes them (`fleet-lab route`).
 
 pub mod plot;
+pub mod seeds;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

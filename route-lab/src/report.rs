@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::ledger::LowerDevice;
 
 /// The whole run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SimReport {
     /// Scenario name.
     pub scenario: String,
@@ -40,7 +40,7 @@ pub struct SimReport {
 }
 
 /// The world in numbers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorldSummary {
     /// Sources.
     pub sources: usize,
@@ -156,6 +156,11 @@ pub struct EventFigures {
     pub mean_trust_before_after: Option<(f64, f64)>,
     /// `adapter-bug`: the largest drop of one device's trust, end vs when the bug began.
     pub largest_drop: Option<f64>,
+    /// `adapter-bug`: every honest device known when the bug began, its
+    /// trust at the end minus its trust then, in device-id order (the
+    /// sample the multi-seed check compares with the control world's).
+    #[serde(default)]
+    pub trust_deltas: Vec<f64>,
     /// `adapter-bug`: each device whose trust ended below its value when the
     /// bug began, with the losses (by the world's truth of each comparison)
     /// it had not won back by the end.
@@ -203,7 +208,7 @@ pub struct Timing {
 }
 
 /// One contender's figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ContenderReport {
     /// Contender name.
     pub name: String,

@@ -100,6 +100,9 @@ pub enum SettledBy {
     Trusted,
     /// `quorum` agreeing votes.
     Quorum,
+    /// A truth-inference model outside this type decided
+    /// ([`Verification::settle_inferred`]).
+    Inferred,
 }
 
 /// The result of one vote.
@@ -308,6 +311,45 @@ impl Verification {
         Ok(VoteOutcome::Pending { agreeing })
     }
 
+    /// Records `device`'s vote for `hash` without applying the settlement
+    /// rule (a model outside this type decides, then calls
+    /// [`Verification::settle_inferred`]) and closes its open verification.
+    /// Errors: [`VerifyError::Settled`], [`VerifyError::AlreadyInvolved`]
+    /// (nothing changed).
+    pub fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
+        if self.settled.is_some() {
+            return Err(VerifyError::Settled);
+        }
+        if self.votes.iter().any(|v| v.device == device) {
+            return Err(VerifyError::AlreadyInvolved);
+        }
+        self.release(device);
+        self.votes.push(Vote {
+            device: device.to_string(),
+            hash: hash.to_string(),
+            tau: if tau.is_finite() {
+                tau.clamp(0.0, 1.0)
+            } else {
+                0.5
+            },
+            origin: None,
+        });
+        Ok(())
+    }
+
+    /// Settles the open row on `hash` by an outside model's decision
+    /// ([`SettledBy::Inferred`]). Errors: [`VerifyError::Settled`].
+    pub fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
+        if self.settled.is_some() {
+            return Err(VerifyError::Settled);
+        }
+        self.settled = Some(hash.to_string());
+        Ok(VoteOutcome::Settled {
+            hash: hash.to_string(),
+            by: SettledBy::Inferred,
+        })
+    }
+
     /// Reopens a settled row for a new round (its content changed: a
     /// re-observation disagreed). Votes are cleared; open ones stay.
     pub fn reopen(&mut self) {
@@ -319,6 +361,32 @@ impl Verification {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_outside_model_records_votes_and_settles() {
+        let mut v = Verification::new();
+        let c = VerifyConfig::default();
+        v.begin("a", 0.0, &c).unwrap();
+        v.record("a", "h1", 0.99).unwrap();
+        // Recording applies no rule: a τ above τ_hi does not settle.
+        assert_eq!(v.settled(), None);
+        assert!(v.open().is_empty(), "the vote closes its verification");
+        assert_eq!(v.record("a", "h2", 0.5), Err(VerifyError::AlreadyInvolved));
+        v.record("b", "h1", f64::NAN).unwrap();
+        assert_eq!(v.votes()[1].tau, 0.5);
+        assert_eq!(
+            v.settle_inferred("h1"),
+            Ok(VoteOutcome::Settled {
+                hash: "h1".into(),
+                by: SettledBy::Inferred
+            })
+        );
+        assert_eq!(v.settled(), Some("h1"));
+        assert_eq!(v.settle_inferred("h2"), Err(VerifyError::Settled));
+        assert_eq!(v.record("c", "h1", 0.5), Err(VerifyError::Settled));
+        v.reopen();
+        assert!(v.votes().is_empty() && v.settled().is_none());
+    }
 
     fn from(network: &str, at: f64) -> Option<Origin> {
         Some(Origin {

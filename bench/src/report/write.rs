@@ -31,6 +31,8 @@ pub const OUTCOMES_FILE: &str = "outcomes.jsonl";
 pub const COMPARE_JSON: &str = "compare.json";
 /// A paired gate's JSON file name (`fleet-lab gate`).
 pub const PAIRED_JSON: &str = "paired.json";
+/// The routing lab's summary over seeds (`fleet-lab route … --seeds`).
+pub const SEEDS_JSON: &str = "seeds.json";
 
 /// One more file for a report directory (a metrics dump, a flamegraph).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,6 +150,7 @@ fn holds_report_or_nothing(dir: &Path) -> bool {
     dir.join(REPORT_JSON).is_file()
         || dir.join(COMPARE_JSON).is_file()
         || dir.join(PAIRED_JSON).is_file()
+        || dir.join(SEEDS_JSON).is_file()
         || fs::read_dir(dir).is_ok_and(|mut d| d.next().is_none())
 }
 

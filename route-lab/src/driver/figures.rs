@@ -284,10 +284,19 @@ impl Driver<'_> {
             let mut lower = 0;
             let mut drop: f64 = 0.0;
             let (mut sb, mut sa) = (0.0, 0.0);
+            let liars: std::collections::BTreeSet<&str> = w
+                .devices
+                .iter()
+                .filter(|d| d.liar)
+                .map(|d| d.id.as_str())
+                .collect();
             for (id, b) in before {
                 let a = self.router.trust(id).unwrap_or(*b);
                 if a < b - 1e-9 {
                     lower += 1;
+                }
+                if !liars.contains(id.as_str()) {
+                    ev.trust_deltas.push(a - b);
                 }
                 drop = drop.max(b - a);
                 sb += b;

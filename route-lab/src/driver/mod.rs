@@ -122,7 +122,8 @@ impl<'w> Driver<'w> {
     pub fn new(world: &'w World, contender: Contender) -> Result<Driver<'w>, SimError> {
         let mut router = Router::open(contender.config(), Box::new(LabStore::new()), 0.0)
             .map_err(|e| SimError::Router(e.to_string()))?;
-        router.set_chooser(contender.chooser(world.spec.seed));
+        router.set_chooser(contender.chooser(world));
+        router.set_settler(contender.settler());
         let devs = world
             .devices
             .iter()

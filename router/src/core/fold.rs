@@ -71,6 +71,7 @@ impl Router {
         if let Some(ch) = self.chooser.as_mut() {
             ch.observe(
                 &target.source,
+                &req.target,
                 &l.archetype,
                 req.outcome.ok,
                 req.outcome.latency_ms,
@@ -308,25 +309,8 @@ impl Router {
         if let (Some(other), false, true) = (other, cooling, self.cfg.trust_enabled) {
             self.trust_event(l, &other, &hash, &source_name, t);
         }
-        let (my_trust, my_origin) = self
-            .d
-            .devices
-            .get(&l.device)
-            .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
-        let vc = self.verify_config();
-        let mut settled_by = None;
+        let settled_by = self.vote_on_row(l, &hash, t);
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
-            if tr.verification.settled().is_some_and(|s| s != hash) {
-                tr.verification.reopen();
-            }
-            if tr.verification.settled().is_none() {
-                if let Ok(VoteOutcome::Settled { by, .. }) = tr
-                    .verification
-                    .vote_from(&l.device, &hash, my_trust, my_origin, t, &vc)
-                {
-                    settled_by = Some(by);
-                }
-            }
             tr.observations.push(Observation {
                 device: l.device.clone(),
                 hash: hash.clone(),
@@ -345,10 +329,48 @@ impl Router {
                 by: match by {
                     SettledBy::Trusted => "trusted".into(),
                     SettledBy::Quorum => "quorum".into(),
+                    SettledBy::Inferred => "inferred".into(),
                 },
             });
         }
         changed
+    }
+
+    /// The observation's vote on its row: a disagreeing re-observation of
+    /// a settled row reopens it; then the router's rule counts the vote
+    /// (trusted or quorum), or, with a [`super::Settler`], the vote is
+    /// recorded and the model decides. Returns how the row settled, if it
+    /// did now.
+    fn vote_on_row(&mut self, l: &Logged, hash: &str, t: f64) -> Option<SettledBy> {
+        let target = &l.req.target;
+        let (my_trust, my_origin) = self
+            .d
+            .devices
+            .get(&l.device)
+            .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
+        let vc = self.verify_config();
+        let tr = self.d.targets.get_mut(target)?;
+        if tr.verification.settled().is_some_and(|s| s != hash) {
+            tr.verification.reopen();
+            if let Some(s) = self.settler.as_mut() {
+                s.reopen(target);
+            }
+        }
+        let outcome = if let Some(s) = self.settler.as_mut() {
+            s.observe(target, &l.device, hash, t);
+            tr.verification.record(&l.device, hash, my_trust).ok()?;
+            let h = s.decide(target)?;
+            tr.verification.settle_inferred(&h)
+        } else if tr.verification.settled().is_none() {
+            tr.verification
+                .vote_from(&l.device, hash, my_trust, my_origin, t, &vc)
+        } else {
+            return None;
+        };
+        match outcome {
+            Ok(VoteOutcome::Settled { by, .. }) => Some(by),
+            _ => None,
+        }
     }
 
     /// One pairwise trust event against the most recent earlier observation
@@ -455,7 +477,7 @@ impl Router {
         self.d.devices.get(device).map(|d| d.trust).unwrap_or(0.5)
     }
 
-    fn set_trust(&mut self, device: &str, tau: f64, t: f64) {
+    pub(super) fn set_trust(&mut self, device: &str, tau: f64, t: f64) {
         let Some(d) = self.d.devices.get_mut(device) else {
             return;
         };

@@ -27,6 +27,7 @@ pub mod limits;
 mod refill;
 pub mod reports;
 mod retention;
+mod settler;
 mod snapshot;
 pub mod state;
 mod tick;
@@ -42,6 +43,7 @@ pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
 pub use refill::{RefillDecision, RefillInputs, RefillPlan};
+pub use settler::Settler;
 pub use snapshot::Snapshot;
 pub use tick::TickReport;
 
@@ -128,8 +130,15 @@ pub trait Chooser: Send {
         feasible: &[&str],
         receipt: &Receipt,
     ) -> String;
-    /// Learns from one folded outcome of `archetype` on `source`.
-    fn observe(&mut self, source: &str, archetype: &str, ok: bool, latency_ms: Option<f64>);
+    /// Learns from one folded outcome of `archetype` on `target` of `source`.
+    fn observe(
+        &mut self,
+        source: &str,
+        target: &str,
+        archetype: &str,
+        ok: bool,
+        latency_ms: Option<f64>,
+    );
 }
 
 /// A store shared between the router and the shell's deposit writer.
@@ -189,6 +198,8 @@ pub struct Router {
     registering: BTreeSet<String>,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
+    /// A settlement model replacing trust and quorum ([`Settler`]).
+    settler: Option<Box<dyn Settler>>,
     last_snapshot_s: f64,
     /// When each open verification lapses, soonest first.
     verify_due: due::VerifyDue,
@@ -369,6 +380,7 @@ impl Router {
             counters: Counters::default(),
             dirty: false,
             chooser: None,
+            settler: None,
             last_snapshot_s: f64::MIN,
             written: retention::Written::default(),
             departed: Vec::new(),

@@ -94,6 +94,7 @@ impl Router {
         }
         self.last_tick_s = Some(now_s);
         rep.leases_expired += self.expire_leases(now_s);
+        self.settler_tick(now_s);
         self.expired
             .retain(|_, (_, at)| now_s - *at < super::EXPIRED_MEMORY_S);
         self.acks.forget_before(now_s - super::ACK_MEMORY_S);

@@ -1,8 +1,10 @@
-//! The contenders: the router as built, and the obvious alternatives, each
+//! The contenders: the router as built, and the alternatives, each
 //! replacing one part of it and keeping the rest (`ROUTING.md` §5).
-//! Round-robin, greedy by observed mean and flat Thompson sampling replace
-//! the refill's archetype choice ([`router::core::Chooser`]); the fixed
-//! quorum replaces trust and verification (configuration).
+//! Round-robin, greedy by observed mean, flat Thompson sampling and linear
+//! Thompson sampling over the context ([`contextual`]) replace the refill's
+//! archetype choice ([`router::core::Chooser`]); the fixed quorum replaces
+//! trust and verification (configuration), and Dawid–Skene EM replaces
+//! them with truth inference ([`ds_settler`], a [`router::core::Settler`]).
 //!
 //! The choosers know the operator's cloud cost per archetype (a fact, not
 //! something to learn) and minimize (1 − success) + cost, so what they
@@ -12,13 +14,17 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use router::config::RouterConfig;
+use router::config::{FieldVariances, RouterConfig};
 use router::core::Chooser;
 use routing::field::Receipt;
 use routing::verify::VerifyConfig;
 
 use super::rng::Stream;
-use super::world::{ARCHETYPES, CLOUD_COST};
+use super::world::{World, ARCHETYPES, CLOUD_COST};
+
+pub mod contextual;
+pub mod ds_settler;
+pub mod linear_ts;
 
 /// One contender of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -26,6 +32,10 @@ use super::world::{ARCHETYPES, CLOUD_COST};
 pub enum Contender {
     /// The router as built.
     Router,
+    /// The router with the design brief's unit field variances
+    /// (`FieldVariances::unit`) instead of the lab-derived ones of decision
+    /// 0005: what the router is before anything was tuned on the lab.
+    RouterBrief,
     /// Round-robin over the feasible archetypes, per source.
     RoundRobin,
     /// Greedy by observed mean success, one pseudo-observation at 0.5.
@@ -34,26 +44,39 @@ pub enum Contender {
     FlatThompson,
     /// Majority vote with a fixed quorum k = 3 and no trust.
     FixedQuorum,
+    /// Linear Thompson sampling per archetype over one-hot features of the
+    /// source, binding and task kind ([`contextual::ContextualTs`]).
+    ContextualTs,
+    /// Settlement and device reliability by one-coin Dawid–Skene EM over
+    /// the content observations, in place of trust and quorum
+    /// ([`ds_settler::DawidSkeneSettler`]).
+    DawidSkene,
 }
 
 impl Contender {
     /// Every contender, in report order.
-    pub const ALL: [Contender; 5] = [
+    pub const ALL: [Contender; 8] = [
         Contender::Router,
+        Contender::RouterBrief,
         Contender::RoundRobin,
         Contender::Greedy,
         Contender::FlatThompson,
         Contender::FixedQuorum,
+        Contender::ContextualTs,
+        Contender::DawidSkene,
     ];
 
     /// The report name.
     pub fn name(self) -> &'static str {
         match self {
             Contender::Router => "router",
+            Contender::RouterBrief => "router-brief",
             Contender::RoundRobin => "round-robin",
             Contender::Greedy => "greedy",
             Contender::FlatThompson => "flat-thompson",
             Contender::FixedQuorum => "fixed-quorum",
+            Contender::ContextualTs => "contextual-ts",
+            Contender::DawidSkene => "dawid-skene",
         }
     }
 
@@ -73,6 +96,14 @@ impl Contender {
     /// The router configuration this contender runs with.
     pub fn config(self) -> RouterConfig {
         let mut cfg = RouterConfig::default();
+        if self == Contender::RouterBrief {
+            cfg.field_variances = FieldVariances::unit();
+        }
+        if self == Contender::DawidSkene {
+            // The model's reliabilities are the trust; the router's own
+            // trust moves are off.
+            cfg.trust_enabled = false;
+        }
         if self == Contender::FixedQuorum {
             cfg.trust_enabled = false;
             cfg.verify = VerifyConfig {
@@ -84,13 +115,42 @@ impl Contender {
         cfg
     }
 
-    /// The chooser replacing the archetype choice, if any; `seed` seeds its draws.
-    pub fn chooser(self, seed: u64) -> Option<Box<dyn Chooser>> {
+    /// The settlement model replacing trust and quorum, if any.
+    pub fn settler(self) -> Option<Box<dyn router::core::Settler>> {
+        (self == Contender::DawidSkene).then(|| {
+            Box::new(ds_settler::DawidSkeneSettler::new()) as Box<dyn router::core::Settler>
+        })
+    }
+
+    /// The chooser replacing the archetype choice, if any, for a run on
+    /// `world` (its seed seeds the draws; the contextual chooser reads the
+    /// sources' bindings, as the operator's facts give them).
+    pub fn chooser(self, world: &World) -> Option<Box<dyn Chooser>> {
+        let seed = world.spec.seed;
         match self {
-            Contender::Router | Contender::FixedQuorum => None,
+            Contender::Router
+            | Contender::RouterBrief
+            | Contender::FixedQuorum
+            | Contender::DawidSkene => None,
             Contender::RoundRobin => Some(Box::new(RoundRobin::default())),
             Contender::Greedy => Some(Box::new(Greedy::default())),
             Contender::FlatThompson => Some(Box::new(FlatThompson::new(seed))),
+            Contender::ContextualTs => {
+                let context = contextual::Context {
+                    binding: world
+                        .sources
+                        .iter()
+                        .map(|s| (s.name.clone(), s.binding.clone()))
+                        .collect(),
+                    // The lab's targets are all detail pages (`driver`).
+                    listings: Default::default(),
+                };
+                Some(Box::new(contextual::ContextualTs::new(
+                    seed,
+                    context,
+                    contextual::Prior::default(),
+                )))
+            }
         }
     }
 }
@@ -155,7 +215,7 @@ impl Chooser for RoundRobin {
         pick
     }
 
-    fn observe(&mut self, _: &str, _: &str, _: bool, _: Option<f64>) {}
+    fn observe(&mut self, _: &str, _: &str, _: &str, _: bool, _: Option<f64>) {}
 }
 
 /// Greedy by observed mean success with one pseudo-observation at 0.5.
@@ -176,7 +236,7 @@ impl Chooser for Greedy {
         })
     }
 
-    fn observe(&mut self, source: &str, archetype: &str, ok: bool, _: Option<f64>) {
+    fn observe(&mut self, source: &str, _: &str, archetype: &str, ok: bool, _: Option<f64>) {
         self.tally.add(source, archetype, ok);
     }
 }
@@ -220,16 +280,16 @@ impl Chooser for FlatThompson {
         })
     }
 
-    fn observe(&mut self, source: &str, archetype: &str, ok: bool, _: Option<f64>) {
+    fn observe(&mut self, source: &str, _: &str, archetype: &str, ok: bool, _: Option<f64>) {
         self.tally.add(source, archetype, ok);
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn receipt() -> Receipt {
+    pub(super) fn receipt() -> Receipt {
         Receipt {
             revision: 0,
             address: routing::field::Address::root(),
@@ -257,8 +317,8 @@ mod tests {
         let mut g = Greedy::default();
         let f = ["browser", "container_plain"];
         for _ in 0..10 {
-            g.observe("a", "browser", false, None);
-            g.observe("a", "container_plain", true, None);
+            g.observe("a", "t", "browser", false, None);
+            g.observe("a", "t", "container_plain", true, None);
         }
         assert_eq!(g.choose("a", "t", &f, &receipt()), "container_plain");
         // Unobserved: equal means, the cost decides.
@@ -270,8 +330,8 @@ mod tests {
         let mut ts = FlatThompson::new(1);
         let f = ["browser", "desktop"];
         for _ in 0..30 {
-            ts.observe("a", "browser", true, None);
-            ts.observe("a", "desktop", false, None);
+            ts.observe("a", "t", "browser", true, None);
+            ts.observe("a", "t", "desktop", false, None);
         }
         let wins = (0..200)
             .filter(|_| ts.choose("a", "t", &f, &receipt()) == "browser")
@@ -286,6 +346,14 @@ mod tests {
         assert!(c.verify.tau_hi > 1.0);
         assert_eq!(c.verify.quorum, 3);
         assert!(Contender::Router.config().trust_enabled);
+        assert_eq!(
+            Contender::RouterBrief.config().field_variances,
+            FieldVariances::unit()
+        );
+        assert_ne!(
+            Contender::Router.config().field_variances,
+            FieldVariances::unit()
+        );
         assert!(Contender::parse("nope").is_err());
     }
 }

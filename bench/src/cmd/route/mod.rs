@@ -3,6 +3,8 @@
 //! - `route sim`: one scenario, every contender on the same world and seed;
 //!   writes `report.json` and `report.html` and prints the table.
 //! - `route compare`: every scenario, one table; one page per scenario.
+//! - both with `--seeds LIST`: every seed, figures as median (min–max)
+//!   ([`seeds`]).
 //! - `route load`: starts `routerd` on loopback and drives it over HTTP
 //!   with `router::load`; prints leases/s and latency percentiles.
 
@@ -15,6 +17,12 @@ use route_lab::render::{render_compare, render_html, render_table};
 use route_lab::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
 
 use crate::cmd::bounds::BoundError;
+
+pub mod seeds;
+
+/// The seeds of `--seeds` ([`seeds::parse_seeds`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seeds(pub Vec<u64>);
 use crate::report::{check_out_dir, write_dir_atomically, REPORT_HTML, REPORT_JSON};
 
 /// Writes `report.json` and `report.html` of `r` into `dir` (atomically).
@@ -55,10 +63,15 @@ pub struct WorldArgs {
     /// Seed of the world and of every draw.
     #[arg(long, value_name = "K", default_value_t = 42, allow_hyphen_values = true, value_parser = parse_seed)]
     pub seed: u64,
+    /// Run at each of these seeds instead of one: seeds and inclusive
+    /// ranges, comma-separated (e.g. 1-5,9; at most 1000). The tables give
+    /// each figure's median (min–max) and the router's paired record.
+    #[arg(long, value_name = "LIST", allow_hyphen_values = true, conflicts_with = "seed", value_parser = |s: &str| seeds::parse_seeds(s).map(Seeds))]
+    pub seeds: Option<Seeds>,
     /// Router tick period, simulated seconds (1..=600).
     #[arg(long, value_name = "S", default_value_t = 30.0, allow_hyphen_values = true, value_parser = parse_tick)]
     pub tick_s: f64,
-    /// Contenders, comma-separated (default all: router, round-robin, greedy, flat-thompson, fixed-quorum).
+    /// Contenders, comma-separated (default all: router, round-robin, greedy, flat-thompson, fixed-quorum, contextual-ts).
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_contender)]
     pub contenders: Vec<Contender>,
     /// Show no progress bar.
@@ -67,7 +80,7 @@ pub struct WorldArgs {
 }
 
 impl WorldArgs {
-    fn spec(&self, scenario: Scenario) -> SimSpec {
+    pub(crate) fn spec(&self, scenario: Scenario) -> SimSpec {
         let mut s = SimSpec::new(scenario, self.devices, self.hours, self.seed);
         s.tick_s = self.tick_s;
         s.sample_s = s.sample_s.max(self.tick_s);
@@ -296,7 +309,7 @@ fn bar(quiet: bool, total_s: f64, label: &str) -> ProgressBar {
     pb
 }
 
-fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimReport> {
+pub(crate) fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimReport> {
     let pb = bar(
         quiet,
         spec.end_s() * (contenders.len() + control_runs(spec, contenders)) as f64,
@@ -311,6 +324,10 @@ fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimR
 
 fn sim(a: SimArgs) -> Result<()> {
     check_out_dir(&a.out, a.force)?;
+    if let Some(seeds) = &a.world.seeds {
+        let contenders = a.world.contenders();
+        return seeds::run_seeds(&a.world, &[a.scenario], &seeds.0, &contenders, &a.out);
+    }
     let spec = a.world.spec(a.scenario);
     let report = run_one(&spec, &a.world.contenders(), a.world.quiet)?;
     print!("{}", render_table(&report));
@@ -323,6 +340,9 @@ fn sim(a: SimArgs) -> Result<()> {
 fn compare(a: CompareArgs) -> Result<()> {
     check_out_dir(&a.out, a.force)?;
     let contenders = a.world.contenders();
+    if let Some(seeds) = &a.world.seeds {
+        return seeds::run_seeds(&a.world, &Scenario::ALL, &seeds.0, &contenders, &a.out);
+    }
     let mut reports = Vec::new();
     for scenario in Scenario::ALL {
         let spec = a.world.spec(scenario);
