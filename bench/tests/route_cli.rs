@@ -195,9 +195,16 @@ fn a_run_over_seeds_writes_the_spread_and_the_adapter_check() {
         out.to_str().unwrap(),
     ]);
     let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{stdout} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(stdout.contains("over seeds 1,2"), "{stdout}");
-    assert!(stdout.contains("adapter-bug against its control (2 seeds, router)"), "{stdout}");
+    assert!(
+        stdout.contains("adapter-bug against its control (2 seeds, router)"),
+        "{stdout}"
+    );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("seeds.json")).unwrap()).unwrap();
     assert_eq!(summary["seeds"], serde_json::json!([1, 2]));
@@ -211,7 +218,12 @@ fn a_run_over_seeds_writes_the_spread_and_the_adapter_check() {
     assert_eq!(check["seeds"], serde_json::json!([1, 2]));
     assert!(check["bug_deltas"].as_array().unwrap().len() >= 2);
     assert!(check["test"]["p_less"].is_number());
-    for f in ["seeds.md", "report.html", "adapter-bug-seed-1.json", "adapter-bug-seed-2.html"] {
+    for f in [
+        "seeds.md",
+        "report.html",
+        "adapter-bug-seed-1.json",
+        "adapter-bug-seed-2.html",
+    ] {
         assert!(out.join(f).is_file(), "{f}");
     }
 }

@@ -257,3 +257,98 @@ pub fn timeline(
     }
     Ok(svg)
 }
+
+/// One contender's values over seeds, for [`spread`].
+pub struct Spreads {
+    /// Contender name (an x-axis label).
+    pub name: String,
+    /// One value per seed (non-finite values are skipped).
+    pub values: Vec<f64>,
+    /// The median, marked.
+    pub median: f64,
+}
+
+/// A figure over seeds, one column per contender: every seed's value as a
+/// dot, the min–max range as a line and the median as a bar across it.
+///
+/// Errors: [`RenderError::Plot`].
+pub fn spread(
+    plot: &'static str,
+    caption: &str,
+    y_desc: &str,
+    columns: &[Spreads],
+) -> Result<String, RenderError> {
+    let e = err(plot);
+    let series: Vec<Series> = vec![Series {
+        name: String::new(),
+        points: columns
+            .iter()
+            .enumerate()
+            .flat_map(|(i, c)| c.values.iter().map(move |v| (i as f64, *v)))
+            .collect(),
+    }];
+    let (_, _, y0, y1) = bounds(&series, None);
+    let n = columns.len().max(1);
+    let (x0, x1) = (-0.5, n as f64 - 0.5);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 320)).into_drawing_area();
+        root.fill(&WHITE).map_err(&e)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(caption, (FONT, 20))
+            .margin(14)
+            .x_label_area_size(40)
+            .y_label_area_size(76)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(&e)?;
+        let names: Vec<String> = columns.iter().map(|c| c.name.clone()).collect();
+        chart
+            .configure_mesh()
+            .y_desc(y_desc)
+            .axis_desc_style((FONT, 16))
+            .label_style((FONT, 14))
+            .x_labels(n)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                if (v - i).abs() < 0.01 && i >= 0.0 {
+                    names.get(i as usize).cloned().unwrap_or_default()
+                } else {
+                    String::new()
+                }
+            })
+            .y_label_formatter(&|v| tick(*v, y1 - y0))
+            .disable_x_mesh()
+            .light_line_style(RGBColor(235, 235, 235))
+            .draw()
+            .map_err(&e)?;
+        for (i, c) in columns.iter().enumerate() {
+            let col = colour(i);
+            let x = i as f64;
+            let vals: Vec<f64> = c.values.iter().copied().filter(|v| v.is_finite()).collect();
+            let (lo, hi) = vals
+                .iter()
+                .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(*v), b.max(*v)));
+            if lo <= hi {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x, lo), (x, hi)],
+                        col.stroke_width(2),
+                    )))
+                    .map_err(&e)?;
+            }
+            chart
+                .draw_series(vals.iter().map(|v| Circle::new((x, *v), 4, col.filled())))
+                .map_err(&e)?;
+            if c.median.is_finite() {
+                chart
+                    .draw_series(std::iter::once(PathElement::new(
+                        vec![(x - 0.2, c.median), (x + 0.2, c.median)],
+                        col.stroke_width(4),
+                    )))
+                    .map_err(&e)?;
+            }
+        }
+        root.present().map_err(&e)?;
+    }
+    Ok(svg)
+}

@@ -3,18 +3,33 @@
 
 use std::fmt::Write as _;
 
+use super::plot::{spread, Spreads};
+use super::RenderError;
 use crate::seeds::{AdapterCheck, Better, Cell, Row, SeedsSummary};
 
 /// Decimal places for a set of values shown together: none when all are
-/// whole or any is 100 or more, else 2 from 1 up, else 3.
+/// whole; else by magnitude (0 from 100 up, 2 from 1, 3 below), and more
+/// (up to 4) when the values differ by less than that shows.
 fn digits(vs: &[f64]) -> usize {
     let top = vs.iter().fold(0.0f64, |m, v| m.max(v.abs()));
-    if vs.iter().all(|v| *v == v.trunc()) || top >= 100.0 {
+    if vs.iter().all(|v| *v == v.trunc()) {
+        return 0;
+    }
+    let base = if top >= 100.0 {
         0
     } else if top >= 1.0 {
         2
     } else {
         3
+    };
+    let lo = vs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = vs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let span = hi - lo;
+    if span > 0.0 {
+        let need = ((-span.log10()).ceil() + 1.0).clamp(0.0, 4.0) as usize;
+        base.max(need)
+    } else {
+        base
     }
 }
 
@@ -166,6 +181,50 @@ pub fn render_seeds_markdown(s: &SeedsSummary) -> String {
     out
 }
 
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The page of a run over seeds: the table, the adapter check, and one
+/// plot per headline figure with every contender's seeds, range and median;
+/// `links` are the runs' pages (name, file).
+///
+/// Errors: [`RenderError::Plot`].
+pub fn render_seeds_html(
+    s: &SeedsSummary,
+    links: &[(String, String)],
+) -> Result<String, RenderError> {
+    let mut plots = String::new();
+    for r in &s.rows {
+        let columns: Vec<Spreads> = r
+            .cells
+            .iter()
+            .map(|c| Spreads {
+                name: c.contender.clone(),
+                values: c
+                    .spread
+                    .as_ref()
+                    .map(|s| s.values.clone())
+                    .unwrap_or_default(),
+                median: c.spread.as_ref().map_or(f64::NAN, |s| s.median),
+            })
+            .collect();
+        let caption = format!("{} · {}", r.scenario, r.figure);
+        let svg = spread("seeds", &caption, better_text(r.better), &columns)?;
+        plots.push_str(&format!("<figure>{svg}</figure>\n"));
+    }
+    let list: String = links
+        .iter()
+        .map(|(name, file)| format!("<li><a href=\"{}\">{}</a></li>", esc(file), esc(name)))
+        .collect();
+    Ok(format!(
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: over seeds</title><style>body{{font-family:sans-serif;margin:24px}}pre{{background:#f6f6f6;padding:12px;font-size:13px}}figure{{margin:12px 0}}</style></head><body><h1>Routing lab over seeds</h1><p>Each plot: one dot per seed, the line spans min–max, the bar is the median.</p><pre>{}</pre>{plots}<h2>Runs</h2><ul>{list}</ul></body></html>\n",
+        esc(&render_seeds(s))
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -202,6 +261,12 @@ mod tests {
         let r = row();
         assert_eq!(spread_text(&r.cells[0]), "4.00 (2.50–6.00)");
         assert_eq!(spread_text(&r.cells[1]), "0");
+        let near_one = Cell {
+            contender: "fixed-quorum".into(),
+            spread: Spread::of(vec![0.9959, 1.0, 0.998]),
+            paired: None,
+        };
+        assert_eq!(spread_text(&near_one), "0.9980 (0.9959–1.0000)");
         assert_eq!(
             markdown_row(&r),
             "| steady | regret per 1,000 attempts | 4.00 (2.50–6.00) | **0** [0/1/2] |"
@@ -221,6 +286,13 @@ mod tests {
         let t = render_seeds(&s);
         assert!(t.contains("best: greedy"), "{t}");
         assert!(t.contains("router better 0, tied 1, worse 2"), "{t}");
+        let html = render_seeds_html(&s, &[("steady-seed-1".into(), "steady-seed-1.html".into())])
+            .unwrap();
+        assert!(
+            html.contains("<svg") && html.contains("steady · regret per 1,000 attempts"),
+            "a plot per row"
+        );
+        assert!(html.contains("href=\"steady-seed-1.html\""));
         let md = render_seeds_markdown(&s);
         assert!(
             md.starts_with("| scenario | figure | router | greedy |\n|---|---|---|---|\n"),

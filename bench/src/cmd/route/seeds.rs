@@ -2,12 +2,13 @@
 //! at every seed, the headline figures as median (min–max) with the
 //! router's paired record, and the `adapter-bug` check against its control
 //! (`route_lab::seeds`). The directory holds `seeds.json` (the summary),
-//! `seeds.md` (the Markdown table), `report.html` (the table, linking each
-//! run's page) and each run's `S-seed-K.json` and `S-seed-K.html`.
+//! `seeds.md` (the Markdown table), `report.html` (the table and a plot per
+//! figure with every contender's seeds, linking each run's page) and each
+//! run's `S-seed-K.json` and `S-seed-K.html`.
 
 use anyhow::{Context, Result};
 use route_lab::render::render_html;
-use route_lab::render::seeds::{render_seeds, render_seeds_markdown};
+use route_lab::render::seeds::{render_seeds, render_seeds_html, render_seeds_markdown};
 use route_lab::seeds::SeedsSummary;
 use route_lab::{Contender, Scenario, SimReport};
 
@@ -98,17 +99,14 @@ pub fn run_seeds(
             render_seeds_markdown(&summary).into_bytes(),
         ),
     ];
-    let mut links = String::new();
+    let mut links = Vec::new();
     for r in &runs {
         let name = format!("{}-seed-{}", r.scenario, r.seed);
-        links.push_str(&format!("<li><a href=\"{name}.html\">{name}</a></li>"));
         files.push((format!("{name}.json"), serde_json::to_vec_pretty(r)?));
         files.push((format!("{name}.html"), render_html(r)?.into_bytes()));
+        links.push((name.clone(), format!("{name}.html")));
     }
-    let index = format!(
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: over seeds</title><style>body{{font-family:sans-serif;margin:24px}}pre{{background:#f6f6f6;padding:12px;font-size:13px}}</style></head><body><h1>Routing lab over seeds</h1><pre>{}</pre><ul>{links}</ul></body></html>\n",
-        table.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
-    );
+    let index = render_seeds_html(&summary, &links)?;
     files.push((REPORT_HTML.to_string(), index.into_bytes()));
     let refs: Vec<(&str, &[u8])> = files
         .iter()
