@@ -5,7 +5,9 @@
 #     true limit allows, in every scenario;
 #   - budget-saturation: no capped pool's window over its cap (the router);
 #   - adapter-bug: the router raises the adapter event, on the bugged source
-#     only, and none on the control world without the bug;
+#     only, and none on the control world without the bug; no device ends
+#     with a trust loss the world's truth attributes to the bug (or cannot
+#     explain);
 #   - liars: every row the router settled is correct (correct-row fraction 1).
 #
 # usage: ci/route-lab-gate.sh [SEEDS] [OUT]   (default seeds "1 2 3")
@@ -62,6 +64,10 @@ for seed in seeds:
             sources = sorted({e[1] for e in ev})
             check(len(ev) > 0 and sources == ["src-1"],
                   f"{scenario}: router adapter events on {sources or 'no source'} (must be src-1 only)")
+            lost = [(d["device"], l["cause"]) for d in router["event"].get("lower_devices", [])
+                    for l in d["losses"] if l["cause"] in ("bug", "unexplained")]
+            check(not lost,
+                  f"{scenario}: router trust losses from the bug or unexplained, not won back: {lost or 'none'} (must be none)")
             ctl = (r.get("control") or {}).get("adapter_events")
             check(ctl is not None and len(ctl) == 0,
                   f"{scenario}: adapter events on the control world without the bug: {ctl} (must be none)")
