@@ -227,3 +227,92 @@ fn a_run_over_seeds_writes_the_spread_and_the_adapter_check() {
         assert!(out.join(f).is_file(), "{f}");
     }
 }
+
+#[test]
+fn a_world_file_runs_and_a_bad_one_is_refused_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let world = dir.path().join("w.toml");
+    std::fs::write(
+        &world,
+        "name = \"two-waves\"\ndescription = \"two waves of sources, a short drought\"\n\
+         [sources]\ncount = 6\ntargets_per_source = 3\narrival_waves = 2\n\
+         [events.drought]\nfrom = \"1/4\"\nto = 0.5\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r");
+    let o = lab(&[
+        "route",
+        "sim",
+        "--world",
+        world.to_str().unwrap(),
+        "--devices",
+        "20",
+        "--hours",
+        "0.5",
+        "--contenders",
+        "router",
+        "--quiet",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("scenario two-waves"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["scenario"], "two-waves");
+    assert_eq!(report["world"]["sources"], 6);
+    assert_eq!(
+        report["world"]["event_s"],
+        serde_json::json!([450.0, 900.0])
+    );
+
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "name = \"x\"\ndescription = \"d\"\n[sources]\ncount = 6\ntargets_per_source = 3\n\
+         [events.regime_change]\nsource = 9\narchetype = \"browser\"\nat = 0.5\n",
+    )
+    .unwrap();
+    let o = lab(&[
+        "route",
+        "sim",
+        "--world",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("events.regime_change.source"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::write(&bad, "name = \"x\"\nwalls = 3\n").unwrap();
+    let o = lab(&[
+        "route",
+        "sim",
+        "--world",
+        bad.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown field `walls`"));
+    assert_refused(
+        &["route", "sim", "--world", "w.toml", "--scenario", "steady"],
+        "cannot be used with",
+    );
+    let o = lab(&[
+        "route",
+        "sim",
+        "--world",
+        "/nonexistent/w.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("cannot read the world file"));
+}

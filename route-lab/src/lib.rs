@@ -11,6 +11,7 @@
 //! - [`world`]: hidden truths of sources, targets and devices;
 //! - `population`: the devices, their sessions, liars and upgrades;
 //! - [`scenario`]: the scenarios and the run specification;
+//! - [`plan`]: a world as a file (the shipped scenarios are such files);
 //! - [`baseline`]: the contenders and the baselines' choosers;
 //! - [`dawid_skene`]: truth inference by EM, for the `dawid-skene` contender;
 //! - [`store`]: the lab's lean store;
@@ -29,6 +30,7 @@ pub mod baseline;
 pub mod dawid_skene;
 pub mod driver;
 pub mod ledger;
+pub mod plan;
 mod population;
 pub mod render;
 pub mod report;
@@ -58,13 +60,17 @@ pub enum SimError {
     /// The router refused to open, a fact, or a tick failed.
     #[error("router: {0}")]
     Router(String),
+    /// A world file refused ([`plan::PlanError`], naming the key).
+    #[error(transparent)]
+    World(#[from] plan::PlanError),
 }
 
 /// How many runs [`simulate`] makes beyond one per contender: the control of
 /// `adapter-bug` (the router on [`World::without_bug`]) when the router is
 /// among `contenders`, else none.
 pub fn control_runs(spec: &SimSpec, contenders: &[Contender]) -> usize {
-    usize::from(spec.scenario == Scenario::AdapterBug && contenders.contains(&Contender::Router))
+    let bug = spec.plan().is_ok_and(|p| p.events.adapter_bug.is_some());
+    usize::from(bug && contenders.contains(&Contender::Router))
 }
 
 /// Runs `contenders` on the world of `spec`, each on its own thread (at
@@ -79,6 +85,7 @@ pub fn simulate(
     progress: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<SimReport, SimError> {
     let world = World::build(spec)?;
+    let plan = spec.plan()?;
     // Built only when it runs: a clone of the world is not free at 100,000 devices.
     let control = (control_runs(spec, contenders) > 0).then(|| world.without_bug());
     let width = std::thread::available_parallelism()
@@ -135,40 +142,45 @@ pub fn simulate(
         .flatten()
         .map(|r| r.event);
     Ok(SimReport {
-        scenario: spec.scenario.name().into(),
-        description: spec.scenario.describe().into(),
+        scenario: plan.name.clone(),
+        description: plan.description.clone(),
         seed: spec.seed,
         devices: spec.devices,
         hours: spec.hours,
         tick_s: spec.tick_s,
         sample_s: spec.sample_s,
-        world: report::WorldSummary {
-            sources: world.sources.len(),
-            targets: world.targets.len(),
-            devices: ARCHETYPES
-                .iter()
-                .enumerate()
-                .map(|(a, n)| {
-                    (
-                        n.to_string(),
-                        world.devices.iter().filter(|d| d.archetype == a).count(),
-                    )
-                })
-                .collect(),
-            liars: world.devices.iter().filter(|d| d.liar).count(),
-            buggy: world
-                .devices
-                .iter()
-                .filter(|d| d.upgrade_at.is_some())
-                .count(),
-            polite_rate: world.polite_rate(),
-            caps: world.caps.clone(),
-            event_s: world
-                .drought
-                .or(world.regime.map(|(_, _, f)| (f, spec.end_s())))
-                .or(world.bug.map(|(_, f)| (f, spec.end_s()))),
-        },
+        world: world_summary(&world),
         contenders: reports,
         control,
     })
+}
+
+/// The world in numbers, for the report.
+fn world_summary(world: &World) -> report::WorldSummary {
+    report::WorldSummary {
+        sources: world.sources.len(),
+        targets: world.targets.len(),
+        devices: ARCHETYPES
+            .iter()
+            .enumerate()
+            .map(|(a, n)| {
+                (
+                    n.to_string(),
+                    world.devices.iter().filter(|d| d.archetype == a).count(),
+                )
+            })
+            .collect(),
+        liars: world.devices.iter().filter(|d| d.liar).count(),
+        buggy: world
+            .devices
+            .iter()
+            .filter(|d| d.upgrade_at.is_some())
+            .count(),
+        polite_rate: world.polite_rate(),
+        caps: world.caps.clone(),
+        event_s: world
+            .drought
+            .or(world.regime.map(|(_, _, f)| (f, world.spec.end_s())))
+            .or(world.bug.map(|(_, f)| (f, world.spec.end_s()))),
+    }
 }

@@ -8,19 +8,23 @@
 
 use super::archetype::{DeviceSpec, ARCHETYPES, ARCH_SHARE, BROWSER};
 use super::rng::Stream;
-use super::scenario::{Scenario, SimSpec};
+use super::scenario::SimSpec;
 
 /// Mean of an exponential session process; browsers come and go, desktops stay longer.
 const SESSION_ON_MEAN_S: [f64; 4] = [3.0 * 3600.0, 8.0 * 3600.0, f64::INFINITY, f64::INFINITY];
 const SESSION_OFF_MEAN_S: [f64; 4] = [3600.0, 3600.0, 0.0, 0.0];
 
 /// The devices of `spec`, drawn from `rng`, over `n_src` sources; browsers
-/// are offline during `drought` (`[from, to)` seconds) when there is one.
+/// are offline during `drought` (`[from, to)` seconds) when there is one;
+/// `liar_share` of the browsers lie; `upgrade` = (at seconds, share of all
+/// devices) upgrade to the buggy adapter.
 pub(super) fn build_devices(
     spec: &SimSpec,
     rng: &mut Stream,
     n_src: usize,
     drought: Option<(f64, f64)>,
+    liar_share: f64,
+    upgrade: Option<(f64, f64)>,
 ) -> Vec<DeviceSpec> {
     let n = spec.devices;
     let end = spec.end_s();
@@ -67,22 +71,22 @@ pub(super) fn build_devices(
             });
         }
     }
-    if spec.scenario == Scenario::Liars {
+    if liar_share > 0.0 {
         let mut browsers: Vec<usize> = (0..devices.len())
             .filter(|&i| devices[i].archetype == BROWSER)
             .collect();
         rng.shuffle(&mut browsers);
-        let k = (browsers.len() as f64 * 0.2).round() as usize;
+        let k = (browsers.len() as f64 * liar_share).round() as usize;
         for &i in &browsers[..k] {
             devices[i].liar = true;
         }
     }
-    if spec.scenario == Scenario::AdapterBug {
+    if let Some((at, share)) = upgrade {
         let mut all: Vec<usize> = (0..devices.len()).collect();
         rng.shuffle(&mut all);
-        let k = (all.len() as f64 * 0.3).round() as usize;
+        let k = (all.len() as f64 * share).round() as usize;
         for &i in &all[..k] {
-            devices[i].upgrade_at = Some(end / 3.0);
+            devices[i].upgrade_at = Some(at);
         }
     }
     devices

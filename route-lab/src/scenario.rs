@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::plan::{PlanError, WorldPlan};
 use super::SimError;
 
 /// A simulated situation of the crawling fleet.
@@ -74,6 +75,28 @@ impl Scenario {
     }
 }
 
+impl Scenario {
+    /// The shipped world file of this scenario (`route-lab/worlds/`).
+    pub fn world_file(self) -> &'static str {
+        match self {
+            Scenario::Steady => include_str!("../worlds/steady.toml"),
+            Scenario::Drought => include_str!("../worlds/drought.toml"),
+            Scenario::RegimeChange => include_str!("../worlds/regime-change.toml"),
+            Scenario::Liars => include_str!("../worlds/liars.toml"),
+            Scenario::AdapterBug => include_str!("../worlds/adapter-bug.toml"),
+            Scenario::BudgetSaturation => include_str!("../worlds/budget-saturation.toml"),
+            Scenario::ColdStart => include_str!("../worlds/cold-start.toml"),
+        }
+    }
+
+    /// The plan of this scenario, parsed from its shipped file. Errors:
+    /// [`PlanError`] (a shipped file that does not parse is a build defect;
+    /// a test parses every one).
+    pub fn plan(self) -> Result<WorldPlan, PlanError> {
+        WorldPlan::parse(self.world_file())
+    }
+}
+
 impl std::fmt::Display for Scenario {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
@@ -98,6 +121,10 @@ pub struct SimSpec {
     pub seed: u64,
     /// Router tick period, simulated seconds (1..=600; default 30).
     pub tick_s: f64,
+    /// A world file's plan, in place of the scenario's shipped one
+    /// ([`crate::plan`]; `route sim --world FILE.toml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world: Option<WorldPlan>,
     /// Report sampling period, simulated seconds (≥ tick; default: the run cut in 96).
     pub sample_s: f64,
 }
@@ -112,6 +139,19 @@ impl SimSpec {
             seed,
             tick_s: 30.0,
             sample_s: (hours * 3600.0 / 96.0).max(30.0),
+            world: None,
+        }
+    }
+
+    /// The plan this run follows: the world file's, else the scenario's
+    /// shipped one. Errors: [`SimError::World`].
+    pub fn plan(&self) -> Result<WorldPlan, SimError> {
+        match &self.world {
+            Some(p) => {
+                p.check()?;
+                Ok(p.clone())
+            }
+            None => Ok(self.scenario.plan()?),
         }
     }
 

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::population::build_devices;
 use super::rng::{coin, coin_normal, mix64, Stream};
-use super::scenario::{Scenario, SimSpec};
+use super::scenario::SimSpec;
 use super::SimError;
 
 pub use super::archetype::DeviceSpec;
@@ -128,7 +128,7 @@ fn source_truth(
     n_src: usize,
     per_src: usize,
     end: f64,
-    cold: bool,
+    waves: usize,
     rng: &mut Stream,
     targets: &mut Vec<TargetTruth>,
 ) -> SourceTruth {
@@ -158,8 +158,8 @@ fn source_truth(
         (3 + rng.below(6)) as f64,
         (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
     );
-    let arrives_s = if cold {
-        (s * 8 / n_src) as f64 * end / 8.0
+    let arrives_s = if waves > 1 {
+        (s * waves / n_src) as f64 * end / waves as f64
     } else {
         0.0
     };
@@ -198,11 +198,16 @@ fn source_truth(
     }
 }
 
-/// The caps of the budget-saturation world (none elsewhere): half of what
-/// the fleet would spend per window, for the database and the object store.
-fn budget_caps(spec: &SimSpec, sources: &[SourceTruth]) -> BTreeMap<String, f64> {
+/// The caps of a world with `share` (the budget-saturation world: half;
+/// none elsewhere): that share of what the fleet would spend per window,
+/// for the database and the object store.
+fn budget_caps(
+    spec: &SimSpec,
+    share: Option<f64>,
+    sources: &[SourceTruth],
+) -> BTreeMap<String, f64> {
     let mut caps = BTreeMap::new();
-    if spec.scenario == Scenario::BudgetSaturation {
+    if let Some(share) = share {
         let hosts: BTreeMap<&str, f64> = sources
             .iter()
             .map(|s| (s.host.as_str(), s.bucket.1))
@@ -213,27 +218,32 @@ fn budget_caps(spec: &SimSpec, sources: &[SourceTruth]) -> BTreeMap<String, f64>
         // about one item per 25 s (measured in `steady`).
         let fleet = spec.devices as f64 / 25.0;
         let grants_per_window = (0.25 * polite).min(fleet) * 60.0;
-        caps.insert("database".into(), (0.5 * 1.5 * grants_per_window).round());
+        caps.insert("database".into(), (share * 1.5 * grants_per_window).round());
         caps.insert(
             "object_store".into(),
-            (0.5 * 2.5 * grants_per_window).round(),
+            (share * 2.5 * grants_per_window).round(),
         );
     }
     caps
 }
 
 impl World {
-    /// Builds the world of `spec`. Errors: [`SimError::BadSpec`].
+    /// Builds the world of `spec`, following its plan ([`SimSpec::plan`]).
+    /// Errors: [`SimError::BadSpec`], [`SimError::World`].
     pub fn build(spec: &SimSpec) -> Result<World, SimError> {
         spec.check()?;
+        let plan = spec.plan()?;
         let mut rng = Stream::new(spec.seed);
         let end = spec.end_s();
-        let cold = spec.scenario == Scenario::ColdStart;
-        let (n_src, per_src) = if cold { (480, 1) } else { (24, 40) };
+        let (n_src, per_src, waves) = (
+            plan.sources.count,
+            plan.sources.targets_per_source,
+            plan.sources.arrival_waves,
+        );
         let mut sources = Vec::with_capacity(n_src);
         let mut targets = Vec::new();
         for s in 0..n_src {
-            let source = source_truth(s, n_src, per_src, end, cold, &mut rng, &mut targets);
+            let source = source_truth(s, n_src, per_src, end, waves, &mut rng, &mut targets);
             sources.push(source);
         }
         // One host, one limit: sources sharing a host declare the same bucket.
@@ -242,11 +252,29 @@ impl World {
                 sources[dst].bucket = sources[src].bucket;
             }
         }
-        let drought = (spec.scenario == Scenario::Drought).then_some((end / 3.0, end * 7.0 / 12.0));
-        let devices = build_devices(spec, &mut rng, n_src, drought);
-        let regime = (spec.scenario == Scenario::RegimeChange).then_some((0, BROWSER, end / 3.0));
-        let bug = (spec.scenario == Scenario::AdapterBug).then_some((1, end / 3.0));
-        let caps = budget_caps(spec, &sources);
+        let ev = &plan.events;
+        let drought = ev
+            .drought
+            .as_ref()
+            .map(|d| (d.from.of_end(end), d.to.of_end(end)));
+        let bug = ev
+            .adapter_bug
+            .as_ref()
+            .map(|b| (b.source, b.at.of_end(end), b.upgrade_share));
+        let devices = build_devices(
+            spec,
+            &mut rng,
+            n_src,
+            drought,
+            plan.population.liar_share_of_browsers,
+            bug.map(|(_, at, share)| (at, share)),
+        );
+        let regime = ev.regime_change.as_ref().and_then(|r| {
+            plan.regime_archetype()
+                .map(|a| (r.source, a, r.at.of_end(end)))
+        });
+        let bug = bug.map(|(s, at, _)| (s, at));
+        let caps = budget_caps(spec, plan.budget.caps_share_of_demand, &sources);
         Ok(World {
             spec: spec.clone(),
             sources,

@@ -1,4 +1,5 @@
 use super::*;
+use crate::Scenario;
 
 #[test]
 fn same_seed_same_world_and_a_drought_empties_the_night() {

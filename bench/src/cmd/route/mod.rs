@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use route_lab::plan::WorldPlan;
 use route_lab::render::{render_compare, render_html, render_table};
 use route_lab::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
 
@@ -102,8 +103,16 @@ impl WorldArgs {
 #[derive(Debug, Clone, Args)]
 pub struct SimArgs {
     /// The scenario: steady, drought, regime-change, liars, adapter-bug, budget-saturation, cold-start.
-    #[arg(long, value_name = "S", value_parser = parse_scenario)]
-    pub scenario: Scenario,
+    #[arg(long, value_name = "S", value_parser = parse_scenario, required_unless_present = "world_file")]
+    pub scenario: Option<Scenario>,
+    /// A world file (TOML; docs/routing-lab.md, "Worlds as files") instead of a scenario.
+    #[arg(
+        long = "world",
+        id = "world_file",
+        value_name = "FILE",
+        conflicts_with = "scenario"
+    )]
+    pub world_file: Option<PathBuf>,
     #[command(flatten)]
     pub world: WorldArgs,
     /// The report directory (replaced atomically). An existing path that is
@@ -324,11 +333,22 @@ pub(crate) fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> 
 
 fn sim(a: SimArgs) -> Result<()> {
     check_out_dir(&a.out, a.force)?;
+    let spec = match (&a.world_file, a.scenario) {
+        (Some(path), _) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the world file {}", path.display()))?;
+            let plan = WorldPlan::parse(&text).with_context(|| path.display().to_string())?;
+            let mut spec = a.world.spec(Scenario::Steady);
+            spec.world = Some(plan);
+            spec
+        }
+        (None, Some(s)) => a.world.spec(s),
+        (None, None) => bail!("give --scenario or --world"),
+    };
     if let Some(seeds) = &a.world.seeds {
         let contenders = a.world.contenders();
-        return seeds::run_seeds(&a.world, &[a.scenario], &seeds.0, &contenders, &a.out);
+        return seeds::run_seeds(&a.world, &[spec], &seeds.0, &contenders, &a.out);
     }
-    let spec = a.world.spec(a.scenario);
     let report = run_one(&spec, &a.world.contenders(), a.world.quiet)?;
     print!("{}", render_table(&report));
     write_report(&a.out, &report)
@@ -341,7 +361,8 @@ fn compare(a: CompareArgs) -> Result<()> {
     check_out_dir(&a.out, a.force)?;
     let contenders = a.world.contenders();
     if let Some(seeds) = &a.world.seeds {
-        return seeds::run_seeds(&a.world, &Scenario::ALL, &seeds.0, &contenders, &a.out);
+        let specs: Vec<SimSpec> = Scenario::ALL.iter().map(|&s| a.world.spec(s)).collect();
+        return seeds::run_seeds(&a.world, &specs, &seeds.0, &contenders, &a.out);
     }
     let mut reports = Vec::new();
     for scenario in Scenario::ALL {

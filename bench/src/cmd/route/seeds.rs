@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use route_lab::render::render_html;
 use route_lab::render::seeds::{render_seeds, render_seeds_html, render_seeds_markdown};
 use route_lab::seeds::SeedsSummary;
-use route_lab::{Contender, Scenario, SimReport};
+use route_lab::{Contender, SimReport, SimSpec};
 
 use super::{run_one, WorldArgs};
 use crate::cmd::bounds::BoundError;
@@ -69,19 +69,19 @@ pub fn parse_seeds(s: &str) -> Result<Vec<u64>, BoundError> {
     Ok(out)
 }
 
-/// Runs `scenarios` × `seeds` with `contenders`; prints the table and
-/// writes the directory `out` (atomically).
+/// Runs every spec of `bases` at each of `seeds` with `contenders`;
+/// prints the table and writes the directory `out` (atomically).
 pub fn run_seeds(
     world: &WorldArgs,
-    scenarios: &[Scenario],
+    bases: &[SimSpec],
     seeds: &[u64],
     contenders: &[Contender],
     out: &std::path::Path,
 ) -> Result<()> {
     let mut runs: Vec<SimReport> = Vec::new();
-    for &scenario in scenarios {
+    for base in bases {
         for &seed in seeds {
-            let mut spec = world.spec(scenario);
+            let mut spec = base.clone();
             spec.seed = seed;
             runs.push(run_one(&spec, contenders, world.quiet)?);
         }
