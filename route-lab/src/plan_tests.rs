@@ -1,6 +1,6 @@
 use super::*;
 use crate::archetype::BROWSER;
-use crate::scenario::SimSpec;
+use crate::scenario::{Scenario, SimSpec};
 use crate::World;
 
 /// The example of docs/routing-lab.md ("Worlds as files"), written from
