@@ -11,6 +11,17 @@ fn lab(args: &[&str]) -> Output {
         .expect("run fleet-lab")
 }
 
+/// The run's stdout, after asserting it succeeded (stderr in the message).
+fn succeeded(o: &Output) -> String {
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
 fn assert_refused(args: &[&str], needle: &str) {
     let out = lab(args);
     assert_eq!(out.status.code(), Some(2), "{args:?} must exit 2");
@@ -194,12 +205,7 @@ fn a_run_over_seeds_writes_the_spread_and_the_adapter_check() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = succeeded(&o);
     assert!(stdout.contains("over seeds 1,2"), "{stdout}");
     assert!(
         stdout.contains("adapter-bug against its control (2 seeds, router)"),
@@ -255,12 +261,7 @@ fn a_world_file_runs_and_a_bad_one_is_refused_naming_the_key() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout} {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = succeeded(&o);
     assert!(stdout.contains("scenario two-waves"), "{stdout}");
     let report: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();

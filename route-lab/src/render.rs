@@ -248,7 +248,8 @@ fn per_contender(r: &SimReport, f: impl Fn(&ContenderReport) -> Vec<(f64, f64)>)
         .collect()
 }
 
-fn esc(s: &str) -> String {
+/// `s` with `&`, `<` and `>` escaped for HTML text.
+pub(crate) fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -14,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use router::core::Chooser;
 use routing::field::Receipt;
 
+use super::argmin_sampled;
 use super::linear_ts::{ArmPosterior, Features, CENTRE, RIDGE, SCALE};
-use super::{argmin, cost};
 use crate::rng::Stream;
 
 /// What the chooser knows of each source and target, from the operator's
@@ -124,12 +124,7 @@ impl Chooser for ContextualTs {
                 m + sd * self.rng.normal()
             })
             .collect();
-        let mut i = 0;
-        argmin(feasible, |o| {
-            let v = 1.0 - draws[i] + cost(o);
-            i += 1;
-            v
-        })
+        argmin_sampled(feasible, &draws)
     }
 
     fn observe(&mut self, source: &str, target: &str, archetype: &str, ok: bool, _: Option<f64>) {

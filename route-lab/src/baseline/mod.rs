@@ -175,6 +175,17 @@ fn argmin(feasible: &[&str], mut score: impl FnMut(&str) -> f64) -> String {
     best.map(|(o, _)| o.to_string()).unwrap_or_default()
 }
 
+/// The feasible option minimizing (1 − its sampled success) + its cloud
+/// cost; `draws[i]` is option `i`'s sample.
+fn argmin_sampled(feasible: &[&str], draws: &[f64]) -> String {
+    let mut i = 0;
+    argmin(feasible, |o| {
+        let v = 1.0 - draws[i] + cost(o);
+        i += 1;
+        v
+    })
+}
+
 /// Successes and attempts per (source, archetype).
 #[derive(Debug, Clone, Default)]
 struct Tally(BTreeMap<(String, String), (u64, u64)>);
@@ -272,12 +283,7 @@ impl Chooser for FlatThompson {
                 self.rng.beta(1.0 + s as f64, 1.0 + (n - s) as f64)
             })
             .collect();
-        let mut i = 0;
-        argmin(feasible, |o| {
-            let v = 1.0 - draws[i] + cost(o);
-            i += 1;
-            v
-        })
+        argmin_sampled(feasible, &draws)
     }
 
     fn observe(&mut self, source: &str, _: &str, archetype: &str, ok: bool, _: Option<f64>) {

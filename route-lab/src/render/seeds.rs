@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::plot::{spread, Spreads};
-use super::RenderError;
+use super::{esc, RenderError};
 use crate::seeds::{AdapterCheck, Better, Cell, Row, SeedsSummary};
 
 /// Decimal places for a set of values shown together: none when all are
@@ -179,12 +179,6 @@ pub fn render_seeds_markdown(s: &SeedsSummary) -> String {
         let _ = writeln!(out, "{}", markdown_row(r));
     }
     out
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 /// The page of a run over seeds: the table, the adapter check, and one
