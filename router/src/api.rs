@@ -339,6 +339,11 @@ pub struct ErrorBody {
     pub error: String,
     /// A sentence for humans.
     pub message: String,
+    /// [`ApiError::retry_after_s`] to the millisecond and beyond (the
+    /// `Retry-After` header rounds it up to whole seconds); absent where
+    /// the refusal gives no hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_s: Option<f64>,
 }
 
 impl From<&ApiError> for ErrorBody {
@@ -346,7 +351,41 @@ impl From<&ApiError> for ErrorBody {
         ErrorBody {
             error: e.kind().to_string(),
             message: e.to_string(),
+            retry_after_s: e.retry_after_s(),
         }
+    }
+}
+
+impl ErrorBody {
+    /// The refusal this body answers, as a client reads it back: the kind
+    /// and the retry hint round-trip exactly; a text payload (the device,
+    /// the field, the reason) is the body's `message`, a number the body
+    /// does not carry reads 0. `None` for a kind this version does not know.
+    pub fn to_error(&self) -> Option<ApiError> {
+        let m = || self.message.clone();
+        let wait = self.retry_after_s.unwrap_or(0.0);
+        Some(match self.error.as_str() {
+            "malformed" => ApiError::Malformed(m()),
+            "unknown_field" => ApiError::UnknownField(m()),
+            "too_large" => ApiError::TooLarge(0),
+            "unsupported_media_type" => ApiError::UnsupportedMediaType(m()),
+            "method_not_allowed" => ApiError::MethodNotAllowed(m()),
+            "bad_value" => ApiError::bad("", m()),
+            "unauthorized" => ApiError::Unauthorized(m()),
+            "forbidden" => ApiError::Forbidden(m(), String::new()),
+            "unknown_archetype" => ApiError::UnknownArchetype(m()),
+            "unknown_device" => ApiError::UnknownDevice(m()),
+            "unknown_lease" => ApiError::UnknownLease,
+            "lease_expired" => ApiError::LeaseExpired(0.0),
+            "unknown_item" => ApiError::UnknownItem,
+            "replayed" => ApiError::Replayed,
+            "rate_limited" => ApiError::RateLimited(wait),
+            "registration_limited" => ApiError::RegistrationLimited(m(), wait),
+            "discovery_limited" => ApiError::DiscoveryLimited(0),
+            "store_unavailable" => ApiError::Store(m()),
+            "overloaded" => ApiError::Overloaded(0, wait),
+            _ => return None,
+        })
     }
 }
 
@@ -389,7 +428,7 @@ mod tests {
             (ApiError::LeaseExpired(1.0), "lease_expired", 410),
             (ApiError::UnknownItem, "unknown_item", 404),
             (ApiError::Replayed, "replayed", 409),
-            (ApiError::RateLimited(1.0), "rate_limited", 429),
+            (ApiError::RateLimited(0.123_456_789), "rate_limited", 429),
             (
                 ApiError::RegistrationLimited("source address".into(), 1.0),
                 "registration_limited",
@@ -406,6 +445,12 @@ mod tests {
             let body = ErrorBody::from(e);
             assert_eq!(body.error, *kind);
             assert!(!body.message.is_empty());
+            // A client reads the kind and the exact hint back.
+            let wire: ErrorBody =
+                serde_json::from_str(&serde_json::to_string(&body).unwrap()).unwrap();
+            let back = wire.to_error().expect("a known kind");
+            assert_eq!(back.kind(), *kind);
+            assert_eq!(back.retry_after_s(), e.retry_after_s(), "{e:?}");
         }
         // A new variant must get a row: this match fails to compile without one.
         for (e, _, _) in &rows {
@@ -432,6 +477,12 @@ mod tests {
             }
         }
         assert_eq!(rows.len(), 19);
+        let unknown = ErrorBody {
+            error: "from_a_later_version".into(),
+            message: "x".into(),
+            retry_after_s: None,
+        };
+        assert_eq!(unknown.to_error(), None);
         // Retry-After where the refusal knows when to come back.
         for (e, kind, _) in &rows {
             let hinted = ["rate_limited", "registration_limited", "overloaded"].contains(kind);

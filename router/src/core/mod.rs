@@ -24,6 +24,7 @@ mod fold;
 mod identity_tests;
 mod lease;
 pub mod limits;
+mod records;
 mod refill;
 pub mod reports;
 mod retention;
@@ -55,6 +56,7 @@ use routing::policy::Tier;
 use routing::prices::Pool;
 use routing::trust::Clusters;
 
+pub use records::{DeviceView, TargetView};
 pub use view::{ArchetypeView, CellView, FieldView, SourceView, ViewTables};
 
 use crate::api::ApiError;

@@ -73,6 +73,13 @@ pub struct FieldView {
     pub sources: Vec<SourceView>,
     /// Price λ per pool.
     pub prices: BTreeMap<String, f64>,
+    /// Start of the current price window, seconds (`ROUTING.md` §3 Prices).
+    #[serde(default)]
+    pub window_start_s: f64,
+    /// Each pool's use so far in the current price window, in the pool's
+    /// unit (a capped pool's cap is in the same unit).
+    #[serde(default)]
+    pub window_usage: BTreeMap<String, f64>,
     /// Population by archetype.
     pub population: Vec<ArchetypeView>,
     /// Drift: outcomes fed and confirmations.
@@ -165,6 +172,8 @@ impl Router {
             temperature: self.d.temperature,
             sources,
             prices: self.prices(),
+            window_start_s: self.d.window_start_s,
+            window_usage: self.d.usage.clone(),
             population,
             drift_observations: self.d.drift.observations(),
             drift_confirmations: self.d.drift.confirmations(),

@@ -38,13 +38,45 @@ pub struct ManualClock {
     bits: AtomicU64,
 }
 
-/// The body of `POST /v1/clock`: how far to move the clock, seconds, in
-/// `[0, 86400]` (0 runs a tick without moving the clock).
+/// The body of `POST /v1/clock`: exactly one of `advance_s` (seconds to
+/// add, in `[0, 86400]`; 0 runs a tick without moving the clock) and
+/// `to_s` (the time to move to, seconds: not before the clock's reading,
+/// at most 86,400 s after it), and whether to run one tick at the new time
+/// (`tick`, default true). A replay that stamps each request with its own
+/// time moves the clock with `tick: false` before the request and ticks
+/// only where its own schedule ticks.
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdvanceRequest {
     /// Seconds to add.
-    pub advance_s: f64,
+    #[serde(default)]
+    pub advance_s: Option<f64>,
+    /// The time to move to, seconds.
+    #[serde(default)]
+    pub to_s: Option<f64>,
+    /// Whether a tick runs at the new time.
+    #[serde(default = "tick_by_default")]
+    pub tick: bool,
+}
+
+fn tick_by_default() -> bool {
+    true
+}
+
+impl AdvanceRequest {
+    /// Moves `clock` as asked and returns the new time. Errors
+    /// ([`ApiError::BadValue`], nothing moved): neither or both of
+    /// `advance_s` and `to_s`; a step out of range.
+    pub fn apply(&self, clock: &ManualClock) -> Result<f64, ApiError> {
+        match (self.advance_s, self.to_s) {
+            (Some(s), None) => clock.advance(s),
+            (None, Some(t)) => clock.move_to(t),
+            _ => Err(ApiError::bad(
+                "advance_s",
+                "give exactly one of advance_s and to_s",
+            )),
+        }
+    }
 }
 
 /// The answer of `POST /v1/clock`.
@@ -92,6 +124,28 @@ impl ManualClock {
         }
     }
 
+    /// Moves the clock to `t` seconds and returns it. Errors
+    /// ([`ApiError::BadValue`], nothing moved): `t` is not finite, before
+    /// the clock's reading, or more than [`MAX_ADVANCE_S`] after it.
+    pub fn move_to(&self, t: f64) -> Result<f64, ApiError> {
+        let cur = self.bits.load(Ordering::Acquire);
+        let now = f64::from_bits(cur);
+        if !(t.is_finite() && t >= now && t - now <= MAX_ADVANCE_S) {
+            return Err(ApiError::bad(
+                "to_s",
+                format!("must be in [{now}, {now} + 86400] seconds: the clock never goes back"),
+            ));
+        }
+        match self
+            .bits
+            .compare_exchange(cur, t.to_bits(), Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(t),
+            // Another step moved it meanwhile: judge `t` against that.
+            Err(_) => self.move_to(t),
+        }
+    }
+
     /// This clock as the router's [`Clock`].
     pub fn clock(self: &Arc<Self>) -> Clock {
         let me = self.clone();
@@ -117,5 +171,30 @@ mod tests {
             assert_eq!(c(), 100.25, "a refused step moves nothing");
         }
         assert!(ManualClock::new(-1.0).is_err() && ManualClock::new(f64::NAN).is_err());
+    }
+
+    #[test]
+    fn a_step_moves_to_a_time_exactly_and_never_back() {
+        let m = ManualClock::new(10.0).unwrap();
+        let step = |body: &str| serde_json::from_str::<AdvanceRequest>(body).unwrap();
+        // 0.1 + 0.2 by addition is not 0.3; moving to it is.
+        assert_eq!(
+            step(r#"{"to_s": 10.3, "tick": false}"#).apply(&m).unwrap(),
+            10.3
+        );
+        assert_eq!(m.now(), 10.3);
+        assert!(!step(r#"{"to_s": 11, "tick": false}"#).tick);
+        assert!(step(r#"{"advance_s": 1}"#).tick, "a step ticks by default");
+        for bad in [
+            r#"{"to_s": 10.29}"#,
+            r#"{"to_s": 86410.31}"#,
+            r#"{}"#,
+            r#"{"advance_s": 1, "to_s": 12}"#,
+        ] {
+            let e = step(bad).apply(&m).unwrap_err();
+            assert_eq!(e.kind(), "bad_value", "{bad}");
+            assert_eq!(m.now(), 10.3, "a refused step moves nothing: {bad}");
+        }
+        assert!(serde_json::from_str::<AdvanceRequest>(r#"{"to_s": 1, "ticks": 2}"#).is_err());
     }
 }

@@ -26,6 +26,7 @@ mod deposit;
 pub mod event_log;
 pub mod listener;
 mod long_poll;
+mod records;
 
 pub use clock::{wall_clock, Clock, ManualClock};
 use deposit::{deposit, writer, WriterJob};
@@ -248,6 +249,8 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .route("/v1/deposit", post(deposit))
         .route("/v1/protest", post(protest))
         .route("/v1/field", get(field))
+        .route("/v1/device", get(records::device))
+        .route("/v1/target", get(records::target))
         .route("/v1/facts", get(facts_get).put(facts_put))
         .route("/metrics", get(metrics))
         .route("/v1/clock", post(clock_advance))
@@ -276,6 +279,7 @@ async fn not_found() -> Response {
     let body = ErrorBody {
         error: "not_found".into(),
         message: "no such endpoint".into(),
+        retry_after_s: None,
     };
     (StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
@@ -309,7 +313,7 @@ fn declares_json(headers: &HeaderMap) -> Result<(), ApiError> {
 async fn method_not_allowed(State(s): State<Arc<Shell>>, req: Request) -> Response {
     let allowed = match req.uri().path() {
         "/v1/facts" => "GET, PUT",
-        "/" | "/v1/field" | "/metrics" => "GET",
+        "/" | "/v1/field" | "/v1/device" | "/v1/target" | "/metrics" => "GET",
         _ => "POST",
     };
     let e = ApiError::MethodNotAllowed(allowed.into());
@@ -481,8 +485,8 @@ async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         .into_response()
 }
 
-/// `POST /v1/clock` (operator): advances the manual clock and runs one
-/// tick at the new time. On the wall clock the endpoint does not exist
+/// `POST /v1/clock` (operator): advances the manual clock (by `advance_s`,
+/// or to `to_s`) and runs one tick at the new time unless `tick` is false. On the wall clock the endpoint does not exist
 /// (404 `not_found`, as any unknown path).
 async fn clock_advance(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Request) -> Response {
     let Some(manual) = s.manual.clone() else {
@@ -495,7 +499,7 @@ async fn clock_advance(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Req
         Ok(step) => step,
         Err(resp) => return resp,
     };
-    let now_s = match manual.advance(step.advance_s) {
+    let now_s = match step.apply(&manual) {
         Ok(t) => t,
         Err(e) => {
             s.router.lock().refused(&e);
@@ -503,9 +507,10 @@ async fn clock_advance(State(s): State<Arc<Shell>>, headers: HeaderMap, req: Req
         }
     };
     let ticker = s.clone();
-    if tokio::task::spawn_blocking(move || ticker.tick())
-        .await
-        .is_err()
+    if step.tick
+        && tokio::task::spawn_blocking(move || ticker.tick())
+            .await
+            .is_err()
     {
         return error(&ApiError::Store("the tick's worker failed".into()));
     }
