@@ -61,6 +61,23 @@ fn the_operator_reads_one_device_and_one_target() {
     let (_, v) = r.send("GET", "/v1/device?id=dev-a", "", true);
     assert_eq!(v["deposits"], 1, "{v}");
 
+    // The settled rows a page at a time: three targets, one per page.
+    let (s, v) = r.get("/v1/settled");
+    assert_eq!((s, v["error"].as_str()), (401, Some("unauthorized")), "{v}");
+    let mut after = String::new();
+    for want in ["ad-0", "ad-1"] {
+        let (s, v) = r.send("GET", &format!("/v1/settled?limit=1{after}"), "", true);
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["next_after"].as_str(), Some(want), "{v}");
+        after = format!("&after={want}");
+    }
+    let (_, v) = r.send("GET", &format!("/v1/settled?limit=1{after}"), "", true);
+    assert!(v["next_after"].is_null(), "the walk ends: {v}");
+    assert!(
+        v["rows"].as_array().unwrap().is_empty(),
+        "one observation settles nothing: {v}"
+    );
+
     // Unknown records are 404 not_found; a bad query is a typed 400.
     for path in ["/v1/device?id=nobody", "/v1/target?name=nothing"] {
         let (s, v) = r.send("GET", path, "", true);
@@ -74,6 +91,7 @@ fn the_operator_reads_one_device_and_one_target() {
         ("/v1/device", "malformed"),
         ("/v1/device?id=dev-a&x=1", "unknown_field"),
         ("/v1/target?id=x", "unknown_field"),
+        ("/v1/settled?limit=many", "malformed"),
     ] {
         let (s, v) = r.send("GET", path, "", true);
         assert_eq!((s, v["error"].as_str()), (400, Some(kind)), "{path}: {v}");

@@ -56,7 +56,9 @@ use routing::policy::Tier;
 use routing::prices::Pool;
 use routing::trust::Clusters;
 
-pub use records::{DeviceView, TargetView};
+pub use records::{
+    settled_page, DeviceView, SettledPage, SettledRow, TargetView, SETTLED_PAGE_MAX,
+};
 pub use view::{ArchetypeView, CellView, FieldView, SourceView, ViewTables};
 
 use crate::api::ApiError;

@@ -1,8 +1,10 @@
-//! The operator's reads of one record: a device's identity and earned
-//! trust (`GET /v1/device?id=…`) and a target's verification and schedule
-//! (`GET /v1/target?name=…`). Unlike `GET /v1/field` these name a device,
-//! so routerd answers them to the operator key only. They copy a handful
-//! of fields under the router's lock and never walk a table.
+//! The operator's reads of records: a device's identity and earned trust
+//! (`GET /v1/device?id=…`), a target's verification and schedule
+//! (`GET /v1/target?name=…`), and the settled rows a page at a time
+//! (`GET /v1/settled?after=…&limit=…`). Unlike `GET /v1/field` these name
+//! devices and content, so routerd answers them to the operator key only.
+//! The first two copy a handful of fields under the router's lock; a page
+//! walks an O(1) clone of the targets table outside it.
 //! Source: `ROUTING.md` §3 Trust and Verification, §4 (the operator's surface).
 
 use serde::{Deserialize, Serialize};
@@ -53,7 +55,74 @@ pub struct TargetView {
     pub due_s: f64,
 }
 
+/// Most targets one page of `GET /v1/settled` walks.
+pub const SETTLED_PAGE_MAX: usize = 10_000;
+
+/// One settled row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettledRow {
+    /// Target.
+    pub target: String,
+    /// Its settled content hash.
+    pub hash: String,
+}
+
+/// The body of `GET /v1/settled`: the settled rows among up to `limit`
+/// targets after `after` in name order, and where the next page starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettledPage {
+    /// Settled rows, in target name order.
+    pub rows: Vec<SettledRow>,
+    /// The last target this page walked, to pass as `after`; `None` when
+    /// the walk reached the end.
+    pub next_after: Option<String>,
+}
+
+/// The settled rows among the first `limit` targets (clamped to
+/// 1..=[`SETTLED_PAGE_MAX`]) whose names sort after `after` (all when
+/// `None`), walking `targets` (a clone taken from [`Router::targets_table`]).
+pub fn settled_page(
+    targets: &imbl::OrdMap<String, super::state::TargetRec>,
+    after: Option<&str>,
+    limit: usize,
+) -> SettledPage {
+    use std::ops::Bound;
+    let limit = limit.clamp(1, SETTLED_PAGE_MAX);
+    let lower = match after {
+        Some(a) => Bound::Excluded(a.to_string()),
+        None => Bound::Unbounded,
+    };
+    let mut rows = Vec::new();
+    let mut walked = 0;
+    let mut last = None;
+    for (name, t) in targets.range((lower, Bound::Unbounded)) {
+        if walked == limit {
+            return SettledPage {
+                rows,
+                next_after: last,
+            };
+        }
+        walked += 1;
+        if let Some(h) = t.verification.settled() {
+            rows.push(SettledRow {
+                target: name.clone(),
+                hash: h.to_string(),
+            });
+        }
+        last = Some(name.clone());
+    }
+    SettledPage {
+        rows,
+        next_after: None,
+    }
+}
+
 impl Router {
+    /// The targets table as an O(1) clone, for [`settled_page`] outside the lock.
+    pub fn targets_table(&self) -> imbl::OrdMap<String, super::state::TargetRec> {
+        self.d.targets.clone()
+    }
+
     /// The operator's view of device `id`; `None` when no such identity is kept.
     pub fn device_view(&self, id: &str) -> Option<DeviceView> {
         let d = self.d.devices.get(id)?;
@@ -82,5 +151,68 @@ impl Router {
             last_attempt_s: t.last_attempt_s,
             due_s: t.due_s,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::state::TargetRec;
+    use routing::verify::Verification;
+
+    fn rec(settled: Option<&str>) -> TargetRec {
+        let mut verification = Verification::new();
+        if let Some(h) = settled {
+            verification.settle_inferred(h).unwrap();
+        }
+        TargetRec {
+            source: "s".into(),
+            listing: false,
+            observations: vec![],
+            verification,
+            last_attempt_s: None,
+            due_s: 0.0,
+            churn: Default::default(),
+        }
+    }
+
+    /// Pages walk every target once, in name order, and return exactly the settled rows.
+    #[test]
+    fn pages_walk_every_target_once_and_return_the_settled_rows() {
+        let mut t = imbl::OrdMap::new();
+        for i in 0..7 {
+            let h = format!("h{i}");
+            t.insert(format!("t{i}"), rec((i % 3 == 0).then_some(h.as_str())));
+        }
+        let want: Vec<SettledRow> = [0, 3, 6]
+            .iter()
+            .map(|i| SettledRow {
+                target: format!("t{i}"),
+                hash: format!("h{i}"),
+            })
+            .collect();
+        for limit in [0, 1, 2, 3, 7, 8, usize::MAX] {
+            let (mut rows, mut after, mut pages) = (Vec::new(), None::<String>, 0);
+            loop {
+                let p = settled_page(&t, after.as_deref(), limit);
+                rows.extend(p.rows);
+                pages += 1;
+                match p.next_after {
+                    Some(a) => after = Some(a),
+                    None => break,
+                }
+                assert!(pages <= 7, "limit {limit} never ends");
+            }
+            assert_eq!(rows, want, "limit {limit}");
+            assert_eq!(
+                pages,
+                7usize.div_ceil(limit.clamp(1, SETTLED_PAGE_MAX)),
+                "limit {limit}"
+            );
+        }
+        let empty = settled_page(&imbl::OrdMap::new(), None, 10);
+        assert_eq!((empty.rows.len(), empty.next_after), (0, None));
+        let past = settled_page(&t, Some("zzz"), 10);
+        assert_eq!((past.rows.len(), past.next_after), (0, None));
     }
 }

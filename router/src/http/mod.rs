@@ -251,6 +251,7 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .route("/v1/field", get(field))
         .route("/v1/device", get(records::device))
         .route("/v1/target", get(records::target))
+        .route("/v1/settled", get(records::settled))
         .route("/v1/facts", get(facts_get).put(facts_put))
         .route("/metrics", get(metrics))
         .route("/v1/clock", post(clock_advance))
@@ -313,7 +314,7 @@ fn declares_json(headers: &HeaderMap) -> Result<(), ApiError> {
 async fn method_not_allowed(State(s): State<Arc<Shell>>, req: Request) -> Response {
     let allowed = match req.uri().path() {
         "/v1/facts" => "GET, PUT",
-        "/" | "/v1/field" | "/v1/device" | "/v1/target" | "/metrics" => "GET",
+        "/" | "/v1/field" | "/v1/device" | "/v1/target" | "/v1/settled" | "/metrics" => "GET",
         _ => "POST",
     };
     let e = ApiError::MethodNotAllowed(allowed.into());

@@ -1,8 +1,12 @@
-//! `GET /v1/device?id=…` and `GET /v1/target?name=…` (operator key): one
-//! device's or one target's record ([`crate::core::DeviceView`],
-//! [`crate::core::TargetView`]). An unknown id or name answers 404
-//! `not_found`; a query that is not exactly the one parameter answers 400
-//! `malformed` or `unknown_field`, counted as refusals like any other.
+//! `GET /v1/device?id=…`, `GET /v1/target?name=…` and `GET
+//! /v1/settled?after=…&limit=…` (operator key): one device's or one
+//! target's record ([`crate::core::DeviceView`],
+//! [`crate::core::TargetView`]), and the settled rows a page at a time
+//! ([`crate::core::SettledPage`], `limit` default and most
+//! [`crate::core::SETTLED_PAGE_MAX`]). An unknown id or name answers 404
+//! `not_found`; a query with a missing, unknown or malformed parameter
+//! answers 400 `malformed` or `unknown_field`, counted as refusals like
+//! any other.
 
 use std::sync::Arc;
 
@@ -14,12 +18,21 @@ use serde::Deserialize;
 
 use super::{error, ok, operator, Shell};
 use crate::api::{ApiError, ErrorBody};
+use crate::core::{settled_page, SETTLED_PAGE_MAX};
 
 /// The query of `GET /v1/device`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct DeviceQuery {
     id: String,
+}
+
+/// The query of `GET /v1/settled`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct SettledQuery {
+    after: Option<String>,
+    limit: Option<usize>,
 }
 
 /// The query of `GET /v1/target`.
@@ -85,5 +98,28 @@ pub(super) async fn target(
     match view {
         Some(v) => ok(v),
         None => absent("target", &q.name),
+    }
+}
+
+pub(super) async fn settled(
+    State(s): State<Arc<Shell>>,
+    headers: HeaderMap,
+    q: Result<Query<SettledQuery>, QueryRejection>,
+) -> Response {
+    if let Err(r) = operator(&s, &headers) {
+        return r;
+    }
+    let q = match q {
+        Ok(Query(q)) => q,
+        Err(r) => return refused(&s, r),
+    };
+    let targets = s.router.lock().targets_table();
+    let limit = q.limit.unwrap_or(SETTLED_PAGE_MAX);
+    let page =
+        tokio::task::spawn_blocking(move || settled_page(&targets, q.after.as_deref(), limit))
+            .await;
+    match page {
+        Ok(p) => ok(p),
+        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
     }
 }
