@@ -2,7 +2,8 @@
 # Runs the router's store suite and HTTP tests against a real PostgreSQL
 # server started here (Debian's postgresql server binaries: initdb + pg_ctl
 # as the postgres user, in a throwaway directory, on a free loopback port),
-# with ROUTER_TEST_PG pointing at it, so no PostgreSQL test can skip. Fails
+# with ROUTER_TEST_PG pointing at it, so no PostgreSQL test can skip, then
+# the routing lab against routerd on it (ci/route-http.sh). Fails
 # when no server binary exists. The cluster is stopped and removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,7 @@ ROUTER_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres" \
   cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/))'
 # (--workspace, as the README's test command: the test binaries it built
 # are reused; `-p router` alone resolves other features and rebuilds.)
+# The routing lab against routerd on this server, compared with the run in
+# process (needs the lab and routerd built: ci/lab-build.sh, as .ci/run does
+# before this step).
+ci/route-http.sh "postgres://postgres@127.0.0.1:$port/postgres"

@@ -18,6 +18,7 @@
 //! - [`ledger`]: trust moves tagged with the world's truth (the adapter
 //!   bug's accounting);
 //! - [`driver`]: one contender's run;
+//! - [`service`]: the router as a service, `routerd` over loopback HTTP;
 //! - [`report`]: the figures;
 //! - [`stats`] and [`seeds`]: figures over several seeds, and the
 //!   `adapter-bug` check against its control;
@@ -37,6 +38,7 @@ pub mod report;
 pub mod rng;
 pub mod scenario;
 pub mod seeds;
+pub mod service;
 pub mod stats;
 pub mod store;
 pub mod world;
@@ -44,6 +46,7 @@ pub mod world;
 pub use baseline::Contender;
 pub use report::{ContenderReport, SimReport};
 pub use scenario::{Scenario, SimSpec};
+pub use service::ServiceSpec;
 pub use world::World;
 
 use world::ARCHETYPES;
@@ -60,6 +63,9 @@ pub enum SimError {
     /// The router refused to open, a fact, or a tick failed.
     #[error("router: {0}")]
     Router(String),
+    /// routerd did not start, or stopped answering ([`service`]).
+    #[error("routerd: {0}")]
+    Service(String),
     /// A world file refused ([`plan::PlanError`], naming the key).
     #[error(transparent)]
     World(#[from] plan::PlanError),
@@ -84,6 +90,77 @@ pub fn simulate(
     contenders: &[Contender],
     progress: &(dyn Fn(usize, f64) + Sync),
 ) -> Result<SimReport, SimError> {
+    simulate_over(spec, contenders, &Transport::InProcess, progress)
+}
+
+/// Where the router runs in a simulation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// In this process, called directly on the simulated clock.
+    #[default]
+    InProcess,
+    /// A `routerd` per run, over loopback HTTP on its manual clock
+    /// ([`service`]); only [`Contender::Router`] runs this way.
+    Service(service::ServiceSpec),
+}
+
+impl Transport {
+    /// How reports name it: `in-process`, `routerd over HTTP (sqlite)` or
+    /// `routerd over HTTP (postgres)`.
+    pub fn label(&self) -> String {
+        match self {
+            Transport::InProcess => "in-process".into(),
+            Transport::Service(s) => format!("routerd over HTTP ({})", s.store_name()),
+        }
+    }
+}
+
+/// One run: `contender` on `world`, over `transport` (run `tag` names its
+/// routerd's data directory and schema).
+fn run_one(
+    world: &World,
+    contender: Contender,
+    transport: &Transport,
+    tag: usize,
+    progress: impl FnMut(f64),
+) -> Result<ContenderReport, SimError> {
+    let driver = match transport {
+        Transport::InProcess => driver::Driver::new(world, contender)?,
+        Transport::Service(spec) => {
+            if world.devices.len() > service::MAX_DEVICES {
+                return Err(SimError::BadSpec(format!(
+                    "over routerd at most {} devices (one loopback network each), not {}",
+                    service::MAX_DEVICES,
+                    world.devices.len()
+                )));
+            }
+            let port = driver::port::Port::Service(Box::new(service::Service::start(spec, tag)?));
+            driver::Driver::with_port(world, contender, port)?
+        }
+    };
+    driver.run(progress)
+}
+
+/// [`simulate`] over `transport`: in process, or each run against a
+/// `routerd` of its own ([`Transport::Service`]; then only the router).
+/// Errors: as [`simulate`], and [`SimError::BadSpec`] for another
+/// contender or too many devices over routerd, [`SimError::Service`] when
+/// routerd does not start or stops answering.
+pub fn simulate_over(
+    spec: &SimSpec,
+    contenders: &[Contender],
+    transport: &Transport,
+    progress: &(dyn Fn(usize, f64) + Sync),
+) -> Result<SimReport, SimError> {
+    if let (Transport::Service(_), Some(c)) = (
+        transport,
+        contenders.iter().find(|c| **c != Contender::Router),
+    ) {
+        return Err(SimError::BadSpec(format!(
+            "over routerd only the router runs, not {}: routerd serves its own model",
+            c.name()
+        )));
+    }
     let world = World::build(spec)?;
     let plan = spec.plan()?;
     // Built only when it runs: a clone of the world is not free at 100,000 devices.
@@ -108,8 +185,7 @@ pub fn simulate(
                 .iter()
                 .map(|&(i, c, world)| {
                     scope.spawn(move || {
-                        let r =
-                            driver::Driver::new(world, c).and_then(|d| d.run(|t| progress(i, t)));
+                        let r = run_one(world, c, transport, i, |t| progress(i, t));
                         (i, r)
                     })
                 })
@@ -152,6 +228,7 @@ pub fn simulate(
         world: world_summary(&world),
         contenders: reports,
         control,
+        transport: transport.label(),
     })
 }
 

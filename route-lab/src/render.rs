@@ -32,13 +32,29 @@ fn opt(v: Option<f64>, digits: usize) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// Where the router ran, for the headers (`in-process` when the report
+/// predates the field).
+fn transport(r: &SimReport) -> &str {
+    if r.transport.is_empty() {
+        "in-process"
+    } else {
+        &r.transport
+    }
+}
+
 /// The per-contender table of one run, as plain text.
 pub fn render_table(r: &SimReport) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "scenario {} · seed {} · {} devices · {} h · tick {} s\n{}",
-        r.scenario, r.seed, r.devices, r.hours, r.tick_s, r.description
+        "scenario {} · seed {} · {} devices · {} h · tick {} s · router {}\n{}",
+        r.scenario,
+        r.seed,
+        r.devices,
+        r.hours,
+        r.tick_s,
+        transport(r),
+        r.description
     );
     let _ = writeln!(
         out,
@@ -397,10 +413,11 @@ pub fn render_html(r: &SimReport) -> Result<String, RenderError> {
     let mut html = String::new();
     let _ = write!(
         html,
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: {sc}</title>\n<style>body{{font-family:sans-serif;margin:24px;max-width:1060px}}pre{{background:#f6f6f6;padding:12px;overflow-x:auto;font-size:13px}}h2{{margin-top:32px}}svg{{max-width:100%;height:auto}}</style></head><body>\n<h1>Routing lab: {sc}</h1>\n<p>{desc}. Seed {seed}, {dev} devices, {hours} simulated hours, router tick {tick} s. World: {src} sources, {tg} targets, {liars} liars, politeness capacity {pr:.1} grants/s. The shaded span is the scenario's event.</p>\n<h2>Summary</h2><pre>{table}</pre>\n",
+        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>routing lab: {sc}</title>\n<style>body{{font-family:sans-serif;margin:24px;max-width:1060px}}pre{{background:#f6f6f6;padding:12px;overflow-x:auto;font-size:13px}}h2{{margin-top:32px}}svg{{max-width:100%;height:auto}}</style></head><body>\n<h1>Routing lab: {sc}</h1>\n<p>{desc}. Seed {seed}, {dev} devices, {hours} simulated hours, router tick {tick} s, router {transport}. World: {src} sources, {tg} targets, {liars} liars, politeness capacity {pr:.1} grants/s. The shaded span is the scenario's event.</p>\n<h2>Summary</h2><pre>{table}</pre>\n",
         sc = esc(&r.scenario),
         desc = esc(&r.description),
         seed = r.seed,
+        transport = esc(transport(r)),
         dev = r.devices,
         hours = r.hours,
         tick = r.tick_s,

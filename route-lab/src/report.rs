@@ -37,6 +37,10 @@ pub struct SimReport {
     /// was not lowered by the bug.
     #[serde(default)]
     pub control: Option<EventFigures>,
+    /// Where the router ran: `in-process`, or `routerd over HTTP (sqlite)`
+    /// / `(postgres)` ([`crate::Transport::label`]).
+    #[serde(default)]
+    pub transport: String,
 }
 
 /// The world in numbers.

@@ -22,11 +22,11 @@ impl<'w> Driver<'w> {
                 .map(|c| c.to_string())
                 .collect(),
             adapter_version: self.devs[d].version.to_string(),
-            registration_token: self.router.config().registration_token.clone(),
+            registration_token: self.port.registration_token(),
             device_secret: self.devs[d].secret.clone(),
         };
         let t0 = Instant::now();
-        let r = self.router.register(&req, t);
+        let r = self.port.register(d, &req, t);
         self.acc.timing.router_s += t0.elapsed().as_secs_f64();
         match r {
             Ok(resp) => self.devs[d].secret = Some(resp.device_secret),
@@ -94,7 +94,7 @@ impl<'w> Driver<'w> {
             self.devs[d].poll_until = Some(t + LONG_POLL_S);
         }
         let t0 = Instant::now();
-        let r = self.router.lease(&req, t);
+        let r = self.port.lease(&req, t);
         let el = t0.elapsed();
         self.acc.timing.router_s += el.as_secs_f64();
         self.acc.timing.lease_s += el.as_secs_f64();

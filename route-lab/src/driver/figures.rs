@@ -104,7 +104,7 @@ impl Driver<'_> {
     pub(super) fn snapshot_trust(&mut self) {
         let mut known = Vec::new();
         for (d, dev) in self.world.devices.iter().enumerate() {
-            if let Some(tau) = self.router.trust(&dev.id) {
+            if let Some(tau) = self.port.trust(&dev.id) {
                 self.acc.trust_at_bug.insert(dev.id.clone(), tau);
                 known.push((d, tau));
             }
@@ -126,7 +126,7 @@ impl Driver<'_> {
         let l = self.ledger.as_mut()?;
         let (o, hash, kind) = l.other(target, d).map(|(o, h, k)| (o, h.to_string(), k))?;
         for x in [d, o] {
-            if let Some(tau) = self.router.trust(&self.world.devices[x].id) {
+            if let Some(tau) = self.port.trust(&self.world.devices[x].id) {
                 l.sync(x, tau, t);
             }
         }
@@ -151,7 +151,7 @@ impl Driver<'_> {
         if let Some((o, other_hash, other_kind)) = compared {
             let cause = Cause::of(kind, other_kind, other_hash == hash);
             for x in [d, o] {
-                if let Some(tau) = self.router.trust(&self.world.devices[x].id) {
+                if let Some(tau) = self.port.trust(&self.world.devices[x].id) {
                     l.moved(x, tau, cause, t);
                 }
             }
@@ -162,11 +162,12 @@ impl Driver<'_> {
     pub(super) fn sample(&mut self, t: f64) {
         let w = self.world;
         let (mut settled, mut correct, mut fresh) = (0usize, 0usize, 0usize);
+        let rows = self.port.settled_rows();
         for (k, target) in w.targets.iter().enumerate() {
             if !self.arrived[target.source] {
                 continue;
             }
-            if let Some(h) = self.router.settled(&target.name) {
+            if let Some(h) = rows.get(&target.name).map(String::as_str) {
                 settled += 1;
                 if w.genuine(k, h, t) {
                     correct += 1;
@@ -198,7 +199,7 @@ impl Driver<'_> {
             correct_fraction: frac(correct),
             fresh_fraction: frac(fresh),
             settled,
-            prices: self.router.prices(),
+            prices: self.port.prices(),
             online: ARCHETYPES
                 .iter()
                 .enumerate()
@@ -243,13 +244,13 @@ impl Driver<'_> {
             work: std::mem::take(&mut self.acc.work),
             event: ev,
             series: std::mem::take(&mut self.acc.series),
-            events: self.router.counters().events.clone(),
+            events: self.port.event_counts(),
             timing,
         }
     }
 
     /// Trust of honest and lying devices with enough deposits, and their histogram.
-    fn trust_figures(&self) -> (Vec<f64>, Vec<f64>, TrustHistogram) {
+    fn trust_figures(&mut self) -> (Vec<f64>, Vec<f64>, TrustHistogram) {
         let (mut honest, mut liars) = (Vec::new(), Vec::new());
         let mut hist = TrustHistogram {
             honest: vec![0; 20],
@@ -259,7 +260,7 @@ impl Driver<'_> {
             if self.devs[i].deposits < MIN_DEPOSITS_FOR_TRUST {
                 continue;
             }
-            let Some(tau) = self.router.trust(&dev.id) else {
+            let Some(tau) = self.port.trust(&dev.id) else {
                 continue;
             };
             let bin = ((tau * 20.0).floor() as usize).min(19);
@@ -291,7 +292,7 @@ impl Driver<'_> {
                 .map(|d| d.id.as_str())
                 .collect();
             for (id, b) in before {
-                let a = self.router.trust(id).unwrap_or(*b);
+                let a = self.port.trust(id).unwrap_or(*b);
                 if a < b - 1e-9 {
                     lower += 1;
                 }
@@ -308,11 +309,12 @@ impl Driver<'_> {
             ev.mean_trust_before_after = Some((sb / n, sa / n));
             ev.largest_drop = Some(drop);
             if let Some(l) = self.ledger.as_mut() {
-                let router = &self.router;
                 let devices = &w.devices;
+                let trust: Vec<Option<f64>> =
+                    devices.iter().map(|d| self.port.trust(&d.id)).collect();
                 let end = w.spec.end_s();
                 ev.lower_devices = l.lower(
-                    |d| router.trust(&devices[d].id),
+                    |d| trust[d],
                     |d| devices[d].id.clone(),
                     |d| w.online(d, end - 1.0),
                     end,

@@ -24,10 +24,12 @@ use super::SimError;
 
 mod device;
 mod figures;
+pub mod port;
 mod state;
 
 pub use crate::ledger::{Cause, Ledger, Loss, LowerDevice};
 
+use port::Port;
 use state::{DevState, Held, Running, Shadow};
 
 /// Curiosity window of a device's local negative facts, seconds.
@@ -93,7 +95,7 @@ struct Acc {
 pub struct Driver<'w> {
     world: &'w World,
     contender: Contender,
-    router: Router,
+    port: Port,
     heap: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     seq: u64,
     devs: Vec<DevState>,
@@ -124,6 +126,25 @@ impl<'w> Driver<'w> {
             .map_err(|e| SimError::Router(e.to_string()))?;
         router.set_chooser(contender.chooser(world));
         router.set_settler(contender.settler());
+        Self::with_port(world, contender, Port::Local(Box::new(router)))
+    }
+
+    /// A driver for the router on `world` over `port`. Over routerd
+    /// ([`Port::Service`]) only [`Contender::Router`] runs: routerd serves
+    /// its own model, with its own defaults.
+    /// Errors: [`SimError::BadSpec`] for another contender over routerd;
+    /// [`SimError::Router`] when the facts are refused.
+    pub fn with_port(
+        world: &'w World,
+        contender: Contender,
+        port: Port,
+    ) -> Result<Driver<'w>, SimError> {
+        if matches!(port, Port::Service(_)) && contender != Contender::Router {
+            return Err(SimError::BadSpec(format!(
+                "over routerd only the router runs, not {}: routerd serves its own model",
+                contender.name()
+            )));
+        }
         let devs = world
             .devices
             .iter()
@@ -146,7 +167,7 @@ impl<'w> Driver<'w> {
         let mut d = Driver {
             world,
             contender,
-            router,
+            port,
             heap: BinaryHeap::new(),
             seq: 0,
             devs,
@@ -230,9 +251,7 @@ impl<'w> Driver<'w> {
         if facts.sources.is_empty() && !first {
             return Ok(());
         }
-        self.router
-            .put_facts(&facts, t)
-            .map_err(|e| SimError::Router(e.to_string()))?;
+        self.port.put_facts(&facts, t).map_err(SimError::Router)?;
         Ok(())
     }
 
@@ -374,7 +393,7 @@ impl<'w> Driver<'w> {
             reason: "unreachable from here".into(),
         };
         let t0 = Instant::now();
-        let r = self.router.protest(&req, t);
+        let r = self.port.protest(&req, t);
         self.acc.timing.router_s += t0.elapsed().as_secs_f64();
         match r {
             Ok(_) => self.acc.protests += 1,
@@ -424,7 +443,7 @@ impl<'w> Driver<'w> {
         };
         let compared = self.before_comparison(d, run.target, t);
         let t0 = Instant::now();
-        let r = self.router.deposit(&req, t);
+        let r = self.port.deposit(&req, t);
         self.acc.timing.router_s += t0.elapsed().as_secs_f64();
         if let (Ok(_), Some(hash)) = (&r, &req.outcome.content_hash) {
             let kind = w.hash_kind(d, run.target, version);
@@ -449,7 +468,13 @@ impl<'w> Driver<'w> {
     }
 
     fn tick(&mut self, t: f64) -> Result<(), SimError> {
-        let (window_start, usage) = self.router.price_window();
+        // The price window is read only where a pool has a cap to report.
+        let capped = !self.acc.budget.caps.is_empty();
+        let (window_start, usage) = if capped {
+            self.port.price_window()
+        } else {
+            Default::default()
+        };
         let closing: Vec<(String, f64)> = self
             .acc
             .budget
@@ -458,11 +483,8 @@ impl<'w> Driver<'w> {
             .map(|p| (p.clone(), usage.get(p).copied().unwrap_or(0.0)))
             .collect();
         let t0 = Instant::now();
-        let rep = self
-            .router
-            .tick(t)
-            .map_err(|e| SimError::Router(e.to_string()))?;
-        if self.router.price_window().0 != window_start {
+        let queued = self.port.tick(t).map_err(SimError::Router)?;
+        if capped && self.port.price_window().0 != window_start {
             for (pool, used) in closing {
                 self.acc.budget.windows.push((t, pool, used));
             }
@@ -470,21 +492,13 @@ impl<'w> Driver<'w> {
         let el = t0.elapsed().as_secs_f64();
         self.acc.timing.router_s += el;
         self.acc.timing.tick_s += el;
-        self.acc.timing.decisions += rep.queued.values().sum::<usize>() as u64;
-        for ev in self.router.drain_events() {
+        self.acc.timing.decisions += queued;
+        for ev in self.port.drain_events() {
             self.event(ev);
         }
         if let Some((from, to)) = self.world.drought {
             if t >= from && t < to && self.acc.event.browsers_gone_s.is_none() {
-                let live = self
-                    .router
-                    .field_view()
-                    .population
-                    .iter()
-                    .find(|p| p.archetype == ARCHETYPES[BROWSER])
-                    .map(|p| p.live)
-                    .unwrap_or(0);
-                if live == 0 {
+                if self.port.live(ARCHETYPES[BROWSER]) == 0 {
                     self.acc.event.browsers_gone_s = Some(t);
                 }
             }

@@ -15,7 +15,9 @@ use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use route_lab::plan::WorldPlan;
 use route_lab::render::{render_compare, render_html, render_table};
-use route_lab::{control_runs, simulate, Contender, Scenario, SimReport, SimSpec};
+use route_lab::{
+    control_runs, simulate_over, Contender, Scenario, ServiceSpec, SimReport, SimSpec, Transport,
+};
 
 use crate::cmd::bounds::BoundError;
 
@@ -78,6 +80,19 @@ pub struct WorldArgs {
     /// Show no progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Run the router as the service: a routerd per run on loopback, driven
+    /// over HTTP in lockstep on its manual clock (only the router runs;
+    /// docs/routing-lab.md, "The service end to end").
+    #[arg(long)]
+    pub http: bool,
+    /// With --http: routerd's store, a postgres:// URL (a fresh schema per
+    /// run; default SQLite in a fresh temporary directory).
+    #[arg(long, value_name = "URL", requires = "http")]
+    pub store: Option<String>,
+    /// With --http: the routerd binary (default: next to fleet-lab, as
+    /// `cargo build --release -p router` puts it).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    pub routerd: Option<PathBuf>,
 }
 
 impl WorldArgs {
@@ -88,8 +103,26 @@ impl WorldArgs {
         s
     }
 
+    /// Where the router runs. Errors: --store not a postgres:// URL, or no routerd binary.
+    pub(crate) fn transport(&self) -> Result<Transport> {
+        if !self.http {
+            return Ok(Transport::InProcess);
+        }
+        if let Some(url) = &self.store {
+            if !url.starts_with("postgres://") && !url.starts_with("postgresql://") {
+                bail!("--store must be a postgres:// URL (or absent for SQLite), got {url:?}");
+            }
+        }
+        Ok(Transport::Service(ServiceSpec {
+            routerd: routerd_path(self.routerd.clone())?,
+            store: self.store.clone(),
+        }))
+    }
+
     fn contenders(&self) -> Vec<Contender> {
-        if self.contenders.is_empty() {
+        if self.contenders.is_empty() && self.http {
+            vec![Contender::Router]
+        } else if self.contenders.is_empty() {
             Contender::ALL.to_vec()
         } else {
             let mut c = self.contenders.clone();
@@ -318,14 +351,19 @@ fn bar(quiet: bool, total_s: f64, label: &str) -> ProgressBar {
     pb
 }
 
-pub(crate) fn run_one(spec: &SimSpec, contenders: &[Contender], quiet: bool) -> Result<SimReport> {
+pub(crate) fn run_one(
+    spec: &SimSpec,
+    contenders: &[Contender],
+    transport: &Transport,
+    quiet: bool,
+) -> Result<SimReport> {
     let pb = bar(
         quiet,
         spec.end_s() * (contenders.len() + control_runs(spec, contenders)) as f64,
         spec.scenario.name(),
     );
     let step = spec.sample_s as u64;
-    let report = simulate(spec, contenders, &|_, _| pb.inc(step))
+    let report = simulate_over(spec, contenders, transport, &|_, _| pb.inc(step))
         .with_context(|| format!("scenario {}", spec.scenario))?;
     pb.finish_and_clear();
     Ok(report)
@@ -349,7 +387,12 @@ fn sim(a: SimArgs) -> Result<()> {
         let contenders = a.world.contenders();
         return seeds::run_seeds(&a.world, &[spec], &seeds.0, &contenders, &a.out);
     }
-    let report = run_one(&spec, &a.world.contenders(), a.world.quiet)?;
+    let report = run_one(
+        &spec,
+        &a.world.contenders(),
+        &a.world.transport()?,
+        a.world.quiet,
+    )?;
     print!("{}", render_table(&report));
     write_report(&a.out, &report)
         .with_context(|| format!("cannot write the report to {}", a.out.display()))?;
@@ -364,10 +407,11 @@ fn compare(a: CompareArgs) -> Result<()> {
         let specs: Vec<SimSpec> = Scenario::ALL.iter().map(|&s| a.world.spec(s)).collect();
         return seeds::run_seeds(&a.world, &specs, &seeds.0, &contenders, &a.out);
     }
+    let transport = a.world.transport()?;
     let mut reports = Vec::new();
     for scenario in Scenario::ALL {
         let spec = a.world.spec(scenario);
-        reports.push(run_one(&spec, &contenders, a.world.quiet)?);
+        reports.push(run_one(&spec, &contenders, &transport, a.world.quiet)?);
     }
     let table = render_compare(&reports);
     print!("{table}");

@@ -78,12 +78,13 @@ pub fn run_seeds(
     contenders: &[Contender],
     out: &std::path::Path,
 ) -> Result<()> {
+    let transport = world.transport()?;
     let mut runs: Vec<SimReport> = Vec::new();
     for base in bases {
         for &seed in seeds {
             let mut spec = base.clone();
             spec.seed = seed;
-            runs.push(run_one(&spec, contenders, world.quiet)?);
+            runs.push(run_one(&spec, contenders, &transport, world.quiet)?);
         }
     }
     let summary = SeedsSummary::of(&runs, seeds);

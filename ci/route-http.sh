@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The routing lab against the service: one scenario run in process and
+# against a real routerd over loopback HTTP (SQLite; and PostgreSQL when a
+# postgres:// URL is given), each started by the lab on its manual clock.
+# Every figure but wall-clock timing must be equal: the lab moves routerd's
+# clock to each request's simulated time, so the same seed makes the same
+# decisions (docs/routing-lab.md, "The service end to end"). Prints each
+# run's wall time and the service's request rate.
+# Needs target/release/fleet-lab and target/release/routerd (ci/lab-build.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lab=target/release/fleet-lab
+routerd=target/release/routerd
+for b in "$lab" "$routerd"; do
+  [ -x "$b" ] || { echo "$b is missing: run ci/lab-build.sh" >&2; exit 1; }
+done
+url=${1:-}
+out=$(mktemp -d /tmp/route-http.XXXXXX)
+trap 'rm -rf "$out"' EXIT
+args=(route sim --scenario "${ROUTE_HTTP_SCENARIO:-liars}" --devices 60 --hours 0.5 --seed 3 --quiet)
+"$lab" "${args[@]}" --contenders router --out "$out/in-process" | sed -n 1,4p
+runs=(sqlite)
+"$lab" "${args[@]}" --http --routerd "$routerd" --out "$out/sqlite" | sed -n 1,4p
+if [ -n "$url" ]; then
+  runs+=(postgres)
+  "$lab" "${args[@]}" --http --routerd "$routerd" --store "$url" --out "$out/postgres" | sed -n 1,4p
+fi
+for run in "${runs[@]}"; do
+  python3 - "$out/in-process/report.json" "$out/$run/report.json" "$run" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+run = sys.argv[3]
+wall = (a["contenders"][0]["timing"]["wall_s"], b["contenders"][0]["timing"]["wall_s"])
+for r in (a, b):
+    r.pop("transport", None)
+    for c in r["contenders"]:
+        c.pop("timing", None)
+if a != b:
+    ca, cb = a["contenders"][0], b["contenders"][0]
+    diff = [k for k in ca if ca[k] != cb.get(k)]
+    sys.exit(f"over routerd ({run}) the figures differ from in-process: {diff}")
+c = a["contenders"][0]
+print(f"{run}: the same figures as in-process ({c['attempts']} attempts, {c['settled']} settled rows); "
+      f"wall {wall[0]:.1f} s in-process, {wall[1]:.1f} s over routerd "
+      f"({a['hours'] * 3600 / wall[1]:.0f}x simulated time)")
+PY
+done
