@@ -120,14 +120,20 @@ impl Service {
         if let Some(url) = &spec.store {
             extra.extend(["--store", url.as_str(), "--store-schema", schema.as_str()]);
         }
-        let (child, base) = router::load::spawn_routerd(
+        let spawned = router::load::spawn_routerd(
             &spec.routerd,
             &data,
             OPERATOR_KEY,
             REGISTRATION_TOKEN,
             &extra,
-        )
-        .map_err(SimError::Service)?;
+        );
+        let (child, base) = match spawned {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = std::fs::remove_dir_all(&data);
+                return Err(SimError::Service(e));
+            }
+        };
         let addr = base
             .trim_start_matches("http://")
             .parse()

@@ -15,7 +15,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::population::build_devices;
+use super::plan::{archetype_index, PlanError, WorldPlan};
+use super::population::{build_devices, PopulationInput};
 use super::rng::{coin, coin_normal, mix64, Stream};
 use super::scenario::SimSpec;
 use super::SimError;
@@ -227,6 +228,43 @@ fn budget_caps(
     caps
 }
 
+/// The population's part of `plan`, in seconds of a run ending at `end`.
+fn population_input(
+    plan: &WorldPlan,
+    end: f64,
+    drought: Option<(f64, f64)>,
+) -> Result<PopulationInput, SimError> {
+    let ev = &plan.events;
+    let dropouts = ev
+        .dropout
+        .iter()
+        .map(|d| {
+            let a = archetype_index(&d.archetype, "events.dropout.archetype")?;
+            Ok((a, d.from.of_end(end), d.to.of_end(end), d.share))
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    let bursts = ev
+        .burst
+        .iter()
+        .map(|b| {
+            let a = archetype_index(&b.archetype, "events.burst.archetype")?;
+            Ok((a, b.count, b.at.of_end(end), b.within_s, b.liar_share))
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    Ok(PopulationInput {
+        shares: plan.population.shares(),
+        sessions: plan.population.sessions(),
+        drought,
+        liar_share: plan.population.liar_share_of_browsers,
+        upgrade: ev.adapter_bug.as_ref().map(|b| {
+            let over = b.over.map_or(0.0, |o| o.of_end(end));
+            (b.at.of_end(end), b.upgrade_share, over)
+        }),
+        dropouts,
+        bursts,
+    })
+}
+
 impl World {
     /// Builds the world of `spec`, following its plan ([`SimSpec::plan`]).
     /// Errors: [`SimError::BadSpec`], [`SimError::World`].
@@ -261,14 +299,8 @@ impl World {
             .adapter_bug
             .as_ref()
             .map(|b| (b.source, b.at.of_end(end), b.upgrade_share));
-        let devices = build_devices(
-            spec,
-            &mut rng,
-            n_src,
-            drought,
-            plan.population.liar_share_of_browsers,
-            bug.map(|(_, at, share)| (at, share)),
-        );
+        let input = population_input(&plan, end, drought)?;
+        let devices = build_devices(spec, &mut rng, n_src, &input);
         let regime = ev.regime_change.as_ref().and_then(|r| {
             plan.regime_archetype()
                 .map(|a| (r.source, a, r.at.of_end(end)))

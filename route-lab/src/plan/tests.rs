@@ -161,10 +161,174 @@ fn a_bad_world_file_is_refused_naming_the_key() {
             "budget.caps_share_of_demand",
         ),
         (base.replace("name = \"x\"", "name = \" \""), "name"),
+        (
+            format!("{base}[population.shares]\nbrowser = 0.5\ndesktop = 0.5\ncontainer_render = 0.5\ncontainer_plain = 0\n"),
+            "population.shares",
+        ),
+        (
+            format!("{base}[population.sessions]\nbrowser = {{ on_h = 0, off_h = 1 }}\ndesktop = {{ on_h = 1, off_h = 1 }}\ncontainer_render = {{ on_h = 1, off_h = 0 }}\ncontainer_plain = {{ on_h = 1, off_h = 0 }}\n"),
+            "population.sessions",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"tablet\"\nfrom = 0.1\nto = 0.2\n"),
+            "events.dropout.archetype",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.3\nto = 0.2\n"),
+            "events.dropout.to",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.1\nto = 0.2\nshare = 0\n"),
+            "events.dropout.share",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 0\nat = 0.5\n"),
+            "events.burst.count",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 1.5\n"),
+            "events.burst.at",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nwithin_s = -1\n"),
+            "events.burst.within_s",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nliar_share = 2\n"),
+            "events.burst.liar_share",
+        ),
+        (
+            format!("{base}[events.adapter_bug]\nsource = 1\nat = 0.75\nupgrade_share = 0.5\nover = 0.5\n"),
+            "events.adapter_bug.over",
+        ),
     ] {
         match refused(&text) {
             PlanError::Key { key: k, .. } => assert_eq!(k, key, "{text}"),
             e => panic!("{text}: {e}"),
         }
     }
+}
+
+/// A world with every population key: shares, sessions, a gradual
+/// rollout, a dropout and a burst (docs/routing-lab.md quotes it).
+pub(crate) const POPULATIONS: &str = r#"
+name = "newcomers"
+description = "desktops drop out for a while, a burst of browsers registers, an adapter rolls out gradually"
+
+[sources]
+count = 12
+targets_per_source = 10
+
+[population.shares]
+browser = 0.5
+desktop = 0.3
+container_render = 0.1
+container_plain = 0.1
+
+[population.sessions]
+browser = { on_h = 2.0, off_h = 0.5 }
+desktop = { on_h = 6.0, off_h = 0.0 }
+container_render = { on_h = 1.0, off_h = 0.0 }
+container_plain = { on_h = 1.0, off_h = 0.0 }
+
+[events.adapter_bug]
+source = 1
+at = "1/4"
+upgrade_share = 0.5
+over = "1/4"
+
+[[events.dropout]]
+archetype = "desktop"
+from = "1/2"
+to = "3/4"
+share = 0.5
+
+[[events.burst]]
+archetype = "browser"
+count = 30
+at = "1/3"
+within_s = 120
+liar_share = 0.2
+"#;
+
+#[test]
+fn population_keys_shape_the_devices() {
+    use crate::archetype::ARCHETYPES;
+    let plan = WorldPlan::parse(POPULATIONS).unwrap();
+    let mut spec = SimSpec::new(Scenario::Steady, 100, 4.0, 3);
+    spec.world = Some(plan);
+    let w = World::build(&spec).unwrap();
+    let end = spec.end_s();
+    let kind = |a: &str| ARCHETYPES.iter().position(|x| *x == a).unwrap();
+    let (browser, desktop) = (kind("browser"), kind("desktop"));
+    assert_eq!(w.devices.len(), 130, "100 from the start, 30 in the burst");
+    let start: Vec<_> = w.devices[..100].iter().map(|d| d.archetype).collect();
+    for (a, n) in [(browser, 50), (desktop, 30), (2, 10), (3, 10)] {
+        assert_eq!(
+            start.iter().filter(|x| **x == a).count(),
+            n,
+            "{}",
+            ARCHETYPES[a]
+        );
+    }
+    // The burst: browsers online on arrival within two minutes of 1/3, not before.
+    let at = end / 3.0;
+    for d in &w.devices[100..] {
+        assert_eq!(d.archetype, browser);
+        let first = d.sessions.first().expect("a burst device comes online");
+        assert!(first.0 >= at && first.0 <= at + 120.0, "{:?}", d.sessions);
+    }
+    let burst_liars = w.devices[100..].iter().filter(|d| d.liar).count();
+    assert_eq!(burst_liars, 6, "20 % of 30");
+    assert!(
+        w.devices[..100].iter().all(|d| !d.liar),
+        "no liars from the start"
+    );
+    // The dropout: half the desktops (always online otherwise) offline in [1/2, 3/4).
+    let mid = end * 5.0 / 8.0;
+    let desktops: Vec<usize> = (0..w.devices.len())
+        .filter(|&i| w.devices[i].archetype == desktop)
+        .collect();
+    let off = desktops.iter().filter(|&&i| !w.online(i, mid)).count();
+    assert_eq!(off, 15, "half of 30 desktops");
+    assert!(
+        desktops.iter().all(|&i| w.online(i, end * 0.8)),
+        "back after 3/4"
+    );
+    // The rollout: 50 of the 100 upgrade, evenly from 1/4 to 1/2.
+    let mut up: Vec<f64> = w.devices.iter().filter_map(|d| d.upgrade_at).collect();
+    up.sort_by(f64::total_cmp);
+    assert_eq!(up.len(), 50);
+    assert_eq!(up[0], end / 4.0);
+    for (j, t) in up.iter().enumerate() {
+        assert!(
+            (t - (end / 4.0 + end / 4.0 * j as f64 / 50.0)).abs() < 1e-6,
+            "{j}: {t}"
+        );
+    }
+    assert!(*up.last().unwrap() < end / 2.0);
+}
+
+/// The driver follows the population keys: the burst registers and works,
+/// the dropped-out desktops stop working and come back.
+#[test]
+fn a_world_with_a_burst_and_a_dropout_runs() {
+    let mut spec = SimSpec::new(Scenario::Steady, 60, 1.0, 4);
+    spec.world = Some(WorldPlan::parse(POPULATIONS).unwrap());
+    let r = crate::simulate(&spec, &[crate::Contender::Router], &|_, _| {}).unwrap();
+    let end = spec.end_s();
+    let series = &r.contenders[0].series;
+    let online = |t: f64, a: &str| {
+        let s = series.iter().rev().find(|s| s.t_s <= t).expect("a sample");
+        s.online[a]
+    };
+    let before = online(end / 3.0 - 1.0, "browser");
+    let after = online(end / 3.0 + 150.0, "browser");
+    assert!(after >= before + 25, "the burst came online: {before} → {after}");
+    assert_eq!(r.world.devices["browser"], 30 + 30, "30 from the start, 30 in the burst");
+    let desktops = r.world.devices["desktop"];
+    assert_eq!(online(end * 0.6, "desktop"), desktops - desktops / 2);
+    assert_eq!(online(end * 0.9, "desktop"), desktops);
+    assert_eq!(r.world.liars, 6);
+    assert!(r.contenders[0].attempts > 0);
 }
