@@ -91,9 +91,64 @@ fn refused(text: &str) -> PlanError {
     WorldPlan::parse(text).expect_err(text)
 }
 
+const BASE: &str =
+    "name = \"x\"\ndescription = \"d\"\n[sources]\ncount = 10\ntargets_per_source = 2\n";
+
+#[test]
+fn population_and_event_keys_out_of_range_are_refused_naming_the_key() {
+    let base = BASE;
+    for (text, key) in [
+        (
+            format!("{base}[population.shares]\nbrowser = 0.5\ndesktop = 0.5\ncontainer_render = 0.5\ncontainer_plain = 0\n"),
+            "population.shares",
+        ),
+        (
+            format!("{base}[population.sessions]\nbrowser = {{ on_h = 0, off_h = 1 }}\ndesktop = {{ on_h = 1, off_h = 1 }}\ncontainer_render = {{ on_h = 1, off_h = 0 }}\ncontainer_plain = {{ on_h = 1, off_h = 0 }}\n"),
+            "population.sessions",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"tablet\"\nfrom = 0.1\nto = 0.2\n"),
+            "events.dropout.archetype",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.3\nto = 0.2\n"),
+            "events.dropout.to",
+        ),
+        (
+            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.1\nto = 0.2\nshare = 0\n"),
+            "events.dropout.share",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 0\nat = 0.5\n"),
+            "events.burst.count",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 1.5\n"),
+            "events.burst.at",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nwithin_s = -1\n"),
+            "events.burst.within_s",
+        ),
+        (
+            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nliar_share = 2\n"),
+            "events.burst.liar_share",
+        ),
+        (
+            format!("{base}[events.adapter_bug]\nsource = 1\nat = 0.75\nupgrade_share = 0.5\nover = 0.5\n"),
+            "events.adapter_bug.over",
+        ),
+    ] {
+        match refused(&text) {
+            PlanError::Key { key: k, .. } => assert_eq!(k, key, "{text}"),
+            e => panic!("{text}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn a_bad_world_file_is_refused_naming_the_key() {
-    let base = "name = \"x\"\ndescription = \"d\"\n[sources]\ncount = 10\ntargets_per_source = 2\n";
+    let base = BASE;
     // Unknown keys and wrong types: the parser names them.
     for (extra, needle) in [
         ("colour = 3\n", "colour"),
@@ -161,46 +216,6 @@ fn a_bad_world_file_is_refused_naming_the_key() {
             "budget.caps_share_of_demand",
         ),
         (base.replace("name = \"x\"", "name = \" \""), "name"),
-        (
-            format!("{base}[population.shares]\nbrowser = 0.5\ndesktop = 0.5\ncontainer_render = 0.5\ncontainer_plain = 0\n"),
-            "population.shares",
-        ),
-        (
-            format!("{base}[population.sessions]\nbrowser = {{ on_h = 0, off_h = 1 }}\ndesktop = {{ on_h = 1, off_h = 1 }}\ncontainer_render = {{ on_h = 1, off_h = 0 }}\ncontainer_plain = {{ on_h = 1, off_h = 0 }}\n"),
-            "population.sessions",
-        ),
-        (
-            format!("{base}[[events.dropout]]\narchetype = \"tablet\"\nfrom = 0.1\nto = 0.2\n"),
-            "events.dropout.archetype",
-        ),
-        (
-            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.3\nto = 0.2\n"),
-            "events.dropout.to",
-        ),
-        (
-            format!("{base}[[events.dropout]]\narchetype = \"desktop\"\nfrom = 0.1\nto = 0.2\nshare = 0\n"),
-            "events.dropout.share",
-        ),
-        (
-            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 0\nat = 0.5\n"),
-            "events.burst.count",
-        ),
-        (
-            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 1.5\n"),
-            "events.burst.at",
-        ),
-        (
-            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nwithin_s = -1\n"),
-            "events.burst.within_s",
-        ),
-        (
-            format!("{base}[[events.burst]]\narchetype = \"browser\"\ncount = 5\nat = 0.5\nliar_share = 2\n"),
-            "events.burst.liar_share",
-        ),
-        (
-            format!("{base}[events.adapter_bug]\nsource = 1\nat = 0.75\nupgrade_share = 0.5\nover = 0.5\n"),
-            "events.adapter_bug.over",
-        ),
     ] {
         match refused(&text) {
             PlanError::Key { key: k, .. } => assert_eq!(k, key, "{text}"),
@@ -324,8 +339,15 @@ fn a_world_with_a_burst_and_a_dropout_runs() {
     };
     let before = online(end / 3.0 - 1.0, "browser");
     let after = online(end / 3.0 + 150.0, "browser");
-    assert!(after >= before + 25, "the burst came online: {before} → {after}");
-    assert_eq!(r.world.devices["browser"], 30 + 30, "30 from the start, 30 in the burst");
+    assert!(
+        after >= before + 25,
+        "the burst came online: {before} → {after}"
+    );
+    assert_eq!(
+        r.world.devices["browser"],
+        30 + 30,
+        "30 from the start, 30 in the burst"
+    );
     let desktops = r.world.devices["desktop"];
     assert_eq!(online(end * 0.6, "desktop"), desktops - desktops / 2);
     assert_eq!(online(end * 0.9, "desktop"), desktops);
