@@ -271,6 +271,12 @@ pub struct ContenderReport {
     pub series: Vec<Sample>,
     /// Events counted by kind.
     pub events: BTreeMap<String, u64>,
+    /// Attempts started, by the item's work kind (`first_observation`,
+    /// `verification`, `reobservation`, `discovery`, `filler`) and the
+    /// archetype of the device that made them. Verification attempts count
+    /// in no regret (docs/routing-lab.md, "Figures").
+    #[serde(default)]
+    pub attempts_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
     /// Wall-clock figures.
     pub timing: Timing,
 }

@@ -245,6 +245,7 @@ impl Driver<'_> {
             event: ev,
             series: std::mem::take(&mut self.acc.series),
             events: self.port.event_counts(),
+            attempts_by_kind: std::mem::take(&mut self.acc.by_kind),
             timing,
         }
     }

@@ -89,6 +89,8 @@ struct Acc {
     last_grant: Vec<Option<usize>>,
     timing: Timing,
     lease_us: Vec<u32>,
+    /// Attempts started by work kind and archetype.
+    by_kind: BTreeMap<String, BTreeMap<String, u64>>,
 }
 
 /// One contender's run over one world.
@@ -360,6 +362,14 @@ impl<'w> Driver<'w> {
             }
             let n = self.devs[d].attempts;
             self.devs[d].attempts += 1;
+            let archetype = ARCHETYPES[self.world.devices[d].archetype];
+            *self
+                .acc
+                .by_kind
+                .entry(item.kind.clone())
+                .or_default()
+                .entry(archetype.to_string())
+                .or_default() += 1;
             let attempt = self.world.attempt(d, k, t, n);
             let done = t + attempt.latency_s;
             self.acc.busy_s += attempt.latency_s;
