@@ -68,6 +68,26 @@ fn numbers_out_of_range_are_refused_with_their_reason() {
         (vec!["--seeds", "5-1"], "LOW at most HIGH"),
         (vec!["--seeds", "1,1"], "each seed once"),
         (vec!["--seeds", "1-2", "--seed", "3"], "cannot be used with"),
+        (vec!["--store", "postgres://x"], "--http"),
+        (vec!["--routerd", "/bin/true"], "--http"),
+        (
+            vec!["--http", "--store", "mysql://x"],
+            "must be a postgres:// URL",
+        ),
+        (
+            vec!["--http", "--routerd", "/nonexistent/routerd"],
+            "is not a file",
+        ),
+        (
+            vec![
+                "--http",
+                "--routerd",
+                "/bin/true",
+                "--contenders",
+                "router,greedy",
+            ],
+            "only the router runs",
+        ),
     ] {
         let args = sim(&extra);
         let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
