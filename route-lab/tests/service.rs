@@ -134,3 +134,25 @@ fn only_the_router_runs_over_routerd_and_a_missing_binary_is_a_typed_error() {
         "{e}"
     );
 }
+
+/// A routerd that answers nothing (here: a program that prints routerd's
+/// first line and exits) ends the run with an error, never a report.
+#[test]
+fn a_routerd_that_stops_answering_is_an_error_not_a_report() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("routerd");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\necho 'routerd listening on http://127.0.0.1:9'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let gone = Transport::Service(ServiceSpec {
+        routerd: fake,
+        store: None,
+    });
+    let spec = SimSpec::new(Scenario::Steady, 8, 0.1, 1);
+    let e = simulate_over(&spec, &[Contender::Router], &gone, &|_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("unreachable"), "{e}");
+}

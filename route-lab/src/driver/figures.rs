@@ -9,6 +9,7 @@ use crate::report::{
     auc, Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, TrustHistogram,
 };
 use crate::world::{HashKind, ARCHETYPES};
+use crate::SimError;
 
 /// `a / b`, 0 when `b` is not positive.
 fn ratio(a: f64, b: f64) -> f64 {
@@ -209,7 +210,9 @@ impl Driver<'_> {
         });
     }
 
-    pub(super) fn finish(mut self) -> ContenderReport {
+    /// The report, or why it cannot be trusted: routerd stopped answering
+    /// while its figures were read ([`SimError::Service`]).
+    pub(super) fn finish(mut self) -> Result<ContenderReport, SimError> {
         let (honest, liars, hist) = self.trust_figures();
         let ev = self.event_figures();
         let budget = budget_figures(std::mem::take(&mut self.acc.budget));
@@ -219,7 +222,7 @@ impl Driver<'_> {
         let share = |busy: f64, wasted: f64| ratio(busy, busy + wasted);
         let occupancy = share(self.acc.busy_s, self.acc.wasted_s);
         let occupancy_conservative = share(self.acc.busy_s, self.acc.wasted_conservative_s);
-        ContenderReport {
+        let report = ContenderReport {
             name: self.contender.name().into(),
             attempts: self.acc.attempts,
             successes: self.acc.successes,
@@ -247,6 +250,10 @@ impl Driver<'_> {
             events: self.port.event_counts(),
             attempts_by_kind: std::mem::take(&mut self.acc.by_kind),
             timing,
+        };
+        match self.port.broken() {
+            Some(why) => Err(SimError::Service(why)),
+            None => Ok(report),
         }
     }
 

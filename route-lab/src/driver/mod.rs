@@ -298,7 +298,8 @@ impl<'w> Driver<'w> {
     }
 
     /// Runs to the end of the world's time; `progress(t_s)` is called at every sample.
-    /// Errors: [`SimError::Router`] when the router fails a tick.
+    /// Errors: [`SimError::Router`] when the router fails a tick;
+    /// [`SimError::Service`] when routerd stopped answering.
     pub fn run(mut self, mut progress: impl FnMut(f64)) -> Result<ContenderReport, SimError> {
         let wall = Instant::now();
         let end_ms = ms(self.world.spec.end_s());
@@ -329,7 +330,7 @@ impl<'w> Driver<'w> {
             }
         }
         self.acc.timing.wall_s = wall.elapsed().as_secs_f64();
-        Ok(self.finish())
+        self.finish()
     }
 
     /// Starts the next item of the held lease, or asks for a new lease.
