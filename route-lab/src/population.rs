@@ -57,6 +57,26 @@ fn spells(
     sessions
 }
 
+/// Device `i` of archetype `a` with `sessions`; each of the `n_src`
+/// sources is out of its reach with probability 0.02 (drawn here).
+fn device(
+    rng: &mut Stream,
+    i: usize,
+    a: usize,
+    sessions: Vec<(f64, f64)>,
+    n_src: usize,
+) -> DeviceSpec {
+    let blocked = (0..n_src).filter(|_| rng.chance(0.02)).collect();
+    DeviceSpec {
+        id: format!("{}-{i}", ARCHETYPES[a]),
+        archetype: a,
+        liar: false,
+        sessions,
+        upgrade_at: None,
+        blocked,
+    }
+}
+
 /// The devices of `spec` following `input`, drawn from `rng`, over
 /// `n_src` sources. The draws come in a fixed order (the devices present
 /// from the start, their liars and upgrades, then each burst), so a world
@@ -80,15 +100,7 @@ pub(super) fn build_devices(
         for _ in 0..count {
             let i = devices.len();
             let sessions = spells(rng, input.sessions[a], (0.0, end), None);
-            let blocked = (0..n_src).filter(|_| rng.chance(0.02)).collect();
-            devices.push(DeviceSpec {
-                id: format!("{}-{i}", ARCHETYPES[a]),
-                archetype: a,
-                liar: false,
-                sessions,
-                upgrade_at: None,
-                blocked,
-            });
+            devices.push(device(rng, i, a, sessions, n_src));
         }
     }
     if input.liar_share > 0.0 {
@@ -117,15 +129,7 @@ pub(super) fn build_devices(
             let arrive = (at + within * rng.uniform()).min(end);
             // A burst registers: its devices are online when they arrive.
             let sessions = spells(rng, input.sessions[a], (arrive, end), Some(true));
-            let blocked = (0..n_src).filter(|_| rng.chance(0.02)).collect();
-            devices.push(DeviceSpec {
-                id: format!("{}-{i}", ARCHETYPES[a]),
-                archetype: a,
-                liar: false,
-                sessions,
-                upgrade_at: None,
-                blocked,
-            });
+            devices.push(device(rng, i, a, sessions, n_src));
         }
         let k = (count as f64 * liar_share).round() as usize;
         let mut newcomers: Vec<usize> = (first..devices.len()).collect();

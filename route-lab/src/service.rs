@@ -180,6 +180,12 @@ impl Service {
         Ok(())
     }
 
+    /// Moves the clock to `t` (no tick) and serializes `body`.
+    fn at<B: Serialize>(&mut self, t: f64, body: &B) -> Result<String, ApiError> {
+        self.clock_to(t, false)?;
+        serde_json::to_string(body).map_err(|e| self.fail(e.to_string()))
+    }
+
     /// Sends `body` to `path` at simulated time `t` (the clock moved there
     /// first) and reads the answer as `T`, or as the refusal it is.
     pub fn send<B: Serialize, T: DeserializeOwned>(
@@ -188,8 +194,7 @@ impl Service {
         body: &B,
         t: f64,
     ) -> Result<T, ApiError> {
-        self.clock_to(t, false)?;
-        let text = serde_json::to_string(body).map_err(|e| self.fail(e.to_string()))?;
+        let text = self.at(t, body)?;
         self.call("POST", path, Some(text), false)
     }
 
@@ -218,8 +223,7 @@ impl Service {
         body: &B,
         t: f64,
     ) -> Result<T, ApiError> {
-        self.clock_to(t, false)?;
-        let text = serde_json::to_string(body).map_err(|e| self.fail(e.to_string()))?;
+        let text = self.at(t, body)?;
         self.call(method, path, Some(text), true)
     }
 
@@ -301,8 +305,7 @@ impl Service {
         body: &B,
         t: f64,
     ) -> Result<T, ApiError> {
-        self.clock_to(t, false)?;
-        let text = serde_json::to_string(body).map_err(|e| self.fail(e.to_string()))?;
+        let text = self.at(t, body)?;
         match exchange_from(device_address(d), self.addr, "/v1/register", &text) {
             Ok((status, answer)) => self.answer(status, &answer, "/v1/register"),
             Err(e) => Err(self.fail(format!("registering from {}: {e}", device_address(d)))),

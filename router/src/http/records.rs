@@ -63,17 +63,26 @@ fn refused(shell: &Shell, r: QueryRejection) -> Response {
     error(&e)
 }
 
+/// The query of an operator read: the key checked, the query parsed, or
+/// the refusal to answer with.
+#[allow(clippy::result_large_err)] // the refusal is the handler's whole answer
+fn admitted<Q>(
+    shell: &Shell,
+    headers: &HeaderMap,
+    q: Result<Query<Q>, QueryRejection>,
+) -> Result<Q, Response> {
+    operator(shell, headers)?;
+    q.map(|Query(q)| q).map_err(|r| refused(shell, r))
+}
+
 pub(super) async fn device(
     State(s): State<Arc<Shell>>,
     headers: HeaderMap,
     q: Result<Query<DeviceQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(r) = operator(&s, &headers) {
-        return r;
-    }
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(r) => return refused(&s, r),
+    let q = match admitted(&s, &headers, q) {
+        Ok(q) => q,
+        Err(r) => return r,
     };
     let view = s.router.lock().device_view(&q.id);
     match view {
@@ -87,12 +96,9 @@ pub(super) async fn target(
     headers: HeaderMap,
     q: Result<Query<TargetQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(r) = operator(&s, &headers) {
-        return r;
-    }
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(r) => return refused(&s, r),
+    let q = match admitted(&s, &headers, q) {
+        Ok(q) => q,
+        Err(r) => return r,
     };
     let view = s.router.lock().target_view(&q.name);
     match view {
@@ -106,12 +112,9 @@ pub(super) async fn settled(
     headers: HeaderMap,
     q: Result<Query<SettledQuery>, QueryRejection>,
 ) -> Response {
-    if let Err(r) = operator(&s, &headers) {
-        return r;
-    }
-    let q = match q {
-        Ok(Query(q)) => q,
-        Err(r) => return refused(&s, r),
+    let q = match admitted(&s, &headers, q) {
+        Ok(q) => q,
+        Err(r) => return r,
     };
     let targets = s.router.lock().targets_table();
     let limit = q.limit.unwrap_or(SETTLED_PAGE_MAX);
