@@ -13,6 +13,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 exec cargo build --release \
   -p fleet-bench --bin fleet-lab --bench instructions \
-  -p router --bin routerd \
+  -p router --bin routerd --example restart_drill \
   -p fleet-bindings --example minimal_host --example keyed_walk --example posture_demo \
   "$@"

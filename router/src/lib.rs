@@ -11,7 +11,8 @@
 //! - [`events`]: the event stream;
 //! - [`core`]: the application core (registration, leases, folds, ticks);
 //! - [`http`]: the HTTP shell `routerd` serves;
-//! - [`load`]: the load generator against a running `routerd`.
+//! - [`load`]: the load generator against a running `routerd`;
+//! - [`drill`]: the restart drill (routerd killed under load, then checked).
 
 #![warn(missing_docs)]
 
@@ -19,6 +20,7 @@ pub mod api;
 pub mod config;
 pub mod core;
 pub mod credentials;
+pub mod drill;
 pub mod events;
 pub mod http;
 pub mod ids;

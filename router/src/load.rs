@@ -226,7 +226,8 @@ pub fn spawn_routerd(
     }
 }
 
-fn agent() -> ureq::Agent {
+/// A ureq agent that reports statuses as answers and gives up after 30 s.
+pub fn agent() -> ureq::Agent {
     ureq::Agent::config_builder()
         .http_status_as_error(false)
         .timeout_global(Some(Duration::from_secs(30)))
@@ -234,7 +235,10 @@ fn agent() -> ureq::Agent {
         .into()
 }
 
-fn post(
+/// POSTs `body` as JSON to `url` (with the operator key when given);
+/// returns (status, JSON body, `null` when the body is not JSON).
+/// Errors: the request did not complete (no answer).
+pub fn post(
     agent: &ureq::Agent,
     url: &str,
     body: &Value,
@@ -257,7 +261,7 @@ fn post(
 /// their ids and secrets, and the seconds the registrations took.
 ///
 /// Errors: routerd refused the facts or a registration.
-fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
+pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let a = agent();
     let n_sources = spec.sources;
     let targets: Vec<Value> = (0..spec.targets)

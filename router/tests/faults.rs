@@ -45,6 +45,12 @@ fn a_deposit_retried_after_a_lost_answer_gets_the_same_acknowledgement() {
     assert_eq!(r.metric("deposits_answered_again_total"), Some(3.0));
     let other = support::routerd::deposit_body("dev-a", &secret, lid, &items[0], "h2");
     let (s, v) = r.post("/v1/deposit", &other);
+    assert_eq!((s, v["error"].as_str()), (409, Some("replayed")), "{v}");
+    // A token that was never logged, on the finished lease, is unknown.
+    let mut stranger = items[0].clone();
+    stranger["deposit_token"] = json!("never-issued");
+    let body = support::routerd::deposit_body("dev-a", &secret, lid, &stranger, "h1");
+    let (s, v) = r.post("/v1/deposit", &body);
     assert_eq!(
         (s, v["error"].as_str()),
         (404, Some("unknown_lease")),

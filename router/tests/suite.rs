@@ -9,6 +9,7 @@ mod faults;
 mod hostile;
 mod http;
 mod identities;
+mod lease_restart;
 mod operator_reads;
 mod reports;
 mod retention;

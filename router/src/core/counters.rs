@@ -22,6 +22,8 @@ pub struct Counters {
     pub protests: u64,
     /// Leases expired with undeposited items.
     pub leases_expired: u64,
+    /// Outstanding leases restored from the store when the router opened.
+    pub leases_restored: u64,
     /// Refused requests per error kind.
     pub refused: BTreeMap<String, u64>,
     /// Events per kind.

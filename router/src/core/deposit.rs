@@ -90,9 +90,17 @@ impl Router {
         req: &DepositRequest,
         now_s: f64,
     ) -> Result<DepositResponse, ApiError> {
-        let p = match self.prepare_inner(req, now_s)? {
-            Prepared::Acknowledged(r) => return Ok(r),
-            Prepared::Fresh(p) => p,
+        let p = match self.prepare_inner(req, now_s) {
+            Ok(Prepared::Acknowledged(r)) => return Ok(r),
+            Ok(Prepared::Fresh(p)) => p,
+            // A lease that ended and was forgotten: a logged token is a
+            // replay (as the HTTP shell answers, docs/router.md).
+            Err(ApiError::UnknownLease)
+                if matches!(self.store.lock().has_deposit(&req.deposit_token), Ok(true)) =>
+            {
+                return Err(ApiError::Replayed)
+            }
+            Err(e) => return Err(e),
         };
         let appended = self.store.lock().append_deposit(&p.entry);
         match appended {

@@ -82,15 +82,6 @@ impl Router {
         r
     }
 
-    /// Leases work to a live device at `now_s` (renews its liveness).
-    /// Errors: `UnknownDevice`, `Unauthorized`, `Forbidden`, `RateLimited`,
-    /// `BadValue` (max_items outside 1..=64, wait_s outside
-    /// 0..=[`crate::api::MAX_LEASE_WAIT_S`]); nothing changes on error.
-    pub fn lease(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
-        let r = self.lease_inner(req, now_s);
-        self.check(r)
-    }
-
     /// The first `candidates_per_lease` queue entries this device may be
     /// offered. Entries on a paused host, or held off this device by its
     /// own uncorroborated reports ([`super::reports`]), stay queued, in
@@ -139,7 +130,11 @@ impl Router {
         head
     }
 
-    fn lease_inner(&mut self, req: &LeaseRequest, now_s: f64) -> Result<LeaseResponse, ApiError> {
+    pub(super) fn lease_inner(
+        &mut self,
+        req: &LeaseRequest,
+        now_s: f64,
+    ) -> Result<LeaseResponse, ApiError> {
         check_lease(req)?;
         self.authenticate(&req.device_id, &req.device_secret, now_s)?;
         let ttl = self.cfg.lease_ttl_s;
@@ -239,6 +234,7 @@ impl Router {
                 lease_id.clone(),
                 Lease {
                     device: device.to_string(),
+                    granted_s: now_s,
                     expires_s,
                     items,
                 },
@@ -487,27 +483,6 @@ impl Router {
             .map(|(p, _, per)| (p, per))
             .collect();
         (n, binding)
-    }
-
-    /// Marks a leased item finished and releases its in-flight count.
-    pub(crate) fn close_item(&mut self, lease_id: &str, index: usize) {
-        if let Some(l) = self.leases.get_mut(lease_id) {
-            if let Some(it) = l.items.get_mut(index) {
-                if !it.done {
-                    it.done = true;
-                    self.pending_items = self.pending_items.saturating_sub(1);
-                    if let Some(n) = self.in_flight.get_mut(&it.target) {
-                        *n = n.saturating_sub(1);
-                        if *n == 0 {
-                            self.in_flight.remove(&it.target);
-                        }
-                    }
-                }
-            }
-            if l.items.iter().all(|i| i.done) {
-                self.leases.remove(lease_id);
-            }
-        }
     }
 
     /// A protest: the device declines one leased item before executing it.

@@ -23,6 +23,7 @@ mod fold;
 #[cfg(test)]
 mod identity_tests;
 mod lease;
+mod lease_log;
 pub mod limits;
 mod records;
 mod refill;
@@ -43,6 +44,7 @@ pub use counters::Counters;
 pub use deposit::{Prepared, PreparedDeposit};
 pub use fold::Logged;
 pub use lease::{state_name, tier_name};
+pub use lease_log::{PreparedLease, Restored};
 pub use refill::{RefillDecision, RefillInputs, RefillPlan};
 pub use settler::Settler;
 pub use snapshot::Snapshot;
@@ -102,6 +104,7 @@ pub(crate) struct Item {
 #[derive(Debug, Clone)]
 pub(crate) struct Lease {
     pub device: String,
+    pub granted_s: f64,
     pub expires_s: f64,
     pub items: Vec<Item>,
 }
@@ -164,6 +167,8 @@ pub struct Router {
     /// Targets each device discovered in the open price window.
     discovered: HashMap<String, usize>,
     leases: HashMap<String, Lease>,
+    /// Leases ended since the last snapshot, whose rows it deletes.
+    ended_leases: Vec<String>,
     /// Leases that expired recently: id → (device, expiry), kept for
     /// [`EXPIRED_MEMORY_S`] so a late deposit is told `lease_expired`.
     expired: HashMap<String, (String, f64)>,
@@ -320,7 +325,8 @@ fn restored(cfg: &RouterConfig, row: &Row, now_s: f64) -> Result<Durable, OpenEr
 impl Router {
     /// Opens the router on `store` at `now_s`: loads the last snapshot (or
     /// starts empty), ages the evidence by the time since the snapshot,
-    /// then folds every logged deposit after it.
+    /// folds every logged deposit after it, then restores the outstanding
+    /// leases (`lease_log.rs`).
     ///
     /// Errors: [`OpenError`] (the store is left as it was).
     pub fn open(
@@ -368,6 +374,7 @@ impl Router {
             acks: acks::Acks::default(),
             discovered: HashMap::new(),
             leases: HashMap::new(),
+            ended_leases: Vec::new(),
             expired: HashMap::new(),
             in_flight: imbl::HashMap::new(),
             pending_items: 0,
@@ -408,6 +415,7 @@ impl Router {
             }
         }
         r.next_seq = last.max(r.d.applied_seq) + 1;
+        r.restore_leases(now_s)?;
         Ok(r)
     }
 

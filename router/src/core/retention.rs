@@ -98,6 +98,8 @@ impl Router {
     /// with the next one instead.
     pub fn snapshot_failed(&mut self, snap: &Snapshot) {
         self.departed.extend(snap.departed().iter().cloned());
+        self.ended_leases
+            .extend(snap.ended_leases().iter().cloned());
         self.dirty = true;
     }
 

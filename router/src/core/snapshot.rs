@@ -1,6 +1,7 @@
 //! The snapshot: taken under the router's lock as a clone of the durable
 //! state (its large maps shared, so the clone is cheap), serialized and
-//! written outside it, the departed devices' rows deleted with it.
+//! written outside it, the departed devices' and ended leases' rows
+//! deleted with it.
 //! Source: `ROUTING.md` §4; docs/router.md "Durability and restart".
 
 use super::{lease, Durable, Router, SharedStore, SNAPSHOT_KEY};
@@ -33,6 +34,7 @@ impl Router {
         Some(Snapshot {
             state: Box::new(self.d.clone()),
             departed: std::mem::take(&mut self.departed),
+            ended_leases: std::mem::take(&mut self.ended_leases),
             bytes: std::sync::OnceLock::new(),
         })
     }
@@ -47,11 +49,13 @@ impl Router {
         let mut st = store.lock();
         st.upsert(Table::Meta, &meta)?;
         st.upsert(Table::Devices, &devices)?;
-        if snap.departed.is_empty() {
-            Ok(())
-        } else {
-            st.delete(Table::Devices, &snap.departed)
+        if !snap.departed.is_empty() {
+            st.delete(Table::Devices, &snap.departed)?;
         }
+        if !snap.ended_leases.is_empty() {
+            st.delete(Table::Leases, &snap.ended_leases)?;
+        }
+        Ok(())
     }
 
     /// Marks the state changed (a snapshot write failed: the next tick retries).
@@ -79,6 +83,9 @@ pub struct Snapshot {
     state: Box<Durable>,
     /// Departed devices whose rows this snapshot deletes.
     departed: Vec<String>,
+    /// Ended leases whose rows this snapshot deletes (after the state that
+    /// no longer holds them is written).
+    ended_leases: Vec<String>,
     /// Bytes of the snapshot row, once [`Snapshot::rows`] serialized it.
     bytes: std::sync::OnceLock<u64>,
 }
@@ -102,6 +109,11 @@ impl Snapshot {
     /// The departed devices whose rows it deletes.
     pub fn departed(&self) -> &[String] {
         &self.departed
+    }
+
+    /// The ended leases whose rows it deletes.
+    pub fn ended_leases(&self) -> &[String] {
+        &self.ended_leases
     }
 
     /// The snapshot's version: the state's snapshot sequence (a store keeps

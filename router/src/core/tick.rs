@@ -147,7 +147,7 @@ impl Router {
                         self.close_item(&id, i);
                     }
                 }
-                self.leases.remove(&id);
+                self.end_lease(&id);
                 self.expired
                     .insert(id.clone(), (l.device.clone(), l.expires_s));
                 count += 1;

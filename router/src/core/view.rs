@@ -256,6 +256,11 @@ impl Router {
             "Leases expired with undeposited items.",
             c.leases_expired,
         );
+        counter(
+            "leases_restored_total",
+            "Outstanding leases restored from the store at start (written before they were answered).",
+            c.leases_restored,
+        );
         counter("ticks_total", "Ticks run.", c.ticks);
         counter(
             "politeness_passes_total",

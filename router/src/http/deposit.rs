@@ -1,75 +1,18 @@
 //! The deposit path of the HTTP shell: a deposit is prepared under the
-//! router's lock, queued for the writer thread within the queue's cap
-//! (past it: 503 `overloaded` with `Retry-After`, nothing kept), appended
-//! to the store in batches, then committed in sequence order and answered
-//! (docs/router.md "Durability and restart", "Threat model").
+//! router's lock, queued for the writer thread ([`super::writer`]) within
+//! the queue's cap (past it: 503 `overloaded` with `Retry-After`, nothing
+//! kept), appended to the store in batches, then committed in sequence
+//! order and answered (docs/router.md "Durability and restart", "Threat
+//! model").
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
 
+use super::writer::{WriterJob, OVERLOADED_RETRY_S};
 use super::{error, ok, parsed, Shell};
 use crate::api::ApiError;
-
-/// A prepared deposit on its way to the writer, with where to answer.
-pub(super) type WriterJob = (
-    crate::core::PreparedDeposit,
-    tokio::sync::oneshot::Sender<Result<crate::api::DepositResponse, ApiError>>,
-);
-
-/// Most deposits appended in one batch by the writer.
-pub const WRITER_BATCH: usize = 256;
-
-/// Seconds a deposit refused at the queue's cap is told to wait
-/// ([`ApiError::Overloaded`]): a few of the writer's batches.
-pub const OVERLOADED_RETRY_S: f64 = 1.0;
-
-/// The deposit writer: appends prepared deposits in batches (one flush per
-/// batch where the store supports it) holding only the store, then commits
-/// them in sequence order under the router's lock and answers each handler.
-pub(super) fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < WRITER_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
-        let Some(shell) = shell.upgrade() else {
-            return;
-        };
-        let entries: Vec<crate::store::DepositEntry> =
-            batch.iter().map(|(p, _)| p.entry.clone()).collect();
-        let results = shell.store.lock().append_deposits(&entries);
-        let events = {
-            let mut r = shell.router.lock();
-            for ((p, reply), res) in batch.into_iter().zip(results) {
-                let answer = match res {
-                    Ok(true) => Ok(r.deposit_commit(p)),
-                    Ok(false) => {
-                        r.deposit_abort(&p);
-                        Err(ApiError::Replayed)
-                    }
-                    Err(e) => {
-                        r.deposit_abort(&p);
-                        Err(ApiError::Store(e.to_string()))
-                    }
-                };
-                if let Err(e) = &answer {
-                    r.refused(e);
-                }
-                let _ = reply.send(answer);
-                shell
-                    .pending
-                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-            }
-            r.drain_events()
-        };
-        shell.write_events(events);
-    }
-}
 
 pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Response {
     let body = match parsed::<crate::api::DepositRequest>(&s, req).await {
@@ -77,6 +20,7 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
         Err(resp) => return resp,
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
+    let token = body.deposit_token.clone();
     let shell = s.clone();
     let queued = tokio::task::spawn_blocking(move || {
         let now = (shell.clock)();
@@ -95,7 +39,12 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
         }
         // Sent under the router's lock: the writer sees sequence order.
         shell.pending.fetch_add(1, Relaxed);
-        if shell.writer.lock().send((p.clone(), tx)).is_err() {
+        if shell
+            .writer
+            .lock()
+            .send(WriterJob::Deposit(p.clone(), tx))
+            .is_err()
+        {
             shell.pending.fetch_sub(1, Relaxed);
             r.deposit_abort(&p);
             return Err(ApiError::Store("the deposit writer stopped".into()));
@@ -110,7 +59,22 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
             Ok(Err(e)) => error(&e),
             Err(_) => error(&ApiError::Store("the deposit writer stopped".into())),
         },
+        Ok(Err(ApiError::UnknownLease)) => error(&logged_or_unknown(&s, token).await),
         Ok(Err(e)) => error(&e),
         Err(_) => error(&ApiError::Store("the request's worker failed".into())),
+    }
+}
+
+/// The answer to a deposit on a lease the router no longer holds (it
+/// ended, and a restart or the acknowledgements' memory forgot it): a
+/// token already in the deposit log is `replayed`, so a device retrying
+/// after a lost answer learns its deposit is in; any other is
+/// `unknown_lease`. The log is read outside the router's lock.
+async fn logged_or_unknown(s: &Arc<Shell>, token: String) -> ApiError {
+    let store = s.store.clone();
+    let logged = tokio::task::spawn_blocking(move || store.lock().has_deposit(&token)).await;
+    match logged {
+        Ok(Ok(true)) => ApiError::Replayed,
+        _ => ApiError::UnknownLease,
     }
 }

@@ -2,8 +2,9 @@
 //! admissible, so a waiting device gets its next item when it becomes
 //! admissible instead of at its next re-poll.
 //!
-//! The core stays pure: each try is one [`crate::Router::lease`] at the
-//! clock's now, and each try spends one token of the device's request
+//! The core stays pure: each try is one lease at the clock's now
+//! ([`super::lease::lease_once`]: a lease with items is answered once its
+//! row is durable), and each try spends one token of the device's request
 //! budget, so however many polls a device holds open, its tries are paced
 //! by that budget. Between tries the request sleeps until the earliest of
 //! the empty answer's `retry_after_s` (the next refill or the politeness
@@ -41,20 +42,7 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
     let mut last: Option<LeaseResponse> = None;
     loop {
         ticks.borrow_and_update();
-        let s = shell.clone();
-        let r = req.clone();
-        let joined = tokio::task::spawn_blocking(move || {
-            let now = (s.clock)();
-            let mut core = s.router.lock();
-            let out = core.lease(&r, now);
-            (out, core.drain_events())
-        })
-        .await;
-        let (out, events) = match joined {
-            Ok(v) => v,
-            Err(_) => return error(&ApiError::Store("the request's worker failed".into())),
-        };
-        shell.write_events(events);
+        let out = super::lease::lease_once(&shell, req.clone()).await;
         let resp = match (out, last.take()) {
             (Ok(resp), _) => resp,
             (Err(ApiError::RateLimited(wait)), Some(mut prev)) => {

@@ -24,13 +24,16 @@ use crate::Router;
 pub mod clock;
 mod deposit;
 pub mod event_log;
+mod lease;
 pub mod listener;
 mod long_poll;
 mod records;
+mod writer;
 
 pub use clock::{wall_clock, Clock, ManualClock};
-use deposit::{deposit, writer, WriterJob};
-pub use deposit::{OVERLOADED_RETRY_S, WRITER_BATCH};
+use deposit::deposit;
+use writer::{writer, WriterJob};
+pub use writer::{OVERLOADED_RETRY_S, WRITER_BATCH};
 
 /// The operator page (`GET /`).
 pub const PAGE: &str = include_str!("page.html");
@@ -54,7 +57,8 @@ pub struct Shell {
     pub operator_key: String,
     /// The store (shared with the router; the writer appends outside the router's lock).
     store: crate::core::SharedStore,
-    /// Prepared deposits for the writer thread, in sequence order.
+    /// Leases' rows and prepared deposits for the store writer thread,
+    /// deposits in sequence order.
     writer: Mutex<std::sync::mpsc::Sender<WriterJob>>,
     /// Deposits accepted and not yet answered (queued for the writer or
     /// in its batch); raised under the router's lock, so it never passes
@@ -136,7 +140,7 @@ impl Shell {
         });
         let weak = Arc::downgrade(&shell);
         std::thread::Builder::new()
-            .name("deposit-writer".into())
+            .name("store-writer".into())
             .spawn(move || writer(weak, rx))?;
         Ok(shell)
     }
@@ -450,7 +454,7 @@ async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
 async fn lease(State(s): State<Arc<Shell>>, req: Request) -> Response {
     match parsed::<crate::api::LeaseRequest>(&s, req).await {
         Ok(r) if r.wait_s.is_some_and(|w| w > 0.0) => long_poll::lease(s, r).await,
-        Ok(r) => run(s, move |core, now| core.lease(&r, now)).await,
+        Ok(r) => lease::lease_now(s, r).await,
         Err(resp) => resp,
     }
 }

@@ -40,11 +40,15 @@ pub enum Table {
     Targets,
     /// Singletons: the field snapshot, prices, facts, counters; key = a name.
     Meta,
+    /// Outstanding leases with their deposit tokens, written before the
+    /// lease is answered and deleted by the snapshot after it ends; key =
+    /// lease id (schema version 2).
+    Leases,
 }
 
 impl Table {
     /// Every table, in a fixed order.
-    pub const ALL: [Table; 3] = [Table::Devices, Table::Targets, Table::Meta];
+    pub const ALL: [Table; 4] = [Table::Devices, Table::Targets, Table::Meta, Table::Leases];
 
     /// The table's SQL name.
     pub fn name(self) -> &'static str {
@@ -52,6 +56,7 @@ impl Table {
             Table::Devices => "devices",
             Table::Targets => "targets",
             Table::Meta => "meta",
+            Table::Leases => "leases",
         }
     }
 }
@@ -106,7 +111,7 @@ pub enum StoreError {
 }
 
 /// The newest schema version this build knows (migrations 1..=this).
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Checks a row key or deposit token: non-empty, at most 512 bytes, no NUL.
 pub fn check_key(key: &str) -> Result<(), StoreError> {

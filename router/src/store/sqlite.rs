@@ -78,7 +78,8 @@ impl Synchronous {
 }
 
 /// Migrations, in order: `MIGRATIONS[i]` brings the schema to version `i + 1`.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE devices (
         key TEXT PRIMARY KEY NOT NULL,
         version INTEGER NOT NULL,
@@ -99,7 +100,15 @@ const MIGRATIONS: &[&str] = &["
         token TEXT NOT NULL UNIQUE,
         payload TEXT NOT NULL
     );
-"];
+",
+    "
+    CREATE TABLE leases (
+        key TEXT PRIMARY KEY NOT NULL,
+        version INTEGER NOT NULL,
+        payload TEXT NOT NULL
+    );
+",
+];
 
 /// A [`Store`] in one SQLite file (WAL journal, `synchronous` per
 /// [`Synchronous`], `FULL` by default). One process should own the file;
@@ -135,6 +144,11 @@ fn upsert_sql(table: Table) -> &'static str {
              ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
              WHERE excluded.version >= meta.version"
         }
+        Table::Leases => {
+            "INSERT INTO leases (key, version, payload) VALUES (?1, ?2, ?3)
+             ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
+             WHERE excluded.version >= leases.version"
+        }
     }
 }
 
@@ -143,6 +157,7 @@ fn get_sql(table: Table) -> &'static str {
         Table::Devices => "SELECT key, version, payload FROM devices WHERE key = ?1",
         Table::Targets => "SELECT key, version, payload FROM targets WHERE key = ?1",
         Table::Meta => "SELECT key, version, payload FROM meta WHERE key = ?1",
+        Table::Leases => "SELECT key, version, payload FROM leases WHERE key = ?1",
     }
 }
 
@@ -151,6 +166,7 @@ fn load_sql(table: Table) -> &'static str {
         Table::Devices => "SELECT key, version, payload FROM devices ORDER BY key",
         Table::Targets => "SELECT key, version, payload FROM targets ORDER BY key",
         Table::Meta => "SELECT key, version, payload FROM meta ORDER BY key",
+        Table::Leases => "SELECT key, version, payload FROM leases ORDER BY key",
     }
 }
 

@@ -1,6 +1,6 @@
 //! Checks only the SQLite store has: its file settings (WAL, synchronous),
-//! a file that is not a database, and acknowledged deposits surviving a
-//! SIGKILL of the writing process.
+//! a file that is not a database, a file of an older schema migrated, and
+//! acknowledged deposits surviving a SIGKILL of the writing process.
 
 use super::*;
 use std::io::{BufRead, BufReader};
@@ -119,4 +119,40 @@ fn acked_deposits_survive_sigkill() {
         "SIGKILL after {acked} acknowledged deposits: all {} logged",
         logged.len()
     );
+}
+
+/// A file an older build wrote at schema version 1 (no `leases` table) is
+/// migrated to this build's version at open, its rows and deposits kept.
+#[test]
+fn a_version_1_file_gains_the_leases_table_and_keeps_its_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("router.db");
+    {
+        let c = rusqlite::Connection::open(&f).unwrap();
+        c.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL,
+                 applied_at TEXT NOT NULL DEFAULT 'then');
+             CREATE TABLE devices (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+             CREATE TABLE targets (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+             CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+             CREATE TABLE deposits (seq INTEGER PRIMARY KEY NOT NULL, token TEXT NOT NULL UNIQUE, payload TEXT NOT NULL);
+             INSERT INTO schema_migrations (version) VALUES (1);
+             INSERT INTO meta VALUES ('snapshot', 3, '{}');
+             INSERT INTO deposits VALUES (7, 'tok-7', '{}');",
+        )
+        .unwrap();
+    }
+    let mut s = SqliteStore::open(&f).unwrap();
+    assert_eq!(s.schema_version().unwrap(), SCHEMA_VERSION);
+    assert_eq!(s.get(Table::Meta, "snapshot").unwrap().unwrap().version, 3);
+    assert!(s.has_deposit("tok-7").unwrap());
+    assert!(s.load(Table::Leases).unwrap().is_empty());
+    let row = Row {
+        key: "lease-1".into(),
+        version: 1,
+        payload: "{}".into(),
+    };
+    s.upsert(Table::Leases, std::slice::from_ref(&row)).unwrap();
+    assert_eq!(s.load(Table::Leases).unwrap(), vec![row]);
 }

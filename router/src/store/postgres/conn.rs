@@ -6,15 +6,15 @@ use super::*;
 
 /// The statements of one connection, prepared once.
 struct Statements {
-    upsert: [Statement; 3],
-    get: [Statement; 3],
-    load: [Statement; 3],
+    upsert: [Statement; 4],
+    get: [Statement; 4],
+    load: [Statement; 4],
     append: Statement,
     after: Statement,
     has: Statement,
     last: Statement,
     prune: Statement,
-    delete: [Statement; 3],
+    delete: [Statement; 4],
     version: Statement,
 }
 
@@ -143,15 +143,15 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
             .await?,
         );
     }
-    let three = |v: Vec<Statement>| -> Result<[Statement; 3], StoreError> {
+    let per_table = |v: Vec<Statement>| -> Result<[Statement; 4], StoreError> {
         v.try_into()
             .map_err(|_| StoreError::Backend("postgres: statement table".into()))
     };
     Ok(Statements {
-        upsert: three(upsert)?,
-        get: three(get)?,
-        load: three(load)?,
-        delete: three(delete)?,
+        upsert: per_table(upsert)?,
+        get: per_table(get)?,
+        load: per_table(load)?,
+        delete: per_table(delete)?,
         prune: p(format!(
             "DELETE FROM {q}.deposits WHERE seq <= $1
              AND seq < (SELECT COALESCE(MAX(seq), 0) FROM {q}.deposits)"

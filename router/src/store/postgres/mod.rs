@@ -23,7 +23,7 @@
 //! defaults). A batch's statements are pipelined: one round trip per batch.
 //!
 //! Tables live in one schema (`public` by default): `schema_migrations`,
-//! `devices`, `targets`, `meta`, `deposits`, the same shape as the SQLite
+//! `devices`, `targets`, `meta`, `leases`, `deposits`, the same shape as the SQLite
 //! store, with keys and tokens in collation `"C"` so [`Store::load`] sorts
 //! by bytes whatever the database's locale.
 
@@ -49,7 +49,8 @@ use conn::{worker, Conn};
 
 /// Migrations, in order: `MIGRATIONS[i]` brings the schema to version
 /// `i + 1`. `{s}` stands for the quoted schema name.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE {s}.devices (
         key TEXT COLLATE \"C\" PRIMARY KEY,
         version BIGINT NOT NULL,
@@ -70,7 +71,15 @@ const MIGRATIONS: &[&str] = &["
         token TEXT COLLATE \"C\" NOT NULL UNIQUE,
         payload TEXT NOT NULL
     );
-"];
+",
+    "
+    CREATE TABLE {s}.leases (
+        key TEXT COLLATE \"C\" PRIMARY KEY,
+        version BIGINT NOT NULL,
+        payload TEXT NOT NULL
+    );
+",
+];
 
 /// A [`Store`] in a PostgreSQL schema. Dropping it closes the connection
 /// and joins its worker thread.
@@ -122,6 +131,7 @@ fn ti(table: Table) -> usize {
         Table::Devices => 0,
         Table::Targets => 1,
         Table::Meta => 2,
+        Table::Leases => 3,
     }
 }
 

@@ -1,0 +1,121 @@
+//! The store writer of the HTTP shell: one thread that takes what must be
+//! durable before it is answered (leases' rows and deposits), writes each
+//! batch with one flush per kind where the store supports it, holding only
+//! the store, then settles the batch under the router's lock and answers
+//! each handler (docs/router.md "Durability and restart").
+
+use crate::api::{ApiError, DepositResponse};
+use crate::core::PreparedDeposit;
+use crate::store::{Row, Table};
+
+use super::Shell;
+
+/// Where a writer job's answer goes.
+type Reply<T> = tokio::sync::oneshot::Sender<Result<T, ApiError>>;
+
+/// One write the writer makes durable before its handler answers.
+pub(super) enum WriterJob {
+    /// A prepared deposit, in sequence order.
+    Deposit(PreparedDeposit, Reply<DepositResponse>),
+    /// A prepared lease's row ([`crate::Router::lease_prepare`]); its key
+    /// is the lease id.
+    Lease(Row, Reply<()>),
+}
+
+/// Most jobs written in one batch by the writer.
+pub const WRITER_BATCH: usize = 256;
+
+/// Seconds a deposit refused at the queue's cap is told to wait
+/// ([`ApiError::Overloaded`]): a few of the writer's batches.
+pub const OVERLOADED_RETRY_S: f64 = 1.0;
+
+/// The writer: per batch, upserts the leases' rows in one call and
+/// appends the deposits in one call, then, under the router's lock, undoes
+/// the leases whose write failed and commits or aborts each deposit in
+/// sequence order, and answers every handler.
+pub(super) fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob>) {
+    while let Ok(first) = rx.recv() {
+        let mut batch = vec![first];
+        while batch.len() < WRITER_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        let Some(shell) = shell.upgrade() else {
+            return;
+        };
+        let mut leases = Vec::new();
+        let mut deposits = Vec::new();
+        for job in batch {
+            match job {
+                WriterJob::Lease(row, reply) => leases.push((row, reply)),
+                WriterJob::Deposit(p, reply) => deposits.push((p, reply)),
+            }
+        }
+        write_leases(&shell, leases);
+        write_deposits(&shell, deposits);
+    }
+}
+
+/// Upserts the leases' rows at once; on failure every lease of the batch
+/// is undone and its handler told `store`.
+fn write_leases(shell: &Shell, leases: Vec<(Row, Reply<()>)>) {
+    if leases.is_empty() {
+        return;
+    }
+    let rows: Vec<Row> = leases.iter().map(|(r, _)| r.clone()).collect();
+    let written = shell.store.lock().upsert(Table::Leases, &rows);
+    match written {
+        Ok(()) => {
+            for (_, reply) in leases {
+                let _ = reply.send(Ok(()));
+            }
+        }
+        Err(e) => {
+            let e = ApiError::Store(e.to_string());
+            let mut r = shell.router.lock();
+            for (row, reply) in leases {
+                r.lease_abort(&row.key);
+                r.refused(&e);
+                let _ = reply.send(Err(e.clone()));
+            }
+        }
+    }
+}
+
+/// Appends the deposits at once (one flush where the store supports it),
+/// then commits them in sequence order under the router's lock.
+fn write_deposits(shell: &Shell, batch: Vec<(PreparedDeposit, Reply<DepositResponse>)>) {
+    if batch.is_empty() {
+        return;
+    }
+    let entries: Vec<crate::store::DepositEntry> =
+        batch.iter().map(|(p, _)| p.entry.clone()).collect();
+    let results = shell.store.lock().append_deposits(&entries);
+    let events = {
+        let mut r = shell.router.lock();
+        for ((p, reply), res) in batch.into_iter().zip(results) {
+            let answer = match res {
+                Ok(true) => Ok(r.deposit_commit(p)),
+                Ok(false) => {
+                    r.deposit_abort(&p);
+                    Err(ApiError::Replayed)
+                }
+                Err(e) => {
+                    r.deposit_abort(&p);
+                    Err(ApiError::Store(e.to_string()))
+                }
+            };
+            if let Err(e) = &answer {
+                r.refused(e);
+            }
+            let _ = reply.send(answer);
+            shell
+                .pending
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        r.drain_events()
+    };
+    shell.write_events(events);
+}
