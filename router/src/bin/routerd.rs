@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 use router::config::RouterConfig;
 use router::http::listener::{Bounded, Peer, Timeouts};
 use router::http::{app, wall_clock, ManualClock, Shell, OPERATOR_HEADER};
-use router::store::{PgStore, SqliteStore, Store};
+use router::store::{PgStore, SqliteStore, Store, Synchronous};
 use router::Router;
 
 /// mimalloc: the router allocates many small, short-lived objects per
@@ -45,6 +45,12 @@ struct ServeArgs {
     /// PostgreSQL schema holding the tables (with `--store postgres://…`).
     #[arg(long, default_value = "public")]
     store_schema: String,
+    /// SQLite's `synchronous` for the WAL: `full` (default: an answered
+    /// write survives power loss) or `normal` (it survives a kill of the
+    /// process; the last commits can be lost on power loss). Only for a
+    /// store that needs no power-loss durability, such as a simulation.
+    #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
+    sqlite_synchronous: String,
     /// Address to listen on (port 0: any free port, printed at start).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
@@ -242,9 +248,19 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
 
 fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
     match &args.store {
-        None => Ok(Box::new(SqliteStore::open_dir(&args.data).with_context(
-            || format!("opening the SQLite store in {}", args.data.display()),
-        )?)),
+        None => {
+            let sync = if args.sqlite_synchronous == "normal" {
+                Synchronous::Normal
+            } else {
+                Synchronous::Full
+            };
+            std::fs::create_dir_all(&args.data)
+                .with_context(|| format!("creating {}", args.data.display()))?;
+            let path = args.data.join(router::store::SQLITE_FILE);
+            Ok(Box::new(SqliteStore::open_with(&path, sync).with_context(
+                || format!("opening the SQLite store in {}", args.data.display()),
+            )?))
+        }
         Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
             Ok(Box::new(
                 PgStore::connect_with_schema(url, &args.store_schema)

@@ -148,7 +148,7 @@ pub trait Chooser: Send {
     );
 }
 
-/// A store shared between the router and the shell's deposit writer.
+/// A store shared between the router and the shell's store writer.
 pub type SharedStore = std::sync::Arc<parking_lot::Mutex<Box<dyn Store>>>;
 
 /// The router: owns the field and the registry; writes through to a [`Store`].
@@ -445,7 +445,7 @@ impl Router {
         self.backend
     }
 
-    /// The store, for the shell's deposit writer (appends outside the router's lock).
+    /// The store, for the shell's store writer (writes outside the router's lock).
     pub fn store_handle(&self) -> SharedStore {
         self.store.clone()
     }

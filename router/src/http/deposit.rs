@@ -47,7 +47,7 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
         {
             shell.pending.fetch_sub(1, Relaxed);
             r.deposit_abort(&p);
-            return Err(ApiError::Store("the deposit writer stopped".into()));
+            return Err(ApiError::Store("the store writer stopped".into()));
         }
         Ok(None)
     })
@@ -57,7 +57,7 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
         Ok(Ok(None)) => match rx.await {
             Ok(Ok(resp)) => ok(resp),
             Ok(Err(e)) => error(&e),
-            Err(_) => error(&ApiError::Store("the deposit writer stopped".into())),
+            Err(_) => error(&ApiError::Store("the store writer stopped".into())),
         },
         Ok(Err(ApiError::UnknownLease)) => error(&logged_or_unknown(&s, token).await),
         Ok(Err(e)) => error(&e),
