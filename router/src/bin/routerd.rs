@@ -45,10 +45,9 @@ struct ServeArgs {
     /// PostgreSQL schema holding the tables (with `--store postgres://…`).
     #[arg(long, default_value = "public")]
     store_schema: String,
-    /// SQLite's `synchronous` for the WAL: `full` (default: an answered
-    /// write survives power loss) or `normal` (it survives a kill of the
-    /// process; the last commits can be lost on power loss). Only for a
-    /// store that needs no power-loss durability, such as a simulation.
+    /// SQLite's `synchronous`: `full` (default: an answered write survives
+    /// power loss) or `normal` (it survives a kill of the process only;
+    /// for a store that needs no more, such as a simulation's).
     #[arg(long, default_value = "full", value_parser = ["full", "normal"])]
     sqlite_synchronous: String,
     /// Address to listen on (port 0: any free port, printed at start).
