@@ -248,11 +248,8 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
 fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
     match &args.store {
         None => {
-            let sync = if args.sqlite_synchronous == "normal" {
-                Synchronous::Normal
-            } else {
-                Synchronous::Full
-            };
+            let normal = args.sqlite_synchronous == "normal";
+            let sync = [Synchronous::Full, Synchronous::Normal][usize::from(normal)];
             std::fs::create_dir_all(&args.data)
                 .with_context(|| format!("creating {}", args.data.display()))?;
             let path = args.data.join(router::store::SQLITE_FILE);
