@@ -42,15 +42,10 @@ fn main() {
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (devices, threads, seconds) =
         (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
-    let exe = std::env::current_exe().expect("own path");
-    let routerd = match std::env::var_os("ROUTERD") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => exe
-            .parent()
-            .and_then(|p| p.parent())
-            .map(|p| p.join("routerd"))
-            .expect("target dir"),
-    };
+    let routerd = router::load::routerd_path().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
     let data = std::env::temp_dir().join(format!("lease-load-{}", std::process::id()));
     let mut extra = vec!["--tick-ms", "1000"];
     if let (Some(url), Some(schema)) = (args.get(3), args.get(4)) {

@@ -24,15 +24,10 @@ fn main() {
         (Some(url), Some(schema)) => Some((url.clone(), schema.clone())),
         _ => None,
     };
-    let exe = std::env::current_exe().expect("own path");
-    let routerd = match std::env::var_os("ROUTERD") {
-        Some(path) => std::path::PathBuf::from(path),
-        None => exe
-            .parent()
-            .and_then(|p| p.parent())
-            .map(|p| p.join("routerd"))
-            .expect("target dir"),
-    };
+    let routerd = router::load::routerd_path().unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
     let data = std::env::temp_dir().join(format!("restart-drill-{}", std::process::id()));
     let mut extra = vec!["--tick-ms".to_string(), "200".to_string()];
     if let Some((url, schema)) = &pg {

@@ -180,6 +180,21 @@ fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
     (lat, snapshot)
 }
 
+/// The `routerd` an example runs: `$ROUTERD` where set, else the binary
+/// beside the running example's directory (`target/release/routerd` for
+/// `target/release/examples/NAME`). Errors: the example's own path is
+/// unknown.
+pub fn routerd_path() -> Result<std::path::PathBuf, String> {
+    if let Some(path) = std::env::var_os("ROUTERD") {
+        return Ok(std::path::PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().map_err(|e| format!("own path: {e}"))?;
+    exe.parent()
+        .and_then(|p| p.parent())
+        .map(|p| p.join("routerd"))
+        .ok_or_else(|| format!("no target directory above {}", exe.display()))
+}
+
 /// Starts the `routerd` binary at `routerd` on a free loopback port with
 /// data in `data`, the given operator key and registration token and
 /// `extra` arguments, and waits for its first line. Returns the child and
