@@ -216,6 +216,7 @@ impl Verification {
         config.check()?;
         self.check_open(device, now_s, config)?;
         self.expire(now_s);
+        self.open.reserve_exact(1);
         self.open.push((device.to_string(), now_s + config.ttl_s));
         Ok(())
     }
@@ -280,6 +281,10 @@ impl Verification {
                     .is_some_and(|w| w.related(o, &config.relation, now_s))
             });
         }
+        // Exact growth: a row holds a handful of votes, and a vector's
+        // first push would otherwise reserve room for four (a router holds
+        // a row per target: docs/router.md, "The small box").
+        self.votes.reserve_exact(1);
         self.votes.push(Vote {
             device: device.to_string(),
             hash: hash.to_string(),
@@ -324,6 +329,10 @@ impl Verification {
             return Err(VerifyError::AlreadyInvolved);
         }
         self.release(device);
+        // Exact growth: a row holds a handful of votes, and a vector's
+        // first push would otherwise reserve room for four (a router holds
+        // a row per target: docs/router.md, "The small box").
+        self.votes.reserve_exact(1);
         self.votes.push(Vote {
             device: device.to_string(),
             hash: hash.to_string(),

@@ -12,6 +12,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use sha2::{Digest, Sha256};
+
 use crate::api::{DepositRequest, DepositResponse};
 
 /// The digest [`DepositKey::request`] compares: of the request as logged,
@@ -28,23 +30,28 @@ pub const ACK_MEMORY_S: f64 = 3600.0;
 /// Most acknowledgements held at once.
 pub const ACKS_MAX: usize = 262_144;
 
-/// What identifies one deposit, and its answer.
+/// A deposit token as held: the first 16 bytes of its SHA-256. Tokens are
+/// the router's own random strings, so two never share a prefix by
+/// accident, and no device can choose one to collide.
+type TokenKey = [u8; 16];
+
+/// What identifies one deposit, and its answer. The deposit's identity is
+/// one SHA-256 over the device, the lease, the target and the request's
+/// digest, so an acknowledgement holds about 100 bytes however long its
+/// strings are (the router holds up to [`ACKS_MAX`] of them: docs/router.md,
+/// "The small box").
 #[derive(Debug, Clone, PartialEq)]
 struct Ack {
-    device: String,
-    lease_id: String,
-    target: String,
-    /// Digest of the logged request (secret cleared).
-    request: String,
+    identity: [u8; 32],
     response: DepositResponse,
 }
 
 /// The remembered acknowledgements, by deposit token.
 #[derive(Debug, Default)]
 pub struct Acks {
-    by_token: HashMap<String, Ack>,
+    by_token: HashMap<TokenKey, Ack>,
     /// Tokens in the order they were acknowledged, with the time.
-    order: VecDeque<(String, f64)>,
+    order: VecDeque<(TokenKey, f64)>,
 }
 
 /// One deposit as [`Acks`] compares it.
@@ -62,6 +69,26 @@ pub struct DepositKey<'a> {
     pub request: &'a str,
 }
 
+impl DepositKey<'_> {
+    fn token_key(&self) -> TokenKey {
+        let d = Sha256::digest(self.token.as_bytes());
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&d[..16]);
+        k
+    }
+
+    /// SHA-256 over the four parts, each preceded by its length, so no two
+    /// different tuples hash the same input.
+    fn identity(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        for part in [self.device, self.lease_id, self.target, self.request] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        h.finalize().into()
+    }
+}
+
 impl Acks {
     /// Remembers `response` as the answer to `key` at `now_s`, dropping what
     /// is older than [`ACK_MEMORY_S`] or beyond [`ACKS_MAX`].
@@ -72,29 +99,22 @@ impl Acks {
                 self.by_token.remove(&t);
             }
         }
+        let token = key.token_key();
         self.by_token.insert(
-            key.token.to_string(),
+            token,
             Ack {
-                device: key.device.to_string(),
-                lease_id: key.lease_id.to_string(),
-                target: key.target.to_string(),
-                request: key.request.to_string(),
+                identity: key.identity(),
                 response: response.clone(),
             },
         );
-        self.order.push_back((key.token.to_string(), now_s));
+        self.order.push_back((token, now_s));
     }
 
     /// The answer already given to this very deposit, if it is remembered.
     pub fn answer(&self, key: DepositKey<'_>) -> Option<&DepositResponse> {
         self.by_token
-            .get(key.token)
-            .filter(|a| {
-                a.device == key.device
-                    && a.lease_id == key.lease_id
-                    && a.target == key.target
-                    && a.request == key.request
-            })
+            .get(&key.token_key())
+            .filter(|a| a.identity == key.identity())
             .map(|a| &a.response)
     }
 
@@ -151,6 +171,15 @@ mod tests {
         assert_eq!(a.answer(other), None, "another device presenting the token");
         let mut other = key("k1", "r1");
         other.lease_id = "m";
+        assert_eq!(a.answer(other), None);
+        let mut other = key("k1", "r1");
+        other.target = "u";
+        assert_eq!(a.answer(other), None, "another target under the token");
+        // The parts are length-prefixed: moving a byte from one part to
+        // the next is another deposit.
+        let mut other = key("k1", "r1");
+        other.device = "dl";
+        other.lease_id = "";
         assert_eq!(a.answer(other), None);
     }
 

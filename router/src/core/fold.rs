@@ -311,6 +311,11 @@ impl Router {
         }
         let settled_by = self.vote_on_row(l, &hash, t);
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
+            // Exact growth up to the few kept (a vector's first push would
+            // reserve four): one `TargetRec` per target adds up.
+            if tr.observations.len() < KEEP_OBSERVATIONS {
+                tr.observations.reserve_exact(1);
+            }
             tr.observations.push(Observation {
                 device: l.device.clone(),
                 hash: hash.clone(),

@@ -6,6 +6,7 @@
 
 mod address;
 mod aging;
+mod children;
 mod decide;
 mod error;
 mod gate_list;
@@ -19,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 pub use address::{Address, Layer};
 pub use aging::{aging_factor, AGING_HALF_LIFE_H};
+pub use children::{Children, SMALL_MAX};
 pub use decide::{Alternative, LossReason, Receipt};
 pub use error::FieldError;
 pub use gauss::Natural;

@@ -5,11 +5,11 @@
 //! times the messages of its children) and the message it sends its parent.
 //! Source: `ROUTING.md` §3 Field, Compaction, Discount.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::children::Children;
 use super::gauss::Natural;
 
 /// A cell of one tree: prior residual, weight, own evidence and caches.
@@ -39,8 +39,9 @@ pub struct Node {
     /// and shares every subtree, and an edit copies only the nodes on its
     /// path that a clone still shares (`Arc::make_mut`). The router clones
     /// the field under its lock and reads the clone outside it.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub children: BTreeMap<String, Arc<Node>>,
+    /// Held compactly ([`Children`]): most cells have one child or a few.
+    #[serde(default, skip_serializing_if = "Children::is_empty")]
+    pub children: Children<Node>,
 }
 
 /// Whether `x` is +0.0 exactly (bit for bit: a −0.0 is written).
@@ -109,7 +110,7 @@ impl Node {
                 self.inner = self.inner.quotient(old_own).product(self.own);
             }
             Some((head, rest)) => {
-                let child = Arc::make_mut(self.children.entry(head.clone()).or_default());
+                let child = Arc::make_mut(self.children.get_or_insert_default(head));
                 let old_msg = child.message;
                 child.edit_path(rest, &vars[1..], work, edit);
                 child.refresh_message(vars[0]);
