@@ -127,8 +127,7 @@ impl Snapshot {
     /// state does not serialize.
     pub fn rows(&self) -> Result<(Vec<Row>, Vec<Row>), StoreError> {
         let version = self.version();
-        let payload = serde_json::to_string(&*self.state)
-            .map_err(|e| StoreError::BadValue(format!("snapshot: {e}")))?;
+        let payload = json_exact(&*self.state)?;
         let _ = self.bytes.set(payload.len() as u64);
         let meta = vec![Row {
             key: SNAPSHOT_KEY.into(),
@@ -153,4 +152,32 @@ impl Snapshot {
             .collect();
         Ok((meta, devices))
     }
+}
+
+/// Counts the bytes written to it, keeping none.
+struct Count(usize);
+
+impl std::io::Write for Count {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len();
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `value` as JSON in a buffer of exactly its length: one pass counts the
+/// bytes, the second writes them. A string grown by doubling would hold
+/// up to twice the snapshot, and, while it grows, the old buffer and the
+/// new one at once (three times a snapshot of tens of MiB at the peak of a
+/// small box: docs/router.md, "The small box"). Errors: `BadValue` when
+/// the value does not serialize.
+fn json_exact<T: serde::Serialize>(value: &T) -> Result<String, StoreError> {
+    let bad = |e: serde_json::Error| StoreError::BadValue(format!("snapshot: {e}"));
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value).map_err(bad)?;
+    let mut buf = Vec::with_capacity(count.0);
+    serde_json::to_writer(&mut buf, value).map_err(bad)?;
+    String::from_utf8(buf).map_err(|e| StoreError::BadValue(format!("snapshot: {e}")))
 }
