@@ -151,6 +151,14 @@ impl Verification {
         Verification::default()
     }
 
+    /// Appends `vote`, growing the votes one slot at a time: a row holds a
+    /// handful, and a vector's first push would reserve room for four (a
+    /// router holds a row per target: docs/router.md, "The small box").
+    fn add_vote(&mut self, vote: Vote) {
+        self.votes.reserve_exact(1);
+        self.votes.push(vote);
+    }
+
     /// The settled hash, if any.
     pub fn settled(&self) -> Option<&str> {
         self.settled.as_deref()
@@ -281,11 +289,7 @@ impl Verification {
                     .is_some_and(|w| w.related(o, &config.relation, now_s))
             });
         }
-        // Exact growth: a row holds a handful of votes, and a vector's
-        // first push would otherwise reserve room for four (a router holds
-        // a row per target: docs/router.md, "The small box").
-        self.votes.reserve_exact(1);
-        self.votes.push(Vote {
+        self.add_vote(Vote {
             device: device.to_string(),
             hash: hash.to_string(),
             tau,
@@ -329,11 +333,7 @@ impl Verification {
             return Err(VerifyError::AlreadyInvolved);
         }
         self.release(device);
-        // Exact growth: a row holds a handful of votes, and a vector's
-        // first push would otherwise reserve room for four (a router holds
-        // a row per target: docs/router.md, "The small box").
-        self.votes.reserve_exact(1);
-        self.votes.push(Vote {
+        self.add_vote(Vote {
             device: device.to_string(),
             hash: hash.to_string(),
             tau: if tau.is_finite() {

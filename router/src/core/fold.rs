@@ -311,9 +311,13 @@ impl Router {
         }
         let settled_by = self.vote_on_row(l, &hash, t);
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
-            // Exact growth up to the few kept (a vector's first push would
-            // reserve four): one `TargetRec` per target adds up.
-            if tr.observations.len() < KEEP_OBSERVATIONS {
+            // The oldest goes before the newest comes, and the vector grows
+            // one slot at a time up to the few kept (a first push would
+            // reserve four, a ninth double to sixteen): one `TargetRec` per
+            // target adds up.
+            if tr.observations.len() >= KEEP_OBSERVATIONS {
+                tr.observations.remove(0);
+            } else {
                 tr.observations.reserve_exact(1);
             }
             tr.observations.push(Observation {
@@ -323,9 +327,6 @@ impl Router {
                 adapter: req.adapter_id.clone(),
                 adapter_version: req.adapter_version.clone(),
             });
-            if tr.observations.len() > KEEP_OBSERVATIONS {
-                tr.observations.remove(0);
-            }
         }
         if let Some(by) = settled_by {
             self.emit(Event::VerificationSettled {

@@ -159,6 +159,32 @@ fn an_observation_keeps_the_adapter_version_it_was_made_with() {
     assert_eq!(&versions[versions.len() - 3..], ["1.0", "2.0", "1.0"]);
 }
 
+/// A target keeps its newest [`super::state::KEEP_OBSERVATIONS`]
+/// observations, oldest first, in a vector with no spare room (one is
+/// held per target: docs/router.md, "Where the memory goes").
+#[test]
+fn a_target_keeps_its_newest_observations_and_no_spare_room() {
+    let keep = super::state::KEEP_OBSERVATIONS;
+    let mut r = router();
+    let mut secrets = BTreeMap::new();
+    for id in ["a", "b"] {
+        register(&mut r, &mut secrets, id, "1.0");
+    }
+    let mut seq = 0;
+    for n in 0..keep + 3 {
+        let device = if n % 2 == 0 { "a" } else { "b" };
+        observe(&mut r, &mut seq, device, "1.0", 0, &format!("h-{n}"));
+        let obs = &r.d.targets["ad-0"].observations;
+        assert_eq!(obs.len(), (n + 1).min(keep), "after {} observations", n + 1);
+        assert_eq!(obs.capacity(), obs.len(), "after {} observations", n + 1);
+        let hashes: Vec<String> = obs.iter().map(|o| o.hash.clone()).collect();
+        let want: Vec<String> = ((n + 1).saturating_sub(keep)..=n)
+            .map(|k| format!("h-{k}"))
+            .collect();
+        assert_eq!(hashes, want, "the newest, oldest first");
+    }
+}
+
 /// Rows written before observations carried their adapter still load: the
 /// two fields read empty, and the device's current adapter stands in.
 #[test]
