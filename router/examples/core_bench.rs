@@ -1,5 +1,6 @@
 //! The application core in process (no HTTP): 1,000 registered devices,
-//! 20,000 targets on 50 sources; each lease (2 items) followed by its
+//! 20,000 targets on 50 sources (the load generator's population,
+//! `router::load::population_facts`); each lease (2 items) followed by its
 //! deposits; a tick every simulated second. Prints leases/s and lease
 //! latency percentiles, to separate the core's cost from the shell's.
 //!
@@ -8,37 +9,14 @@
 use std::time::Instant;
 
 use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
-use router::config::{Facts, RouterConfig, SourceFact, TargetFact};
+use router::config::RouterConfig;
+use router::load::population_facts;
 use router::store::MemoryStore;
 use router::Router;
 
 #[cfg(not(system_alloc))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// 50 sources with unlimited buckets and 20,000 targets over them.
-fn bench_facts() -> Facts {
-    Facts {
-        sources: (0..50)
-            .map(|i| SourceFact {
-                source: format!("src-{i}"),
-                host: format!("host-{i}"),
-                binding: "html".into(),
-                requires: vec![],
-                change_timescale_s: Some(3600.0),
-                bucket: Some((1e9, 1e9)),
-            })
-            .collect(),
-        targets: (0..20_000)
-            .map(|i| TargetFact {
-                target: format!("t-{i}"),
-                source: format!("src-{}", i % 50),
-                listing: false,
-            })
-            .collect(),
-        ..Facts::default()
-    }
-}
 
 /// Registers `devices` devices over the four archetypes: their ids and
 /// secrets.
@@ -111,7 +89,8 @@ fn main() {
         ..RouterConfig::default()
     };
     let mut r = Router::open(cfg.clone(), Box::new(MemoryStore::new()), 0.0).expect("open");
-    let facts = bench_facts();
+    // 50 sources whose politeness never binds, 20,000 targets over them.
+    let facts = population_facts(20_000, 50);
     r.put_facts(&facts, 0.0).expect("facts");
     let secrets = register_all(&mut r, devices, &cfg.registration_token);
     r.tick(1.0).expect("tick");

@@ -16,7 +16,8 @@ use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
-use router::config::{Facts, RouterConfig, SourceFact, TargetFact};
+use router::config::RouterConfig;
+use router::load::population_facts;
 use router::store::SqliteStore;
 use router::Router;
 
@@ -68,31 +69,6 @@ static ALLOC: Counting = Counting;
 
 fn live() -> usize {
     LIVE.load(Ordering::Relaxed)
-}
-
-/// The small box's facts: `sources` sources with generous buckets,
-/// `targets` targets spread over them round-robin (as `router::load::seed`).
-fn facts(targets: usize, sources: usize) -> Facts {
-    Facts {
-        sources: (0..sources)
-            .map(|i| SourceFact {
-                source: format!("src-{i}"),
-                host: format!("host-{i}.example"),
-                binding: "html".into(),
-                requires: vec![],
-                change_timescale_s: Some(3600.0),
-                bucket: Some((1e9, 1e9)),
-            })
-            .collect(),
-        targets: (0..targets)
-            .map(|i| TargetFact {
-                target: format!("load-{i}"),
-                source: format!("src-{}", i % sources),
-                listing: false,
-            })
-            .collect(),
-        ..Facts::default()
-    }
 }
 
 /// One phase's line: the heap now, its growth over `before` per `per`
@@ -189,7 +165,7 @@ fn main() {
     let mut r = Router::open(cfg.clone(), Box::new(store), 0.0).expect("open");
     report("open", base, 1, "router");
 
-    let f = facts(targets, sources);
+    let f = population_facts(targets, sources);
     let before = live();
     r.put_facts(&f, 0.0).expect("facts");
     drop(f);

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::config::{Facts, SourceFact, TargetFact};
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct LoadSpec {
@@ -272,25 +274,48 @@ pub fn post(
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
+/// The load's population as facts: `sources` sources `src-K` (host
+/// `host-K.example`, binding `html`, a 3,600 s change timescale, a
+/// politeness bucket of 10⁶ tokens refilled at 10⁶ a second, so
+/// politeness never binds) and `targets` targets `load-K` spread over them
+/// round-robin. `sources` of 0 is taken as 1.
+pub fn population_facts(targets: usize, sources: usize) -> Facts {
+    let sources = sources.max(1);
+    Facts {
+        sources: (0..sources)
+            .map(|i| SourceFact {
+                source: format!("src-{i}"),
+                host: format!("host-{i}.example"),
+                binding: "html".into(),
+                requires: vec![],
+                change_timescale_s: Some(3600.0),
+                bucket: Some((1e6, 1e6)),
+            })
+            .collect(),
+        targets: (0..targets)
+            .map(|i| TargetFact {
+                target: format!("load-{i}"),
+                source: format!("src-{}", i % sources),
+                listing: false,
+            })
+            .collect(),
+        ..Facts::default()
+    }
+}
+
 /// Declares the load's sources and targets and registers its devices:
 /// their ids and secrets, and the seconds the registrations took.
 ///
 /// Errors: routerd refused the facts or a registration.
 pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let a = agent();
-    let n_sources = spec.sources;
-    let targets: Vec<Value> = (0..spec.targets)
-        .map(|i| json!({"target": format!("load-{i}"), "source": format!("src-{}", i % n_sources)}))
-        .collect();
-    let sources: Vec<Value> = (0..n_sources)
-        .map(|i| json!({"source": format!("src-{i}"), "host": format!("host-{i}.example"), "binding": "html", "bucket": [1e6, 1e6], "change_timescale_s": 3600.0}))
-        .collect();
-    let facts = json!({"sources": sources, "targets": targets});
+    let facts = serde_json::to_string(&population_facts(spec.targets, spec.sources))
+        .map_err(|e| e.to_string())?;
     let mut resp = a
         .put(format!("{}/v1/facts", spec.base))
         .header("content-type", "application/json")
         .header("x-operator-key", &spec.operator_key)
-        .send(facts.to_string())
+        .send(facts)
         .map_err(|e| e.to_string())?;
     if resp.status().as_u16() != 200 {
         return Err(format!(
