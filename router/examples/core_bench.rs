@@ -8,74 +8,15 @@
 
 use std::time::Instant;
 
-use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
+use router::api::LeaseRequest;
 use router::config::RouterConfig;
-use router::load::population_facts;
+use router::load::{population_facts, register_in_process, success_deposit};
 use router::store::MemoryStore;
 use router::Router;
 
 #[cfg(not(system_alloc))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-/// Registers `devices` devices over the four archetypes: their ids and
-/// secrets.
-fn register_all(r: &mut Router, devices: usize, token: &str) -> Vec<(String, String)> {
-    let kinds = ["browser", "desktop", "container_render", "container_plain"];
-    (0..devices)
-        .map(|i| {
-            let id = format!("d-{i}");
-            let resp = r
-                .register(
-                    &RegisterRequest {
-                        device_id: id.clone(),
-                        archetype: kinds[i % 4].into(),
-                        capabilities: vec![],
-                        adapter_version: "1".into(),
-                        registration_token: token.to_string(),
-                        device_secret: None,
-                    },
-                    0.0,
-                )
-                .expect("register");
-            (id, resp.device_secret)
-        })
-        .collect()
-}
-
-/// Deposits a successful observation of the leased item `it`.
-fn deposit(
-    r: &mut Router,
-    id: &str,
-    secret: &str,
-    lease_id: &str,
-    it: &router::api::LeaseItem,
-    now: f64,
-) {
-    r.deposit(
-        &DepositRequest {
-            device_id: id.to_string(),
-            device_secret: secret.to_string(),
-            lease_id: lease_id.to_string(),
-            target: it.target.clone(),
-            deposit_token: it.deposit_token.clone(),
-            receipt_revision: 0,
-            adapter_id: "html".into(),
-            adapter_version: "1".into(),
-            outcome: Outcome {
-                ok: true,
-                content_hash: Some("h".into()),
-                latency_ms: Some(500.0),
-                error_class: None,
-                retry_after_s: None,
-                crawl_delay_s: None,
-            },
-            discovered: vec![],
-        },
-        now,
-    )
-    .expect("deposit");
-}
 
 fn main() {
     let args: Vec<usize> = std::env::args()
@@ -92,7 +33,7 @@ fn main() {
     // 50 sources whose politeness never binds, 20,000 targets over them.
     let facts = population_facts(20_000, 50);
     r.put_facts(&facts, 0.0).expect("facts");
-    let secrets = register_all(&mut r, devices, &cfg.registration_token);
+    let secrets = register_in_process(&mut r, devices, 0.0).expect("register");
     r.tick(1.0).expect("tick");
     let mut lat = Vec::with_capacity(leases);
     let mut items = 0usize;
@@ -121,7 +62,8 @@ fn main() {
         lat.push(t.elapsed().as_nanos() as u64);
         for it in &l.items {
             items += 1;
-            deposit(&mut r, id, secret, &l.lease_id, it, now);
+            r.deposit(&success_deposit(id, secret, &l.lease_id, it, "h"), now)
+                .expect("deposit");
         }
     }
     let wall = t0.elapsed().as_secs_f64();

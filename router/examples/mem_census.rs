@@ -15,9 +15,9 @@
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use router::api::{DepositRequest, LeaseRequest, Outcome, RegisterRequest};
+use router::api::LeaseRequest;
 use router::config::RouterConfig;
-use router::load::population_facts;
+use router::load::{population_facts, register_in_process, success_deposit};
 use router::store::SqliteStore;
 use router::Router;
 
@@ -112,29 +112,8 @@ fn observe(r: &mut Router, devices: &[(String, String)], observations: usize, no
         idle = if l.items.is_empty() { idle + 1 } else { 0 };
         for it in &l.items {
             let hash = format!("{:064x}", done as u128 * 0x9e37_79b9_7f4a_7c15);
-            r.deposit(
-                &DepositRequest {
-                    device_id: id.clone(),
-                    device_secret: secret.clone(),
-                    lease_id: l.lease_id.clone(),
-                    target: it.target.clone(),
-                    deposit_token: it.deposit_token.clone(),
-                    receipt_revision: 0,
-                    adapter_id: "html".into(),
-                    adapter_version: "1".into(),
-                    outcome: Outcome {
-                        ok: true,
-                        content_hash: Some(hash),
-                        latency_ms: Some(500.0),
-                        error_class: None,
-                        retry_after_s: None,
-                        crawl_delay_s: None,
-                    },
-                    discovered: vec![],
-                },
-                *now,
-            )
-            .expect("deposit");
+            r.deposit(&success_deposit(id, secret, &l.lease_id, it, &hash), *now)
+                .expect("deposit");
             done += 1;
         }
         // routerd's shell drains the events after every request (its event
@@ -172,26 +151,7 @@ fn main() {
     report("facts", before, targets, "target");
 
     let before = live();
-    let kinds = ["browser", "desktop", "container_render", "container_plain"];
-    let secrets: Vec<(String, String)> = (0..devices)
-        .map(|i| {
-            let id = format!("load-dev-{i}");
-            let resp = r
-                .register(
-                    &RegisterRequest {
-                        device_id: id.clone(),
-                        archetype: kinds[i % 4].into(),
-                        capabilities: vec![],
-                        adapter_version: "1".into(),
-                        registration_token: cfg.registration_token.clone(),
-                        device_secret: None,
-                    },
-                    0.5,
-                )
-                .expect("register");
-            (id, resp.device_secret)
-        })
-        .collect();
+    let secrets = register_in_process(&mut r, devices, 0.5).expect("register");
     report("register", before, devices, "device");
 
     let mut now = 1.0;

@@ -303,6 +303,70 @@ pub fn population_facts(targets: usize, sources: usize) -> Facts {
     }
 }
 
+/// The archetypes the load's devices register as, device `i` as entry
+/// `i % 4`.
+pub const LOAD_ARCHETYPES: [&str; 4] =
+    ["browser", "desktop", "container_render", "container_plain"];
+
+/// Registers `devices` devices `load-dev-K` in process at `now_s`, over
+/// [`LOAD_ARCHETYPES`] in turn, as [`seed`] does over HTTP: their ids and
+/// secrets. Errors: the router's refusal of a registration.
+pub fn register_in_process(
+    r: &mut crate::Router,
+    devices: usize,
+    now_s: f64,
+) -> Result<Vec<(String, String)>, crate::api::ApiError> {
+    let token = r.config().registration_token.clone();
+    (0..devices)
+        .map(|i| {
+            let id = format!("load-dev-{i}");
+            let resp = r.register(
+                &crate::api::RegisterRequest {
+                    device_id: id.clone(),
+                    archetype: LOAD_ARCHETYPES[i % 4].into(),
+                    capabilities: vec![],
+                    adapter_version: "1".into(),
+                    registration_token: token.clone(),
+                    device_secret: None,
+                },
+                now_s,
+            )?;
+            Ok((id, resp.device_secret))
+        })
+        .collect()
+}
+
+/// A successful deposit of `item` of lease `lease_id` by `device`: content
+/// hash `hash`, 500 ms, adapter `html` version `1` (as the load generator
+/// deposits over HTTP).
+pub fn success_deposit(
+    device: &str,
+    secret: &str,
+    lease_id: &str,
+    item: &crate::api::LeaseItem,
+    hash: &str,
+) -> crate::api::DepositRequest {
+    crate::api::DepositRequest {
+        device_id: device.to_string(),
+        device_secret: secret.to_string(),
+        lease_id: lease_id.to_string(),
+        target: item.target.clone(),
+        deposit_token: item.deposit_token.clone(),
+        receipt_revision: 0,
+        adapter_id: "html".into(),
+        adapter_version: "1".into(),
+        outcome: crate::api::Outcome {
+            ok: true,
+            content_hash: Some(hash.to_string()),
+            latency_ms: Some(500.0),
+            error_class: None,
+            retry_after_s: None,
+            crawl_delay_s: None,
+        },
+        discovered: vec![],
+    }
+}
+
 /// Declares the load's sources and targets and registers its devices:
 /// their ids and secrets, and the seconds the registrations took.
 ///
@@ -323,12 +387,11 @@ pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
             resp.body_mut().read_to_string().unwrap_or_default()
         ));
     }
-    let archetypes = ["browser", "desktop", "container_render", "container_plain"];
     let mut devices = Vec::with_capacity(spec.devices);
     let t0 = Instant::now();
     for i in 0..spec.devices {
         let id = format!("load-dev-{i}");
-        let body = json!({"device_id": id, "archetype": archetypes[i % 4], "adapter_version": "1", "registration_token": spec.registration_token});
+        let body = json!({"device_id": id, "archetype": LOAD_ARCHETYPES[i % 4], "adapter_version": "1", "registration_token": spec.registration_token});
         let (s, v) = post(&a, &format!("{}/v1/register", spec.base), &body, None)?;
         if s != 200 {
             return Err(format!("registration refused: {v}"));
