@@ -195,7 +195,8 @@ print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['r
 print(f"leases: {r['leases_per_s']:.0f}/s; p50 {ms(r['lease_us'][0]):.2f} ms, p99 {ms(r['lease_us'][2]):.2f} ms, "
       f"p99.9 {ms(r['lease_p999_us']):.2f} ms, max {ms(r['lease_us'][3]):.1f} ms")
 print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} ms, p99 {ms(r['deposit_us'][2]):.2f} ms, "
-      f"p99.9 {ms(r['deposit_p999_us']):.2f} ms, max {ms(r['deposit_us'][3]):.1f} ms; errors {r['errors']}")
+      f"p99.9 {ms(r['deposit_p999_us']):.2f} ms, max {ms(r['deposit_us'][3]):.1f} ms; errors {r['errors']}"
+      + "".join(f"; {n} {k}" for k, n in r.get("errors_by_kind", {}).items()))
 print(f"routerd RSS {r['rss_kib'][0] / 1024:.0f} → {r['rss_kib'][1] / 1024:.0f} MiB; data {r['store_bytes'][0] / 2**20:.0f} → {r['store_bytes'][1] / 2**20:.0f} MiB; "
       f"largest snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB")
 checks = [

@@ -106,6 +106,9 @@ pub struct LoadReport {
     pub deposits_per_s: f64,
     /// Requests refused (4xx/5xx) or failed.
     pub errors: u64,
+    /// `errors` by what answered: `STATUS kind` for a refusal (the error
+    /// body's `error`), `transport` for a request that got no answer.
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
     /// Lease latency percentiles, microseconds: p50, p90, p99, max.
     pub lease_us: [u64; 4],
     /// Lease latency p99.9, microseconds.
@@ -409,7 +412,15 @@ struct Driven {
     /// Acknowledged deposits' latencies, µs.
     deposits: Vec<u64>,
     items: u64,
-    errors: u64,
+    errors: std::collections::BTreeMap<String, u64>,
+}
+
+/// What refused or failed a request, for [`LoadReport::errors_by_kind`].
+fn error_kind(r: &Result<(u16, Value), String>) -> String {
+    match r {
+        Ok((status, body)) => format!("{status} {}", body["error"].as_str().unwrap_or("?")),
+        Err(_) => "transport".into(),
+    }
 }
 
 /// One load thread: leases for its devices in turn until `deadline`,
@@ -430,7 +441,7 @@ fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> Driven {
         );
         let us = t0.elapsed().as_micros() as u64;
         let Ok((200, l)) = r else {
-            d.errors += 1;
+            *d.errors.entry(error_kind(&r)).or_default() += 1;
             continue;
         };
         d.leases.push(us);
@@ -440,7 +451,7 @@ fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> Driven {
             let t0 = Instant::now();
             match post(&a, &format!("{base}/v1/deposit"), &body, None) {
                 Ok((200, _)) => d.deposits.push(t0.elapsed().as_micros() as u64),
-                _ => d.errors += 1,
+                r => *d.errors.entry(error_kind(&r)).or_default() += 1,
             }
         }
     }
@@ -508,7 +519,14 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         items: results.iter().map(|r| r.items).sum(),
         deposits,
         deposits_per_s: deposits as f64 / spec.seconds,
-        errors: results.iter().map(|r| r.errors).sum(),
+        errors: results.iter().flat_map(|r| r.errors.values()).sum(),
+        errors_by_kind: results.iter().flat_map(|r| r.errors.iter()).fold(
+            Default::default(),
+            |mut all, (k, n)| {
+                *all.entry(k.clone()).or_default() += n;
+                all
+            },
+        ),
         lease_us,
         lease_p999_us: quantile(&lat, 0.999),
         deposit_us,
