@@ -73,7 +73,11 @@ print("|".join(sorted({n for p in json.load(sys.stdin)["packages"] for n in (p["
     -regextype posix-extended -regex ".*/(lib)?($names)-[0-9a-f]{16}([.-].*)?" -prune -exec rm -rf {} +
   find "$rel" -maxdepth 1 -type f -delete
 fi
-(cd "$src" && CARGO_TARGET_DIR="$target/reference-build" cargo build --release -q -p fleet-bench --bin fleet-lab --bench instructions -p router --bin routerd >&2) || {
+# --workspace and a bench, as ci/lab-build.sh builds: cargo resolves the
+# same features (the whole workspace selected, dev-dependencies on), so the
+# dependencies as built are reused. Only fleet-lab is needed (the
+# reference commit may predate the lab build's other targets).
+(cd "$src" && CARGO_TARGET_DIR="$target/reference-build" cargo build --release -q --workspace --bin fleet-lab --bench instructions >&2) || {
   echo "reference-lab: the build of $commit failed" >&2
   exit 1
 }

@@ -200,7 +200,7 @@ parity = true
 [compare]
 description = "loose limits for a test"
 scale = 0.05
-cycles = 12
+cycles = 6
 rate = "stress"
 cotenant_p99_over_every_baseline_max = 1000
 makespan_p99_over_best_baseline_max = 2.5
@@ -224,7 +224,7 @@ fn compare(dir: &Path, out: &str, budgets: &Path, extra: &[&str]) -> Output {
         "--corpus",
         &c,
         "--cycles",
-        "12",
+        "6",
         "--scale",
         "0.05",
         "--gate",

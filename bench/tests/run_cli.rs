@@ -116,8 +116,10 @@ fn an_operator_retune_on_a_live_run_reaches_the_timeline_and_the_page() {
             "--quiet",
             "--corpus",
             &c,
+            // 20 cycles at the live rate (350 ms apart at the default
+            // scale): about 7 s for the two operator calls below to land.
             "--cycles",
-            "80",
+            "20",
             "--operator-addr",
             "127.0.0.1:0",
             "--out",
