@@ -4,8 +4,10 @@
 # as the postgres user, in a throwaway directory, on a free loopback port),
 # with ROUTER_TEST_PG pointing at it, so no PostgreSQL test can skip, then
 # the routing lab against routerd on it (ci/route-http.sh) and the restart
-# drill on SQLite and on it (router/examples/restart_drill.rs). Fails
-# when no server binary exists. The cluster is stopped and removed on exit.
+# drill on SQLite and on it (router/examples/restart_drill.rs). The server
+# has TLS on with a throwaway CA, and every connection verifies it
+# (sslmode=verify-full). Fails when no server binary exists. The cluster is
+# stopped and removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
@@ -22,20 +24,35 @@ stop() {
 trap stop EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 runuser -u postgres -- "$pgbin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+# TLS on: a throwaway CA and a server certificate for the name "localhost"
+# only (not 127.0.0.1), so verify-full passes by name and fails by address.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=router test CA" \
+  -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
+  -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
+printf 'subjectAltName=DNS:localhost\n' > "$dir/server.ext"
+openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
+  -days 2 -extfile "$dir/server.ext" -out "$dir/server.crt" 2>/dev/null
+chown postgres "$dir/server.key" "$dir/server.crt"
+chmod 600 "$dir/server.key"
+chmod 644 "$dir/ca.crt"
 runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
-echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
-ROUTER_TEST_PG="postgres://postgres@127.0.0.1:$port/postgres" \
-  cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/) | test(/^lease_restart::/))'
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" start >/dev/null
+echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, TLS on (CA $dir/ca.crt)"
+# Every test below connects with verify-full: the server's name checked
+# against the throwaway CA (host localhost, dialled at 127.0.0.1).
+pg_url="postgres://postgres@localhost:$port/postgres?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert=$dir/ca.crt"
+ROUTER_TEST_PG="$pg_url" ROUTER_TEST_PG_CA="$dir/ca.crt" \
+  cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/) | test(/^lease_restart::/) | test(/^pg_connection::/))'
 # (--workspace, as the README's test command: the test binaries it built
 # are reused; `-p router` alone resolves other features and rebuilds.)
 # The routing lab against routerd on this server, compared with the run in
 # process (needs the lab and routerd built: ci/lab-build.sh, as .ci/run does
 # before this step).
-ci/route-http.sh "postgres://postgres@127.0.0.1:$port/postgres"
+ci/route-http.sh "$pg_url"
 # The restart drill (decision 0018): routerd killed with SIGKILL while
 # every device holds a leased item, then restarted on the same store; it
 # fails on a lost acknowledged deposit or a held item not accepted exactly
 # once. On SQLite, then on this server.
 target/release/examples/restart_drill 200 4 3
-target/release/examples/restart_drill 200 4 3 "postgres://postgres@127.0.0.1:$port/postgres" restart_drill
+target/release/examples/restart_drill 200 4 3 "$pg_url" restart_drill

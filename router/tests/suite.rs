@@ -11,6 +11,7 @@ mod http;
 mod identities;
 mod lease_restart;
 mod operator_reads;
+mod pg_connection;
 mod reports;
 mod retention;
 #[path = "core.rs"]

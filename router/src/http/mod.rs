@@ -32,7 +32,7 @@ mod writer;
 
 pub use clock::{wall_clock, Clock, ManualClock};
 use deposit::deposit;
-use writer::{writer, WriterJob};
+use writer::WriterJob;
 pub use writer::{OVERLOADED_RETRY_S, WRITER_BATCH};
 
 /// The operator page (`GET /`).
@@ -138,10 +138,7 @@ impl Shell {
             closing: tokio::sync::watch::Sender::new(false),
             manual,
         });
-        let weak = Arc::downgrade(&shell);
-        std::thread::Builder::new()
-            .name("store-writer".into())
-            .spawn(move || writer(weak, rx))?;
+        writer::spawn(&shell, rx)?;
         Ok(shell)
     }
 

@@ -5,7 +5,7 @@
 //! each handler (docs/router.md "Durability and restart").
 
 use crate::api::{ApiError, DepositResponse};
-use crate::core::PreparedDeposit;
+use crate::core::{PreparedDeposit, SharedStore};
 use crate::store::{Row, Table};
 
 use super::Shell;
@@ -29,11 +29,35 @@ pub const WRITER_BATCH: usize = 256;
 /// ([`ApiError::Overloaded`]): a few of the writer's batches.
 pub const OVERLOADED_RETRY_S: f64 = 1.0;
 
+/// Starts the writer thread. Its group commits go through a store handle
+/// of their own where the store has a pool (PostgreSQL), so a snapshot
+/// write or a lookup on the shared handle never holds them up.
+pub(super) fn spawn(
+    shell: &std::sync::Arc<Shell>,
+    rx: std::sync::mpsc::Receiver<WriterJob>,
+) -> std::io::Result<()> {
+    let store = shell
+        .store
+        .lock()
+        .concurrent_handle()
+        .map(|h| std::sync::Arc::new(parking_lot::Mutex::new(h)))
+        .unwrap_or_else(|| shell.store.clone());
+    let weak = std::sync::Arc::downgrade(shell);
+    std::thread::Builder::new()
+        .name("store-writer".into())
+        .spawn(move || writer(weak, rx, store))?;
+    Ok(())
+}
+
 /// The writer: per batch, upserts the leases' rows in one call and
 /// appends the deposits in one call, then, under the router's lock, undoes
 /// the leases whose write failed and commits or aborts each deposit in
 /// sequence order, and answers every handler.
-pub(super) fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<WriterJob>) {
+fn writer(
+    shell: std::sync::Weak<Shell>,
+    rx: std::sync::mpsc::Receiver<WriterJob>,
+    store: SharedStore,
+) {
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         while batch.len() < WRITER_BATCH {
@@ -53,19 +77,19 @@ pub(super) fn writer(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receive
                 WriterJob::Deposit(p, reply) => deposits.push((p, reply)),
             }
         }
-        write_leases(&shell, leases);
-        write_deposits(&shell, deposits);
+        write_leases(&shell, &store, leases);
+        write_deposits(&shell, &store, deposits);
     }
 }
 
 /// Upserts the leases' rows at once; on failure every lease of the batch
 /// is undone and its handler told `store`.
-fn write_leases(shell: &Shell, leases: Vec<(Row, Reply<()>)>) {
+fn write_leases(shell: &Shell, store: &SharedStore, leases: Vec<(Row, Reply<()>)>) {
     if leases.is_empty() {
         return;
     }
     let rows: Vec<Row> = leases.iter().map(|(r, _)| r.clone()).collect();
-    let written = shell.store.lock().upsert(Table::Leases, &rows);
+    let written = store.lock().upsert(Table::Leases, &rows);
     match written {
         Ok(()) => {
             for (_, reply) in leases {
@@ -86,13 +110,17 @@ fn write_leases(shell: &Shell, leases: Vec<(Row, Reply<()>)>) {
 
 /// Appends the deposits at once (one flush where the store supports it),
 /// then commits them in sequence order under the router's lock.
-fn write_deposits(shell: &Shell, batch: Vec<(PreparedDeposit, Reply<DepositResponse>)>) {
+fn write_deposits(
+    shell: &Shell,
+    store: &SharedStore,
+    batch: Vec<(PreparedDeposit, Reply<DepositResponse>)>,
+) {
     if batch.is_empty() {
         return;
     }
     let entries: Vec<crate::store::DepositEntry> =
         batch.iter().map(|(p, _)| p.entry.clone()).collect();
-    let results = shell.store.lock().append_deposits(&entries);
+    let results = store.lock().append_deposits(&entries);
     let events = {
         let mut r = shell.router.lock();
         for ((p, reply), res) in batch.into_iter().zip(results) {

@@ -26,7 +26,7 @@ mod postgres;
 mod sqlite;
 
 pub use memory::MemoryStore;
-pub use postgres::PgStore;
+pub use postgres::{PgOptions, PgStore, SslMode};
 pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE};
 
 use thiserror::Error;
@@ -104,6 +104,10 @@ pub enum StoreError {
     /// A key was empty, too long or held a NUL character.
     #[error("invalid store key {0:?} (must be 1..=512 bytes, no NUL)")]
     BadKey(String),
+    /// A call or a connect took longer than the store's timeout. A write
+    /// may or may not have been applied (every write is safe to retry).
+    #[error("store timed out: {0}")]
+    Timeout(String),
     /// A version or sequence number above `i64::MAX`, or a payload holding
     /// a NUL character (the SQL backends cannot store either).
     #[error("value out of the store's range: {0}")]
@@ -173,6 +177,13 @@ pub(crate) fn fill_failed(
 pub trait Store: Send {
     /// A short backend name for logs: `memory`, `sqlite`, `postgres`.
     fn backend(&self) -> &'static str;
+
+    /// Another handle on the same store whose calls can run beside this
+    /// one's (a pooled backend), or `None` where every call must go
+    /// through this one (the default).
+    fn concurrent_handle(&self) -> Option<Box<dyn Store>> {
+        None
+    }
 
     /// The schema version in the store after opening (migrations run at open).
     fn schema_version(&mut self) -> Result<u32, StoreError>;

@@ -385,7 +385,7 @@ impl PgServer {
                 Box<dyn std::future::Future<Output = Result<T, tokio_postgres::Error>> + 'a>,
             > + Send,
     ) -> Result<T, String> {
-        let url = self.url().to_string();
+        let url = admin_url(self.url());
         // A thread of its own, so this works from inside a runtime too.
         std::thread::scope(|s| {
             s.spawn(move || {
@@ -411,6 +411,21 @@ impl PgServer {
             .unwrap_or_else(|_| Err("query thread panicked".into()))
         })
     }
+}
+
+/// `url` for the tests' own connections (`tokio-postgres` without TLS):
+/// libpq's `sslmode` and `sslrootcert` keys, which it cannot parse beyond
+/// `disable`, `prefer` and `require`, become `sslmode=disable`.
+pub fn admin_url(url: &str) -> String {
+    let Some((base, query)) = url.split_once('?') else {
+        return url.to_string();
+    };
+    let mut kept: Vec<&str> = query
+        .split('&')
+        .filter(|p| !p.starts_with("sslmode=") && !p.starts_with("sslrootcert="))
+        .collect();
+    kept.push("sslmode=disable");
+    format!("{base}?{}", kept.join("&"))
 }
 
 /// A schema name owned by one test; `DROP SCHEMA … CASCADE` on drop.

@@ -22,6 +22,8 @@ struct Statements {
 pub(super) struct Conn {
     client: Client,
     st: Statements,
+    /// A call on it timed out: its state is unknown, so it is not reused.
+    pub(super) broken: bool,
 }
 
 async fn stored_version<C: GenericClient>(client: &C, q: &str) -> Result<u32, StoreError> {
@@ -181,24 +183,36 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
     })
 }
 
-/// Connects, optionally migrates, and prepares the statements.
-async fn open_conn(
+/// Connects (TLS as `tls` negotiates), sets the server's
+/// `statement_timeout` to `statement_ms`, optionally migrates, and
+/// prepares the statements.
+pub(super) async fn open_conn(
     cfg: &Config,
+    tls: &MakeRustlsConnect,
+    statement_ms: u64,
     schema: &str,
     q: &str,
     run_migrations: bool,
 ) -> Result<Conn, StoreError> {
-    let (mut client, connection) = cfg.connect(NoTls).await.map_err(pe)?;
+    let (mut client, connection) = cfg.connect(tls.clone()).await.map_err(pe)?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::warn!("postgres connection ended: {e}");
+            tracing::warn!("postgres connection ended: {}", pe(e));
         }
     });
+    client
+        .batch_execute(&format!("SET statement_timeout = {statement_ms}"))
+        .await
+        .map_err(pe)?;
     if run_migrations {
         migrate(&mut client, schema, q).await?;
     }
     let st = prepare(&client, q).await?;
-    Ok(Conn { client, st })
+    Ok(Conn {
+        client,
+        st,
+        broken: false,
+    })
 }
 
 /// Polls every future to completion, concurrently (so tokio-postgres
@@ -242,6 +256,24 @@ fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
 }
 
 impl Conn {
+    /// Whether the connection can take another call.
+    pub(super) fn usable(&self) -> bool {
+        !self.broken && !self.client.is_closed()
+    }
+
+    /// Whether the session is encrypted (PostgreSQL's `pg_stat_ssl`).
+    pub(super) async fn ssl(&mut self) -> Result<bool, StoreError> {
+        self.client
+            .query_one(
+                "SELECT COALESCE((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+                &[],
+            )
+            .await
+            .map_err(pe)?
+            .try_get(0)
+            .map_err(pe)
+    }
+
     pub(super) async fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
         let st = &self.st.upsert[ti(table)];
         if let [r] = rows {
@@ -402,53 +434,4 @@ impl Conn {
             .map_err(pe)?;
         u32::try_from(v).map_err(|_| StoreError::Backend(format!("postgres: schema version {v}")))
     }
-}
-
-/// The worker thread: owns the runtime and the connection, runs jobs in
-/// order until every sender is gone.
-pub(super) fn worker(
-    cfg: Config,
-    schema: String,
-    mut jobs: UnboundedReceiver<Job>,
-    ready: std::sync::mpsc::SyncSender<Result<(), StoreError>>,
-) {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            let _ = ready.send(Err(StoreError::Backend(format!(
-                "postgres: cannot build the worker runtime: {e}"
-            ))));
-            return;
-        }
-    };
-    let q = format!("\"{schema}\"");
-    rt.block_on(async move {
-        let mut conn = match open_conn(&cfg, &schema, &q, true).await {
-            Ok(c) => {
-                let _ = ready.send(Ok(()));
-                Some(c)
-            }
-            Err(e) => {
-                let _ = ready.send(Err(e));
-                return;
-            }
-        };
-        while let Some(job) = jobs.recv().await {
-            let live = conn.take().filter(|c| !c.client.is_closed());
-            let c = match live {
-                Some(c) => c,
-                None => match open_conn(&cfg, &schema, &q, false).await {
-                    Ok(c) => c,
-                    Err(e) => {
-                        job(Err(e)).await;
-                        continue;
-                    }
-                },
-            };
-            job(Ok(conn.insert(c))).await;
-        }
-    });
 }

@@ -28,16 +28,19 @@
 //! by bytes whatever the database's locale.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::str::FromStr;
 use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
-use tokio_postgres::{Client, Config, GenericClient, NoTls, Statement};
+use tokio_postgres::{Client, Config, GenericClient, Statement};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{
     check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
@@ -45,7 +48,11 @@ use super::{
 };
 
 mod conn;
-use conn::{worker, Conn};
+mod pool;
+mod tls;
+use conn::Conn;
+use pool::{worker, Connector};
+pub use tls::SslMode;
 
 /// Migrations, in order: `MIGRATIONS[i]` brings the schema to version
 /// `i + 1`. `{s}` stands for the quoted schema name.
@@ -81,18 +88,100 @@ const MIGRATIONS: &[&str] = &[
 ",
 ];
 
-/// A [`Store`] in a PostgreSQL schema. Dropping it closes the connection
-/// and joins its worker thread.
+/// How a [`PgStore`] connects: its schema, pool, timeouts and CA file.
+/// The connection string's own `sslmode` and `sslrootcert` (libpq's keys)
+/// choose the TLS mode (module `tls`: `prefer` when absent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgOptions {
+    /// The schema holding the tables (`[a-z_][a-z0-9_]{0,62}`; default `public`).
+    pub schema: String,
+    /// Most connections open at once (1..=64; default 4). Calls from one
+    /// handle run in order; handles from [`Store::concurrent_handle`] run
+    /// side by side, one connection each.
+    pub pool_size: usize,
+    /// Longest a call may take, from the moment it has a connection: the
+    /// server's `statement_timeout` and the client's own bound (a stalled
+    /// network). Past it the call fails with [`StoreError::Timeout`] and
+    /// its connection is dropped. (0, 1 h]; default 30 s.
+    pub statement_timeout: Duration,
+    /// Longest a connect may take (TCP, TLS, authentication, preparing the
+    /// statements); past it [`StoreError::Timeout`]. (0, 1 h]; default
+    /// 10 s, or the string's `connect_timeout` when it sets one.
+    pub connect_timeout: Duration,
+    /// CA certificates (PEM) for `verify-ca` / `verify-full`; overrides the
+    /// string's `sslrootcert`.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        PgOptions {
+            schema: "public".into(),
+            pool_size: 4,
+            statement_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            ca_file: None,
+        }
+    }
+}
+
+impl PgOptions {
+    /// Checks every field's range.
+    ///
+    /// Errors: [`StoreError::Backend`] naming the field and its range.
+    pub fn check(&self) -> Result<(), StoreError> {
+        check_schema(&self.schema)?;
+        if !(1..=64).contains(&self.pool_size) {
+            return Err(StoreError::Backend(format!(
+                "postgres: pool size must be in 1..=64, got {}",
+                self.pool_size
+            )));
+        }
+        let hour = Duration::from_secs(3600);
+        for (what, d) in [
+            ("statement timeout", self.statement_timeout),
+            ("connect timeout", self.connect_timeout),
+        ] {
+            if d.is_zero() || d > hour {
+                return Err(StoreError::Backend(format!(
+                    "postgres: {what} must be in (0, 3600] s, got {} s",
+                    d.as_secs_f64()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A [`Store`] in a PostgreSQL schema, over a pool of connections owned by
+/// one worker thread. Handles from [`Store::concurrent_handle`] share the
+/// pool; dropping the last one closes the connections and joins the
+/// worker.
 pub struct PgStore {
-    jobs: Option<UnboundedSender<Job>>,
-    worker: Option<JoinHandle<()>>,
+    // Declared first, dropped first: the worker's channel closes once every
+    // handle's sender is gone, before the last `Shared` joins it.
+    jobs: UnboundedSender<Job>,
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    worker: parking_lot::Mutex<Option<JoinHandle<()>>>,
     schema: String,
+    statement_timeout: Duration,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(w) = self.worker.lock().take() {
+            let _ = w.join();
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
-            .field("schema", &self.schema)
+            .field("schema", &self.shared.schema)
             .finish_non_exhaustive()
     }
 }
@@ -110,7 +199,11 @@ where
 
 fn pe(e: tokio_postgres::Error) -> StoreError {
     if let Some(db) = e.as_db_error() {
-        return StoreError::Backend(format!("postgres: {} ({})", db.message(), db.code().code()));
+        let msg = format!("postgres: {} ({})", db.message(), db.code().code());
+        if db.code() == &SqlState::QUERY_CANCELED {
+            return StoreError::Timeout(msg);
+        }
+        return StoreError::Backend(msg);
     }
     match std::error::Error::source(&e) {
         Some(src) => StoreError::Backend(format!("postgres: {e}: {src}")),
@@ -150,33 +243,61 @@ fn check_schema(schema: &str) -> Result<(), StoreError> {
 }
 
 impl PgStore {
-    /// Connects to `url` (a `postgres://` URL or a `key=value` string;
-    /// no TLS) and uses schema `public`. See [`PgStore::connect_with_schema`].
+    /// Connects to `url` with [`PgOptions::default`] (schema `public`).
+    /// See [`PgStore::open`].
     pub fn connect(url: &str) -> Result<PgStore, StoreError> {
-        PgStore::connect_with_schema(url, "public")
+        PgStore::open(url, &PgOptions::default())
     }
 
-    /// Connects to `url` and keeps the tables in `schema` (created if
-    /// absent), running the missing migrations. A connect timeout of 10 s
-    /// applies unless the URL sets one.
+    /// Connects to `url` with the default options and the tables in
+    /// `schema`. See [`PgStore::open`].
+    pub fn connect_with_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
+        let opts = PgOptions {
+            schema: schema.into(),
+            ..PgOptions::default()
+        };
+        PgStore::open(url, &opts)
+    }
+
+    /// Connects to `url` (a `postgres://` URL or a `key=value` string,
+    /// with libpq's `sslmode` and `sslrootcert` keys), opens one connection
+    /// of the pool and brings the schema to [`SCHEMA_VERSION`]; the pool's
+    /// other connections open as calls need them.
     ///
     /// Errors: [`StoreError::SchemaTooNew`] when the schema was migrated by
-    /// a newer build (nothing is written); [`StoreError::Backend`] for a bad
-    /// URL, a schema name outside `[a-z_][a-z0-9_]{0,62}`, or a failed
-    /// connection or migration.
-    pub fn connect_with_schema(url: &str, schema: &str) -> Result<PgStore, StoreError> {
-        check_schema(schema)?;
-        let mut cfg = Config::from_str(url)
+    /// a newer build (nothing is written); [`StoreError::Timeout`] when the
+    /// first connection is not up within the connect timeout;
+    /// [`StoreError::Backend`] for an option out of range, a bad string or
+    /// TLS setting, a refused certificate, or a failed connection or
+    /// migration. No error repeats the connection string (it may hold a
+    /// password).
+    pub fn open(url: &str, opts: &PgOptions) -> Result<PgStore, StoreError> {
+        opts.check()?;
+        let (rest, keys) = tls::split_tls(url)?;
+        let mut cfg = Config::from_str(&rest)
             .map_err(|e| StoreError::Backend(format!("postgres: bad connection string: {e}")))?;
-        if cfg.get_connect_timeout().is_none() {
-            cfg.connect_timeout(Duration::from_secs(10));
-        }
+        let mode = keys.mode.unwrap_or(SslMode::Prefer);
+        let ca = opts.ca_file.as_deref().or(keys.root_cert.as_deref());
+        let tls = tls::connector(mode, ca)?;
+        cfg.ssl_mode(mode.negotiation());
+        let connect_timeout = cfg
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(opts.connect_timeout);
+        cfg.connect_timeout(connect_timeout);
+        let connector = Connector {
+            cfg,
+            tls,
+            schema: opts.schema.clone(),
+            pool_size: opts.pool_size,
+            statement_timeout: opts.statement_timeout,
+            connect_timeout,
+        };
         let (jobs, rx) = unbounded_channel();
         let (ready_tx, ready_rx) = sync_channel(1);
-        let schema_owned = schema.to_string();
         let worker = std::thread::Builder::new()
             .name("router-pg".into())
-            .spawn(move || worker(cfg, schema_owned, rx, ready_tx))
+            .spawn(move || worker(connector, rx, ready_tx))
             .map_err(|e| StoreError::Backend(format!("postgres: cannot spawn worker: {e}")))?;
         let started = ready_rx.recv().unwrap_or_else(|_| Err(stopped()));
         if let Err(e) = started {
@@ -184,54 +305,74 @@ impl PgStore {
             return Err(e);
         }
         Ok(PgStore {
-            jobs: Some(jobs),
-            worker: Some(worker),
-            schema: schema.to_string(),
+            jobs,
+            shared: Arc::new(Shared {
+                worker: parking_lot::Mutex::new(Some(worker)),
+                schema: opts.schema.clone(),
+                statement_timeout: opts.statement_timeout,
+            }),
         })
     }
 
     /// The schema holding the tables.
     pub fn schema(&self) -> &str {
-        &self.schema
+        &self.shared.schema
     }
 
-    /// Runs `f` on the worker's connection and waits for its result.
+    /// Whether the session of a pooled connection is encrypted (TLS), as
+    /// the server sees it (`pg_stat_ssl`).
+    ///
+    /// Errors: as any call ([`StoreError::Backend`], [`StoreError::Timeout`]).
+    pub fn session_encrypted(&self) -> Result<bool, StoreError> {
+        self.call(|c| Box::pin(c.ssl()))
+    }
+
+    /// Runs `f` on a pooled connection and waits for its result, at most
+    /// the statement timeout once the connection is in hand (past it the
+    /// connection is dropped and the call fails with
+    /// [`StoreError::Timeout`]).
     fn call<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: for<'a> FnOnce(&'a mut Conn) -> CallFuture<'a, T> + Send + 'static,
     {
         let (tx, rx) = sync_channel(1);
+        let limit = self.shared.statement_timeout;
         let job = make_job(move |conn| {
             Box::pin(async move {
                 let r = match conn {
-                    Ok(c) => f(c).await,
+                    Ok(c) => match tokio::time::timeout(limit, f(&mut *c)).await {
+                        Ok(r) => r,
+                        Err(_) => {
+                            c.broken = true;
+                            Err(StoreError::Timeout(format!(
+                                "postgres: no answer within the statement timeout ({} s)",
+                                limit.as_secs_f64()
+                            )))
+                        }
+                    },
                     Err(e) => Err(e),
                 };
                 let _ = tx.send(r);
             })
         });
-        self.jobs
-            .as_ref()
-            .ok_or_else(stopped)?
-            .send(job)
-            .map_err(|_| stopped())?;
+        self.jobs.send(job).map_err(|_| stopped())?;
         rx.recv().unwrap_or_else(|_| Err(stopped()))
-    }
-}
-
-impl Drop for PgStore {
-    fn drop(&mut self) {
-        self.jobs.take();
-        if let Some(w) = self.worker.take() {
-            let _ = w.join();
-        }
     }
 }
 
 impl Store for PgStore {
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    /// Another handle on the same pool: its calls run beside this one's,
+    /// on another connection.
+    fn concurrent_handle(&self) -> Option<Box<dyn Store>> {
+        Some(Box::new(PgStore {
+            jobs: self.jobs.clone(),
+            shared: self.shared.clone(),
+        }))
     }
 
     fn schema_version(&mut self) -> Result<u32, StoreError> {

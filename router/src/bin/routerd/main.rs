@@ -13,14 +13,20 @@ use clap::{Parser, Subcommand};
 
 use router::config::RouterConfig;
 use router::http::listener::{Bounded, Peer, Timeouts};
-use router::http::{app, wall_clock, ManualClock, Shell, OPERATOR_HEADER};
-use router::store::{PgStore, SqliteStore, Store, Synchronous};
+use router::http::{app, wall_clock, ManualClock, Shell};
+use router::store::Store;
 use router::Router;
 
 /// mimalloc: the router allocates many small, short-lived objects per
 /// decision (receipts); measured with `examples/core_bench.rs`.
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+mod facts;
+mod store;
+
+use facts::{facts, FactsOp};
+use store::open_store;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -39,12 +45,31 @@ struct ServeArgs {
     /// Data directory (SQLite file `router.db`, event log `events.jsonl`).
     #[arg(long, default_value = "router-data")]
     data: PathBuf,
-    /// Store: absent = SQLite in the data directory; `postgres://…` = PostgreSQL.
-    #[arg(long)]
+    /// Store: absent = SQLite in the data directory; `postgres://…` =
+    /// PostgreSQL (or env ROUTERD_STORE, which keeps a password off the
+    /// command line). libpq's `sslmode` (disable, prefer — the default —,
+    /// require, verify-ca, verify-full) and `sslrootcert` keys set TLS.
+    #[arg(long, env = "ROUTERD_STORE", hide_env_values = true)]
     store: Option<String>,
     /// PostgreSQL schema holding the tables (with `--store postgres://…`).
     #[arg(long, default_value = "public")]
     store_schema: String,
+    /// PostgreSQL: most connections open at once (1..=64).
+    #[arg(long, default_value_t = 4)]
+    store_pool: usize,
+    /// PostgreSQL: longest a store call may take, seconds, (0, 3600]; past
+    /// it the request gets 503 `store_unavailable` and the connection is
+    /// replaced.
+    #[arg(long, default_value_t = 30.0)]
+    store_timeout_s: f64,
+    /// PostgreSQL: longest a connect may take (TCP, TLS, authentication),
+    /// seconds, (0, 3600]; the URL's `connect_timeout` wins when set.
+    #[arg(long, default_value_t = 10.0)]
+    store_connect_timeout_s: f64,
+    /// PostgreSQL: CA certificates (PEM) for `sslmode=verify-ca` or
+    /// `verify-full` (instead of the URL's `sslrootcert`).
+    #[arg(long)]
+    store_ca_file: Option<PathBuf>,
     /// SQLite's `synchronous`: `full` (default: an answered write survives
     /// power loss) or `normal` (it survives a kill of the process only;
     /// for a store that needs no more, such as a simulation's).
@@ -194,17 +219,6 @@ enum Command {
     },
 }
 
-#[derive(Subcommand, Debug)]
-enum FactsOp {
-    /// Print the current facts as JSON.
-    Get,
-    /// Apply the facts in a JSON file (all or nothing).
-    Set {
-        /// The facts file.
-        file: PathBuf,
-    },
-}
-
 /// The secret in `path`, or, where no file is there, a new random one
 /// written there (mode 0600). A file that is there is never overwritten:
 /// one that cannot be read, is not UTF-8 or holds only blanks is an error
@@ -243,30 +257,6 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
     writeln!(f, "{secret}")?;
     tracing::info!("created {}", path.display());
     Ok(secret)
-}
-
-fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
-    match &args.store {
-        None => {
-            let normal = args.sqlite_synchronous == "normal";
-            let sync = [Synchronous::Full, Synchronous::Normal][usize::from(normal)];
-            std::fs::create_dir_all(&args.data)
-                .with_context(|| format!("creating {}", args.data.display()))?;
-            let path = args.data.join(router::store::SQLITE_FILE);
-            Ok(Box::new(SqliteStore::open_with(&path, sync).with_context(
-                || format!("opening the SQLite store in {}", args.data.display()),
-            )?))
-        }
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            Ok(Box::new(
-                PgStore::connect_with_schema(url, &args.store_schema)
-                    .context("connecting to PostgreSQL")?,
-            ))
-        }
-        Some(other) => {
-            bail!("--store must be a postgres:// URL (or absent for SQLite), got {other:?}")
-        }
-    }
 }
 
 /// The serve flags' ranges checked: the drain bound and the connection
@@ -488,43 +478,6 @@ fn serve(args: ServeArgs) -> Result<()> {
         .build()
         .context("building the runtime")?;
     rt.block_on(run_server(args, shell, drain, timeouts))
-}
-
-fn facts(op: FactsOp, url: &str, key: Option<String>) -> Result<()> {
-    let key = match key {
-        Some(k) => k,
-        None => std::fs::read_to_string("router-data/operator.key")
-            .map(|t| t.trim().to_string())
-            .context("no --operator-key given and router-data/operator.key unreadable")?,
-    };
-    let key = key.as_str();
-    let endpoint = format!("{}/v1/facts", url.trim_end_matches('/'));
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let mut resp = match op {
-        FactsOp::Get => agent.get(&endpoint).header(OPERATOR_HEADER, key).call(),
-        FactsOp::Set { file } => {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("reading {}", file.display()))?;
-            let _: serde_json::Value = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not JSON", file.display()))?;
-            agent
-                .put(&endpoint)
-                .header(OPERATOR_HEADER, key)
-                .header("content-type", "application/json")
-                .send(text)
-        }
-    }
-    .with_context(|| format!("calling {endpoint}"))?;
-    let status = resp.status();
-    let body = resp.body_mut().read_to_string().unwrap_or_default();
-    println!("{body}");
-    if !status.is_success() {
-        bail!("routerd answered {status}");
-    }
-    Ok(())
 }
 
 fn main() -> Result<()> {
