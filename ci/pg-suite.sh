@@ -25,19 +25,12 @@ trap stop EXIT
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 runuser -u postgres -- "$pgbin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
 # TLS on: a throwaway CA and a server certificate for the name "localhost"
-# only (not 127.0.0.1), so verify-full passes by name and fails by address.
-openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=router test CA" \
-  -keyout "$dir/ca.key" -out "$dir/ca.crt" 2>/dev/null
-openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" \
-  -keyout "$dir/server.key" -out "$dir/server.csr" 2>/dev/null
-printf 'subjectAltName=DNS:localhost\n' > "$dir/server.ext"
-openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
-  -days 2 -extfile "$dir/server.ext" -out "$dir/server.crt" 2>/dev/null
-chown postgres "$dir/server.key" "$dir/server.crt"
-chmod 600 "$dir/server.key"
-chmod 644 "$dir/ca.crt"
+# only (not 127.0.0.1), so verify-full passes by name and fails by address
+# (the script the tests' own throwaway clusters use).
+tls=$(sh router/tests/support/pg/tls_cert.sh "$dir" postgres) || {
+  echo "making the server's TLS certificate failed (is openssl installed?)" >&2; exit 1; }
 runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key" start >/dev/null
+  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $tls" start >/dev/null
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, TLS on (CA $dir/ca.crt)"
 # Every test below connects with verify-full: the server's name checked
 # against the throwaway CA (host localhost, dialled at 127.0.0.1).

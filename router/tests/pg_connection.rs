@@ -4,10 +4,11 @@
 //! (a second handle served while a first is blocked) and secrets kept out
 //! of errors.
 //!
-//! The TLS checks need the CI's cluster (`ci/pg-suite.sh`: TLS on, the
-//! certificate for `localhost` only, `ROUTER_TEST_PG` with
-//! `sslmode=verify-full` and `ROUTER_TEST_PG_CA` naming the CA); without
-//! `ROUTER_TEST_PG_CA` they say SKIPPED. The others run on any test server.
+//! The TLS checks need a server with TLS on and a certificate for
+//! `localhost` only: the throwaway cluster of the tests (started with one
+//! wherever openssl exists) or the CI's (`ci/pg-suite.sh`: `ROUTER_TEST_PG`
+//! with `sslmode=verify-full`, `ROUTER_TEST_PG_CA` naming the CA); on a
+//! server without TLS they say SKIPPED. The others run on any test server.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -27,16 +28,18 @@ fn row(key: &str, version: u64) -> Row {
     }
 }
 
-/// The CI cluster's URL (verify-full, host `localhost`) and CA, or `None`
-/// after saying why.
-fn tls_server() -> Option<(&'static PgServer, PathBuf)> {
+/// The test server's `verify-full` URL (host `localhost`) and CA, or
+/// `None` after saying why (a server without TLS: no openssl where the
+/// throwaway cluster started, or `ROUTER_TEST_PG` without TLS).
+fn tls_server() -> Option<(&'static PgServer, String, PathBuf)> {
     let pg = support::pg::shared()?;
-    match std::env::var_os("ROUTER_TEST_PG_CA") {
-        Some(ca) if pg.url().contains("sslmode=verify-full") => Some((pg, PathBuf::from(ca))),
-        _ => {
+    match pg.tls() {
+        Some((url, ca)) => Some((pg, url, ca)),
+        None => {
             eprintln!(
-                "SKIPPED: ROUTER_TEST_PG_CA unset or ROUTER_TEST_PG not verify-full: \
-                 the TLS checks need ci/pg-suite.sh's cluster"
+                "SKIPPED: the test server has no TLS (no openssl for the throwaway \
+                 cluster's certificate, or ROUTER_TEST_PG without sslmode=verify-full \
+                 and ROUTER_TEST_PG_CA); the TLS checks did not run"
             );
             None
         }
@@ -70,29 +73,35 @@ fn opts(schema: &str) -> PgOptions {
 
 #[test]
 fn every_call_of_the_suite_runs_over_tls_verified_by_name() {
-    let Some((pg, _)) = tls_server() else { return };
+    let Some((pg, url, _)) = tls_server() else {
+        return;
+    };
     let g = pg.schema("tls_full");
-    let s = PgStore::open(pg.url(), &opts(g.name())).unwrap();
+    let s = PgStore::open(&url, &opts(g.name())).unwrap();
     assert!(s.session_encrypted().unwrap());
 }
 
 #[test]
 fn verify_full_checks_the_name_and_verify_ca_only_the_chain() {
-    let Some((pg, _)) = tls_server() else { return };
+    let Some((pg, url, _)) = tls_server() else {
+        return;
+    };
     let g = pg.schema("tls_name");
     // The certificate names localhost, not 127.0.0.1.
-    let by_address = variant(pg.url(), "verify-full", true, Some("127.0.0.1"));
+    let by_address = variant(&url, "verify-full", true, Some("127.0.0.1"));
     let e = PgStore::open(&by_address, &opts(g.name())).unwrap_err();
     assert!(matches!(e, StoreError::Backend(_)), "{e:?}");
     assert!(e.to_string().contains("certificate"), "{e}");
-    let chain_only = variant(pg.url(), "verify-ca", true, Some("127.0.0.1"));
+    let chain_only = variant(&url, "verify-ca", true, Some("127.0.0.1"));
     let s = PgStore::open(&chain_only, &opts(g.name())).unwrap();
     assert!(s.session_encrypted().unwrap());
 }
 
 #[test]
 fn a_certificate_from_another_ca_is_refused() {
-    let Some((pg, _)) = tls_server() else { return };
+    let Some((pg, url, _)) = tls_server() else {
+        return;
+    };
     let g = pg.schema("tls_foreign");
     let dir = tempfile::tempdir().unwrap();
     let (key, crt) = (dir.path().join("other.key"), dir.path().join("other.crt"));
@@ -111,20 +120,22 @@ fn a_certificate_from_another_ca_is_refused() {
         ca_file: Some(crt),
         ..opts(g.name())
     };
-    let e = PgStore::open(pg.url(), &o).unwrap_err();
+    let e = PgStore::open(&url, &o).unwrap_err();
     assert!(e.to_string().contains("certificate"), "{e}");
 }
 
 #[test]
 fn disable_stays_plain_and_require_encrypts_without_a_ca() {
-    let Some((pg, _)) = tls_server() else { return };
+    let Some((pg, url, _)) = tls_server() else {
+        return;
+    };
     let g = pg.schema("tls_modes");
-    let plain = PgStore::open(&variant(pg.url(), "disable", false, None), &opts(g.name()));
+    let plain = PgStore::open(&variant(&url, "disable", false, None), &opts(g.name()));
     assert!(!plain.unwrap().session_encrypted().unwrap());
     for mode in ["require", "prefer"] {
         // No CA: encrypted, the certificate not checked (libpq's meaning),
         // so even the address the certificate does not name connects.
-        let url = variant(pg.url(), mode, false, Some("127.0.0.1"));
+        let url = variant(&url, mode, false, Some("127.0.0.1"));
         let s = PgStore::open(&url, &opts(g.name())).unwrap();
         assert!(s.session_encrypted().unwrap(), "{mode}");
     }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod data_dir;
 mod faults;
 mod hostile;
 mod http;

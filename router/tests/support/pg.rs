@@ -135,6 +135,10 @@ const ATTACH: &str = include_str!("pg/attach.sh");
 /// Stops a run-shared cluster once it has had no user for `$IDLE` seconds.
 const RUN_SUPERVISOR: &str = include_str!("pg/run_supervisor.sh");
 
+/// Makes a throwaway CA and a server certificate for `localhost` and
+/// prints the options that turn the server's TLS on (needs openssl).
+const TLS_CERT: &str = include_str!("pg/tls_cert.sh");
+
 impl PgCluster {
     /// Joins the cluster shared by the nextest run `run_id` (see the module
     /// docs), starting it if this is the first user. The cluster outlives
@@ -169,6 +173,7 @@ impl PgCluster {
                 .env("CHOWN", chown)
                 .env("IDLE", "5")
                 .env("RUN_SUPERVISOR", RUN_SUPERVISOR)
+                .env("TLS_CERT", TLS_CERT)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::null())
@@ -271,6 +276,8 @@ impl PgCluster {
             .env("PORT", port.to_string())
             .env("PGOPTS", pgopts)
             .env("RUNAS", runas.join(" "))
+            .env("OWNER", if root { "postgres" } else { "" })
+            .env("TLS_CERT", TLS_CERT)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -315,6 +322,14 @@ impl PgCluster {
     pub fn dir(&self) -> &Path {
         &self.dir
     }
+
+    /// The CA of the server's certificate (for `localhost`), where the
+    /// cluster was started with TLS (openssl was there).
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        [self.dir.join("ca.crt"), self.dir.join("cluster/ca.crt")]
+            .into_iter()
+            .find(|p| p.is_file())
+    }
 }
 
 impl Drop for PgCluster {
@@ -332,6 +347,26 @@ impl PgServer {
         match self {
             PgServer::External(u) => u,
             PgServer::Local(c) => c.url(),
+        }
+    }
+
+    /// A `verify-full` URL (host `localhost`, dialled at 127.0.0.1) and
+    /// the CA, where the server has TLS on: a local cluster started with
+    /// a certificate, or `ROUTER_TEST_PG` set to such a URL with
+    /// `ROUTER_TEST_PG_CA` naming the CA.
+    pub fn tls(&self) -> Option<(String, PathBuf)> {
+        match self {
+            PgServer::External(u) => std::env::var_os("ROUTER_TEST_PG_CA")
+                .filter(|_| u.contains("sslmode=verify-full"))
+                .map(|ca| (u.clone(), PathBuf::from(ca))),
+            PgServer::Local(c) => c.ca_file().map(|ca| {
+                let url = format!(
+                    "postgres://postgres@localhost:{}/postgres?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
+                    c.port(),
+                    ca.display()
+                );
+                (url, ca)
+            }),
         }
     }
 

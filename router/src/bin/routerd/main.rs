@@ -468,6 +468,8 @@ fn serve(args: ServeArgs) -> Result<()> {
     );
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("creating the data directory {}", args.data.display()))?;
+    // Held until serve returns (the process ends with it).
+    let _data_lock = store::lock_data_dir(&args.data)?;
     let store = open_store(&args)?;
     let cfg = router_config(&args)?;
     let shell = open_shell(&args, cfg, store)?;

@@ -1,6 +1,10 @@
 //! Opening the store `routerd` serves from: SQLite in the data directory,
-//! or PostgreSQL with its pool, timeouts and TLS (`--store postgres://…`).
+//! or PostgreSQL with its pool, timeouts and TLS (`--store postgres://…`);
+//! and the data directory's lock, one routerd per directory.
 
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read, Seek, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -44,4 +48,47 @@ pub(crate) fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
             bail!("--store must be a postgres:// or postgresql:// URL (or absent for SQLite); the value given is not repeated here, since it may hold a password")
         }
     }
+}
+
+/// The lock file in the data directory.
+pub(crate) const LOCK_FILE: &str = "routerd.lock";
+
+/// Takes the data directory for this process: an exclusive lock on
+/// `<data>/routerd.lock`, which then holds this process's pid. The lock
+/// lasts as long as the returned file, and ends with the process however
+/// it ends (the kernel drops it with the file, SIGKILL included).
+///
+/// Errors: another process holds the lock (a second routerd on the same
+/// directory would write the same SQLite store, event log and operator
+/// key: refused, naming the holder's pid), or the file cannot be opened.
+pub(crate) fn lock_data_dir(dir: &Path) -> Result<File> {
+    let path = dir.join(LOCK_FILE);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match f.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => {
+            let mut holder = String::new();
+            let _ = f.read_to_string(&mut holder);
+            let holder = holder.trim();
+            let pid = if holder.is_empty() { "unknown" } else { holder };
+            bail!(
+                "another routerd (pid {pid}) serves the data directory {}: one routerd per data directory",
+                dir.display()
+            );
+        }
+        Err(TryLockError::Error(e)) => {
+            return Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
+    f.set_len(0)
+        .and_then(|()| f.rewind())
+        .and_then(|()| writeln!(f, "{}", std::process::id()))
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(f)
 }

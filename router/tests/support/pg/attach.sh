@@ -25,7 +25,9 @@ else
     if ! $RUNAS "$PGBIN/initdb" -D "$B/cluster/data" -A trust -U postgres -E UTF8             --no-locale --no-sync </dev/null >"$B/initdb.log" 2>&1 9>&-; then
         echo "error: initdb failed:"; cat "$B/initdb.log"; rm -rf "$B/cluster"; exit 1
     fi
-    if ! $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -l "$B/cluster/server.log" -w -t 60             -o "-p $PORT -k $B/cluster -c listen_addresses=127.0.0.1 $PGOPTS" start             </dev/null >/dev/null 2>&1 9>&-; then
+    # TLS on where openssl exists (tls_cert.sh); the CA stays in $B/cluster/ca.crt.
+    TLSOPTS=$(sh -c "$TLS_CERT" tls_cert "$B/cluster" "${CHOWN%%:*}" 9>&-) || { TLSOPTS=; rm -f "$B/cluster/ca.crt"; }
+    if ! $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -l "$B/cluster/server.log" -w -t 60             -o "-p $PORT -k $B/cluster -c listen_addresses=127.0.0.1 $PGOPTS $TLSOPTS" start             </dev/null >/dev/null 2>&1 9>&-; then
         echo "error: pg_ctl start failed; server log:"; cat "$B/cluster/server.log"
         $RUNAS "$PGBIN/pg_ctl" -D "$B/cluster/data" -m immediate -w stop </dev/null >/dev/null 2>&1 9>&-
         rm -rf "$B/cluster"; exit 1
