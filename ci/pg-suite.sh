@@ -4,7 +4,8 @@
 # as the postgres user, in a throwaway directory, on a free loopback port),
 # with ROUTER_TEST_PG pointing at it, so no PostgreSQL test can skip, then
 # the routing lab against routerd on it (ci/route-http.sh) and the restart
-# drill on SQLite and on it (router/examples/restart_drill.rs). The server
+# drill on SQLite and on it (router/examples/restart_drill.rs), and last
+# the outage drill (router/examples/outage_drill.rs). The server
 # has TLS on with a throwaway CA, and every connection verifies it
 # (sslmode=verify-full). Fails when no server binary exists. The cluster is
 # stopped and removed on exit.
@@ -29,8 +30,10 @@ runuser -u postgres -- "$pgbin/initdb" -D "$dir/data" -A trust -U postgres >/dev
 # (the script the tests' own throwaway clusters use).
 tls=$(sh router/tests/support/pg/tls_cert.sh "$dir" postgres) || {
   echo "making the server's TLS certificate failed (is openssl installed?)" >&2; exit 1; }
-runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -l "$dir/log" -w \
-  -o "-p $port -k $dir -c listen_addresses=127.0.0.1 $tls" start >/dev/null
+# (As commands, for the outage drill at the end to stop and start it.)
+pg_stop="runuser -u postgres -- '$pgbin/pg_ctl' -D '$dir/data' -m fast -w stop >/dev/null"
+pg_start="runuser -u postgres -- '$pgbin/pg_ctl' -D '$dir/data' -l '$dir/log' -w -o '-p $port -k $dir -c listen_addresses=127.0.0.1 $tls' start >/dev/null"
+sh -c "$pg_start"
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, TLS on (CA $dir/ca.crt)"
 # Every test below connects with verify-full: the server's name checked
 # against the throwaway CA (host localhost, dialled at 127.0.0.1).
@@ -49,3 +52,9 @@ ci/route-http.sh "$pg_url"
 # once. On SQLite, then on this server.
 target/release/examples/restart_drill 200 4 3
 target/release/examples/restart_drill 200 4 3 "$pg_url" restart_drill
+# The outage drill (decision 0019), last: routerd on this server under
+# load, the server stopped for 5 s (OUTAGE_S) and started again; it fails on an
+# answer other than an empty lease or a typed 503 while the server is
+# down, on a lost acknowledged deposit, or when routerd does not serve
+# again within 10 s of the server's start.
+target/release/examples/outage_drill 100 4 2 "${OUTAGE_S:-5}" "$pg_url" outage_drill "$pg_stop" "$pg_start"

@@ -25,6 +25,7 @@ pub mod events;
 pub mod http;
 pub mod ids;
 pub mod load;
+pub mod outage;
 pub mod store;
 
 pub use crate::core::Router;

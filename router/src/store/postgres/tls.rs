@@ -199,7 +199,10 @@ pub(super) fn connector(mode: SslMode, ca: Option<&Path>) -> Result<MakeRustlsCo
         let verifier: Arc<dyn ServerCertVerifier> = if check_name {
             webpki
         } else {
-            Arc::new(ChainOnly(webpki))
+            Arc::new(Lenient {
+                chain: Some(webpki),
+                provider: provider.clone(),
+            })
         };
         Ok(builder
             .clone()
@@ -217,18 +220,27 @@ pub(super) fn connector(mode: SslMode, ca: Option<&Path>) -> Result<MakeRustlsCo
         }
         (SslMode::Disable | SslMode::Prefer | SslMode::Require, _) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(EncryptOnly(provider.clone())))
+            .with_custom_certificate_verifier(Arc::new(Lenient {
+                chain: None,
+                provider: provider.clone(),
+            }))
             .with_no_client_auth(),
     };
     Ok(MakeRustlsConnect::new(config))
 }
 
-/// `verify-ca`: the chain must lead to a root of the CA file; the name is
-/// not checked.
+/// The verifier of `verify-ca` (`chain` set: the chain must lead to a root
+/// of the CA file; the name is not checked) and of `prefer` and `require`
+/// without a CA file (`chain` unset: any certificate is taken, as libpq
+/// does). Either way the handshake's signatures are checked against the
+/// certificate, so the session is encrypted to the holder of its key.
 #[derive(Debug)]
-struct ChainOnly(Arc<WebPkiServerVerifier>);
+struct Lenient {
+    chain: Option<Arc<WebPkiServerVerifier>>,
+    provider: Arc<CryptoProvider>,
+}
 
-impl ServerCertVerifier for ChainOnly {
+impl ServerCertVerifier for Lenient {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -237,10 +249,10 @@ impl ServerCertVerifier for ChainOnly {
         ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, TlsError> {
-        match self
-            .0
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
+        let Some(chain) = &self.chain else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
             Err(TlsError::InvalidCertificate(
                 CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
             )) => Ok(ServerCertVerified::assertion()),
@@ -254,7 +266,8 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls12_signature(message, cert, dss)
+        let algs = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algs)
     }
 
     fn verify_tls13_signature(
@@ -263,62 +276,14 @@ impl ServerCertVerifier for ChainOnly {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, TlsError> {
-        self.0.verify_tls13_signature(message, cert, dss)
+        let algs = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
-}
-
-/// `prefer` and `require` without a CA file: any certificate is taken (as
-/// libpq does); the handshake's signatures are still checked, so the
-/// session is encrypted to the holder of the certificate's key.
-#[derive(Debug)]
-struct EncryptOnly(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for EncryptOnly {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, TlsError> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, TlsError> {
-        verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
