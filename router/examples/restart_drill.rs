@@ -62,21 +62,5 @@ fn main() {
     };
     let report = router::drill::run(&spec, &start, &open_store);
     let _ = std::fs::remove_dir_all(&data);
-    match report {
-        Ok(r) => {
-            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
-            if r.failures.is_empty() {
-                println!("PASS");
-            } else {
-                for f in &r.failures {
-                    println!("FAIL: {f}");
-                }
-                std::process::exit(1);
-            }
-        }
-        Err(e) => {
-            eprintln!("drill failed: {e}");
-            std::process::exit(1);
-        }
-    }
+    router::drill::conclude(report, |r| &r.failures)
 }

@@ -302,3 +302,27 @@ fn after_restart(base: &str, lefts: &[Left], rep: &mut DrillReport) {
         }
     }
 }
+
+/// Ends a drill's program: prints `report` as JSON and `PASS`, or a
+/// `FAIL: …` line for each of its `failures`, and exits 0 on a pass, 1 on
+/// a failure or when the drill could not run (`Err`, printed to stderr).
+pub fn conclude<R: Serialize>(report: Result<R, String>, failures: fn(&R) -> &Vec<String>) -> ! {
+    match report {
+        Ok(r) => {
+            println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default());
+            let failed = failures(&r);
+            if failed.is_empty() {
+                println!("PASS");
+                std::process::exit(0);
+            }
+            for f in failed {
+                println!("FAIL: {f}");
+            }
+            std::process::exit(1);
+        }
+        Err(e) => {
+            eprintln!("drill failed: {e}");
+            std::process::exit(1);
+        }
+    }
+}
