@@ -58,3 +58,9 @@ target/release/examples/restart_drill 200 4 3 "$pg_url" restart_drill
 # down, on a lost acknowledged deposit, or when routerd does not serve
 # again within 10 s of the server's start.
 target/release/examples/outage_drill 100 4 2 "${OUTAGE_S:-5}" "$pg_url" outage_drill "$pg_stop" "$pg_start"
+# The same drill with the network cut instead of the server stopped:
+# routerd dials the server through a proxy in the drill, which stops
+# forwarding for 8 s (nothing closed, nothing refused, nothing answers).
+# It fails as above, and when an answer while cut takes over 6 s: only
+# routerd's own bounds on a store call (1 s, and 1 s to connect) end a wait.
+target/release/examples/outage_drill 100 4 2 8 "$pg_url" outage_cut --network-cut

@@ -1,23 +1,102 @@
 //! The store outage drill (`router::outage`): starts `routerd` (built
 //! beside this example, or `$ROUTERD`) on a PostgreSQL schema, drives
-//! devices that lease and deposit, stops the PostgreSQL server with
-//! STOP_CMD under that load, keeps it down OUTAGE_S seconds, starts it with
-//! START_CMD, and checks that routerd answered only empty leases and typed
-//! 503s meanwhile, lost no acknowledged deposit and served again within
-//! 10 s of the server's start, without a restart. Prints the report as
-//! JSON and `PASS` or `FAIL: …` lines; exits 1 on a failure.
+//! devices that lease and deposit, makes the server unreachable under that
+//! load for OUTAGE_S seconds, brings it back, and checks that routerd
+//! answered only empty leases and typed 503s meanwhile, lost no
+//! acknowledged deposit and served again within 10 s, without a restart.
+//! Prints the report as JSON and `PASS` or `FAIL: …` lines; exits 1 on a
+//! failure.
 //!
-//! `cargo run --release -p router --example outage_drill -- DEVICES THREADS BEFORE_S OUTAGE_S postgres://… SCHEMA 'STOP_CMD' 'START_CMD'`
-//! (the commands run with `sh -c`; `ci/pg-suite.sh` runs it with
-//! `pg_ctl stop -m fast` and `pg_ctl start` on its throwaway cluster).
+//! Two ways to make the server unreachable:
+//!
+//! - `'STOP_CMD' 'START_CMD'` (run with `sh -c`): the server stops and
+//!   starts (`ci/pg-suite.sh` uses `pg_ctl stop -m fast` and `pg_ctl
+//!   start`); routerd's connections are closed and its reconnects refused.
+//! - `--network-cut`: routerd reaches the server through a TCP proxy in
+//!   this process, which then stops forwarding: nothing is closed or
+//!   refused, nothing answers (a stalled network). Only routerd's own
+//!   bounds on a store call end its waits, so the drill also fails when an
+//!   answer while cut takes longer than three times the call and connect
+//!   bounds it gives routerd (1 s each).
+//!
+//! `cargo run --release -p router --example outage_drill -- DEVICES THREADS BEFORE_S OUTAGE_S postgres://… SCHEMA ('STOP_CMD' 'START_CMD' | --network-cut)`
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Copies `from` to `to` until either end closes; forwards nothing while
+/// `cut` is set (the bytes wait, unread, as on a stalled link).
+fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool) {
+    use std::io::{ErrorKind, Read, Write};
+    let _ = from.set_read_timeout(Some(Duration::from_millis(10)));
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if cut.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+/// A TCP proxy on a free loopback port to `upstream`; the flag cuts it.
+/// While cut, a new connection is accepted but not carried on.
+fn proxy(upstream: SocketAddr) -> std::io::Result<(u16, Arc<AtomicBool>)> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let port = listener.local_addr()?.port();
+    let cut = Arc::new(AtomicBool::new(false));
+    let flag = cut.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let flag = flag.clone();
+            std::thread::spawn(move || {
+                while flag.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let Ok(server) = TcpStream::connect(upstream) else {
+                    return;
+                };
+                let (Ok(c2), Ok(s2)) = (client.try_clone(), server.try_clone()) else {
+                    return;
+                };
+                let f2 = flag.clone();
+                std::thread::spawn(move || pump(c2, server, &f2));
+                pump(s2, client, &flag);
+            });
+        }
+    });
+    Ok((port, cut))
+}
+
+/// `url` with its port replaced by `port`, and the port it had.
+fn via_port(url: &str, port: u16) -> Option<(String, u16)> {
+    let at = url.find('@')?;
+    let colon = at + url[at..].find(':')?;
+    let end = colon + url[colon..].find('/')?;
+    let old: u16 = url[colon + 1..end].parse().ok()?;
+    Some((format!("{}:{port}{}", &url[..colon], &url[end..]), old))
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
-        eprintln!("usage: outage_drill DEVICES(1..=10000) THREADS(1..=64) BEFORE_S OUTAGE_S postgres://… SCHEMA 'STOP_CMD' 'START_CMD'");
+        eprintln!("usage: outage_drill DEVICES(1..=10000) THREADS(1..=64) BEFORE_S OUTAGE_S postgres://… SCHEMA ('STOP_CMD' 'START_CMD' | --network-cut)");
         std::process::exit(2);
     };
-    if args.len() != 8 {
+    let cut_mode = args.len() == 7 && args[6] == "--network-cut";
+    if args.len() != 8 && !cut_mode {
         usage();
     }
     let num = |i: usize| args[i].parse::<f64>().unwrap_or_else(|_| usage());
@@ -26,6 +105,24 @@ fn main() {
         usage();
     }
     let (url, schema) = (args[4].clone(), args[5].clone());
+    // In --network-cut mode routerd dials the proxy; the drill's own check
+    // of the store afterwards dials the server.
+    let (routerd_url, cut) = if cut_mode {
+        let (_, upstream) = via_port(&url, 0).unwrap_or_else(|| usage());
+        let (port, cut) = proxy(SocketAddr::from(([127, 0, 0, 1], upstream))).unwrap_or_else(|e| {
+            eprintln!("proxy: {e}");
+            std::process::exit(2);
+        });
+        (
+            via_port(&url, port)
+                .map(|(u, _)| u)
+                .unwrap_or_else(|| usage()),
+            Some(cut),
+        )
+    } else {
+        (url.clone(), None)
+    };
+    let bound_s = if cut_mode { "1" } else { "2" };
     let routerd = router::load::routerd_path().unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2);
@@ -35,13 +132,13 @@ fn main() {
         "--tick-ms",
         "200",
         "--store",
-        url.as_str(),
+        routerd_url.as_str(),
         "--store-schema",
         schema.as_str(),
         "--store-timeout-s",
-        "2",
+        bound_s,
         "--store-connect-timeout-s",
-        "2",
+        bound_s,
     ];
     let start = || router::load::spawn_routerd(&routerd, &data, "drill-key", "drill-token", &extra);
     let shell = |cmd: &str| -> Result<(), String> {
@@ -55,8 +152,26 @@ fn main() {
             Err(format!("exited with {s}"))
         }
     };
-    let stop_server = || shell(&args[6]);
-    let start_server = || shell(&args[7]);
+    let set_cut = |on: bool| {
+        if let Some(c) = &cut {
+            c.store(on, Ordering::SeqCst);
+        }
+        Ok(())
+    };
+    let stop_server = || {
+        if cut_mode {
+            set_cut(true)
+        } else {
+            shell(&args[6])
+        }
+    };
+    let start_server = || {
+        if cut_mode {
+            set_cut(false)
+        } else {
+            shell(&args[7])
+        }
+    };
     let open_store = || -> Result<Box<dyn router::store::Store>, router::store::StoreError> {
         Ok(Box::new(router::store::PgStore::connect_with_schema(
             &url, &schema,
@@ -77,6 +192,7 @@ fn main() {
         before_s: num(2),
         outage_s: num(3),
         recover_bound_s: 10.0,
+        answer_bound_s: cut_mode.then_some(6.0),
     };
     let report = router::outage::run(&spec, &start, &stop_server, &start_server, &open_store);
     let _ = std::fs::remove_dir_all(&data);

@@ -40,6 +40,10 @@ pub struct OutageSpec {
     /// Most seconds from the server's start to routerd's first
     /// acknowledged deposit (0.5..=600).
     pub recover_bound_s: f64,
+    /// Most seconds any request sent and answered while the server is
+    /// unreachable may take, when given: routerd's own bounds on a store
+    /// call (a stalled network never answers on its own).
+    pub answer_bound_s: Option<f64>,
 }
 
 /// What the drill saw. It passes when [`OutageReport::failures`] is empty.
@@ -61,6 +65,9 @@ pub struct OutageReport {
     /// by `STATUS kind` (`200 empty` for a lease with no items,
     /// `transport` for a request that got no answer).
     pub answers_during: BTreeMap<String, u64>,
+    /// The slowest answer to a request sent and answered while the server
+    /// was down, seconds.
+    pub slowest_during_s: f64,
     /// Seconds the server was down (from the stop command's return to the
     /// start command's return).
     pub outage_s: f64,
@@ -94,6 +101,7 @@ struct Seen {
     /// answered while down; the rest (after).
     acknowledged: [Vec<String>; 3],
     answers_during: BTreeMap<String, u64>,
+    slowest_during_s: f64,
 }
 
 fn answer_kind(r: &Result<(u16, Value), String>, empty_lease: bool) -> String {
@@ -106,9 +114,10 @@ fn answer_kind(r: &Result<(u16, Value), String>, empty_lease: bool) -> String {
 
 /// Records an answer to a request sent in phase `sent`: only requests both
 /// sent and answered while the server was down count as the outage's.
-fn note(seen: &mut Seen, shared: &Shared, sent: u8, kind: String) {
-    if sent == DOWN && shared.phase.load(Ordering::SeqCst) == DOWN {
+fn note(seen: &mut Seen, shared: &Shared, sent: (u8, Instant), kind: String) {
+    if sent.0 == DOWN && shared.phase.load(Ordering::SeqCst) == DOWN {
         *seen.answers_during.entry(kind).or_default() += 1;
+        seen.slowest_during_s = seen.slowest_during_s.max(sent.1.elapsed().as_secs_f64());
     }
 }
 
@@ -120,7 +129,7 @@ fn drive(base: &str, mine: &[(String, String)], shared: &Shared) -> Seen {
     while !shared.stop.load(Ordering::SeqCst) {
         let (id, secret) = &mine[i % mine.len()];
         i += 1;
-        let sent = shared.phase.load(Ordering::SeqCst);
+        let sent = (shared.phase.load(Ordering::SeqCst), Instant::now());
         let body = json!({"device_id": id, "device_secret": secret, "max_items": 2});
         let r = post(&a, &format!("{base}/v1/lease"), &body, None);
         let items = match &r {
@@ -142,9 +151,10 @@ fn drive(base: &str, mine: &[(String, String)], shared: &Shared) -> Seen {
                 "target": it["target"], "deposit_token": token, "receipt_revision": 0,
                 "adapter_id": "html", "adapter_version": "1",
                 "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
-            let sent = shared.phase.load(Ordering::SeqCst);
+            let at = (shared.phase.load(Ordering::SeqCst), Instant::now());
             let r = post(&a, &format!("{base}/v1/deposit"), &body, None);
-            note(&mut seen, shared, sent, answer_kind(&r, false));
+            note(&mut seen, shared, at, answer_kind(&r, false));
+            let sent = at.0;
             if let Ok((200, _)) = r {
                 let now = shared.phase.load(Ordering::SeqCst);
                 let slot = match (sent, now) {
@@ -204,6 +214,7 @@ pub fn run(
         for (k, n) in &s.answers_during {
             *rep.answers_during.entry(k.clone()).or_default() += n;
         }
+        rep.slowest_during_s = rep.slowest_during_s.max(s.slowest_during_s);
     }
     let tokens: Vec<&String> = seen
         .iter()
@@ -312,6 +323,14 @@ fn judge(rep: &mut OutageReport, spec: &OutageSpec) {
     for (kind, n) in &rep.answers_during {
         if kind != "200 empty" && kind != "503 store_unavailable" {
             failures.push(format!("{n} answers during the outage were {kind:?}"));
+        }
+    }
+    if let Some(bound) = spec.answer_bound_s {
+        if rep.slowest_during_s > bound {
+            failures.push(format!(
+                "an answer while the server was down took {:.1} s (bound {bound} s)",
+                rep.slowest_during_s
+            ));
         }
     }
     if !rep.answers_during.contains_key("503 store_unavailable") {
