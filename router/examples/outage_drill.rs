@@ -40,6 +40,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, cut: &AtomicBool) {
         match from.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
+                // Read as the cut came: held, not forwarded, until it heals.
+                while cut.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
                 if to.write_all(&buf[..n]).is_err() {
                     break;
                 }
@@ -89,6 +93,22 @@ fn via_port(url: &str, port: u16) -> Option<(String, u16)> {
     Some((format!("{}:{port}{}", &url[..colon], &url[end..]), old))
 }
 
+/// The URL routerd is given and, in `--network-cut` mode, the proxy's cut
+/// flag: there routerd dials a proxy in front of the server in `url`.
+///
+/// Errors: the URL names no `@host:port/`, or the proxy cannot listen.
+fn routerd_store(url: &str, cut_mode: bool) -> Result<(String, Option<Arc<AtomicBool>>), String> {
+    if !cut_mode {
+        return Ok((url.to_string(), None));
+    }
+    let bad = || "--network-cut needs a URL with @host:port/".to_string();
+    let (_, upstream) = via_port(url, 0).ok_or_else(bad)?;
+    let (port, cut) =
+        proxy(SocketAddr::from(([127, 0, 0, 1], upstream))).map_err(|e| format!("proxy: {e}"))?;
+    let (via, _) = via_port(url, port).ok_or_else(bad)?;
+    Ok((via, Some(cut)))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
@@ -107,21 +127,10 @@ fn main() {
     let (url, schema) = (args[4].clone(), args[5].clone());
     // In --network-cut mode routerd dials the proxy; the drill's own check
     // of the store afterwards dials the server.
-    let (routerd_url, cut) = if cut_mode {
-        let (_, upstream) = via_port(&url, 0).unwrap_or_else(|| usage());
-        let (port, cut) = proxy(SocketAddr::from(([127, 0, 0, 1], upstream))).unwrap_or_else(|e| {
-            eprintln!("proxy: {e}");
-            std::process::exit(2);
-        });
-        (
-            via_port(&url, port)
-                .map(|(u, _)| u)
-                .unwrap_or_else(|| usage()),
-            Some(cut),
-        )
-    } else {
-        (url.clone(), None)
-    };
+    let (routerd_url, cut) = routerd_store(&url, cut_mode).unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2);
+    });
     let bound_s = if cut_mode { "1" } else { "2" };
     let routerd = router::load::routerd_path().unwrap_or_else(|e| {
         eprintln!("{e}");

@@ -112,10 +112,11 @@ fn answer_kind(r: &Result<(u16, Value), String>, empty_lease: bool) -> String {
     }
 }
 
-/// Records an answer to a request sent in phase `sent`: only requests both
-/// sent and answered while the server was down count as the outage's.
-fn note(seen: &mut Seen, shared: &Shared, sent: (u8, Instant), kind: String) {
-    if sent.0 == DOWN && shared.phase.load(Ordering::SeqCst) == DOWN {
+/// Records an answer to a request sent (phase, when) as `sent` and
+/// answered in phase `answered`: only requests both sent and answered
+/// while the server was down count as the outage's.
+fn note(seen: &mut Seen, sent: (u8, Instant), answered: u8, kind: String) {
+    if sent.0 == DOWN && answered == DOWN {
         *seen.answers_during.entry(kind).or_default() += 1;
         seen.slowest_during_s = seen.slowest_during_s.max(sent.1.elapsed().as_secs_f64());
     }
@@ -136,7 +137,8 @@ fn drive(base: &str, mine: &[(String, String)], shared: &Shared) -> Seen {
             Ok((200, l)) => l["items"].as_array().cloned().unwrap_or_default(),
             _ => Vec::new(),
         };
-        note(&mut seen, shared, sent, answer_kind(&r, items.is_empty()));
+        let answered = shared.phase.load(Ordering::SeqCst);
+        note(&mut seen, sent, answered, answer_kind(&r, items.is_empty()));
         if items.is_empty() {
             std::thread::sleep(Duration::from_millis(10));
             continue;
@@ -153,10 +155,10 @@ fn drive(base: &str, mine: &[(String, String)], shared: &Shared) -> Seen {
                 "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
             let at = (shared.phase.load(Ordering::SeqCst), Instant::now());
             let r = post(&a, &format!("{base}/v1/deposit"), &body, None);
-            note(&mut seen, shared, at, answer_kind(&r, false));
+            let now = shared.phase.load(Ordering::SeqCst);
+            note(&mut seen, at, now, answer_kind(&r, false));
             let sent = at.0;
             if let Ok((200, _)) = r {
-                let now = shared.phase.load(Ordering::SeqCst);
                 let slot = match (sent, now) {
                     (BEFORE, _) => 0,
                     (DOWN, DOWN) => 1,
