@@ -263,6 +263,12 @@ pub enum ApiError {
     /// deposit was kept; the same body may be sent again.
     #[error("{0} deposits are waiting for the store; retry after {1:.0} s")]
     Overloaded(usize, f64),
+    /// Replicas: no replica leads now, or the leading one cannot be
+    /// reached (503, `Retry-After`: the seconds until the next campaign).
+    /// Nothing was done; the same request may be sent again, to any
+    /// replica. Source: `docs/decisions/0020-replicas-over-one-postgresql.md`.
+    #[error("no replica leads now ({0}); retry after {1:.0} s")]
+    NoLeader(String, f64),
 }
 
 impl ApiError {
@@ -288,6 +294,7 @@ impl ApiError {
             ApiError::DiscoveryLimited(_) => "discovery_limited",
             ApiError::Store(_) => "store_unavailable",
             ApiError::Overloaded(..) => "overloaded",
+            ApiError::NoLeader(..) => "no_leader",
         }
     }
 
@@ -307,7 +314,7 @@ impl ApiError {
             ApiError::RateLimited(_)
             | ApiError::RegistrationLimited(..)
             | ApiError::DiscoveryLimited(_) => 429,
-            ApiError::Store(_) | ApiError::Overloaded(..) => 503,
+            ApiError::Store(_) | ApiError::Overloaded(..) | ApiError::NoLeader(..) => 503,
         }
     }
 
@@ -318,7 +325,8 @@ impl ApiError {
         match self {
             ApiError::RateLimited(s)
             | ApiError::RegistrationLimited(_, s)
-            | ApiError::Overloaded(_, s) => Some(*s),
+            | ApiError::Overloaded(_, s)
+            | ApiError::NoLeader(_, s) => Some(*s),
             _ => None,
         }
     }
@@ -384,6 +392,7 @@ impl ErrorBody {
             "discovery_limited" => ApiError::DiscoveryLimited(0),
             "store_unavailable" => ApiError::Store(m()),
             "overloaded" => ApiError::Overloaded(0, wait),
+            "no_leader" => ApiError::NoLeader(m(), wait),
             _ => return None,
         })
     }
@@ -437,6 +446,7 @@ mod tests {
             (ApiError::DiscoveryLimited(3), "discovery_limited", 429),
             (ApiError::Store("x".into()), "store_unavailable", 503),
             (ApiError::Overloaded(4096, 1.0), "overloaded", 503),
+            (ApiError::NoLeader("x".into(), 1.0), "no_leader", 503),
         ];
         let mut kinds = std::collections::BTreeSet::new();
         for (e, kind, status) in &rows {
@@ -473,10 +483,11 @@ mod tests {
                 | ApiError::RegistrationLimited(..)
                 | ApiError::DiscoveryLimited(_)
                 | ApiError::Store(_)
-                | ApiError::Overloaded(..) => {}
+                | ApiError::Overloaded(..)
+                | ApiError::NoLeader(..) => {}
             }
         }
-        assert_eq!(rows.len(), 19);
+        assert_eq!(rows.len(), 20);
         let unknown = ErrorBody {
             error: "from_a_later_version".into(),
             message: "x".into(),
@@ -485,7 +496,13 @@ mod tests {
         assert_eq!(unknown.to_error(), None);
         // Retry-After where the refusal knows when to come back.
         for (e, kind, _) in &rows {
-            let hinted = ["rate_limited", "registration_limited", "overloaded"].contains(kind);
+            let hinted = [
+                "rate_limited",
+                "registration_limited",
+                "overloaded",
+                "no_leader",
+            ]
+            .contains(kind);
             assert_eq!(e.retry_after_s().is_some(), hinted, "{e:?}");
         }
     }

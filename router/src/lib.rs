@@ -13,6 +13,8 @@
 //! - [`http`]: the HTTP shell `routerd` serves;
 //! - [`load`]: the load generator against a running `routerd`;
 //! - [`drill`]: the restart drill (routerd killed under load, then checked).
+//! - [`netcut`]: a TCP proxy that cuts a link without closing it (drills, tests);
+//! - [`replica`]: several routerd replicas over one PostgreSQL store.
 
 #![warn(missing_docs)]
 
@@ -25,7 +27,9 @@ pub mod events;
 pub mod http;
 pub mod ids;
 pub mod load;
+pub mod netcut;
 pub mod outage;
+pub mod replica;
 pub mod store;
 
 pub use crate::core::Router;

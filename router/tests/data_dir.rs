@@ -28,7 +28,7 @@ fn second(data: &std::path::Path) -> (bool, String) {
 fn a_second_routerd_on_the_same_data_directory_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let first = Routerd::start(dir.path(), &[]);
-    let pid = first.child.id();
+    let pid = first.pid();
     let secret = first.register("d-1", "browser");
     let (ok, text) = second(dir.path());
     assert!(!ok, "{text}");
@@ -47,7 +47,7 @@ fn a_second_routerd_on_the_same_data_directory_is_refused() {
     // SIGKILL: the kernel drops the lock with the process.
     first.kill();
     let after = Routerd::start(dir.path(), &[]);
-    assert_ne!(after.child.id(), pid);
+    assert_ne!(after.pid(), pid);
     after.stop();
     // A graceful stop frees it too.
     Routerd::start(dir.path(), &[]).stop();

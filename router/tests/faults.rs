@@ -190,13 +190,11 @@ fn a_registration_survives_sigkill_right_after_its_answer_on_postgres() {
 }
 
 fn registration_survives_sigkill(data: &std::path::Path, store_args: &[&str]) {
-    let mut r = Routerd::start_manual(data, CLOCK_START_S, store_args);
+    let r = Routerd::start_manual(data, CLOCK_START_S, store_args);
     let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
     assert_eq!(s, 200, "{v}");
     let secret = v["device_secret"].as_str().unwrap().to_string();
-    r.child.kill().unwrap();
-    r.child.wait().unwrap();
-    drop(r);
+    r.kill();
     let r = Routerd::start_manual(data, CLOCK_START_S, store_args);
     let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
     assert_eq!(

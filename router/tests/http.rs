@@ -368,7 +368,7 @@ fn survives_sigkill(
         while acked.lock().unwrap().len() < 200 && t0.elapsed() < Duration::from_secs(300) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let pid = r.child.id();
+        let pid = r.pid();
         let _ = std::process::Command::new("kill")
             .arg("-KILL")
             .arg(pid.to_string())

@@ -13,6 +13,7 @@ mod identities;
 mod lease_restart;
 mod operator_reads;
 mod pg_connection;
+mod replicas;
 mod reports;
 mod retention;
 #[path = "core.rs"]

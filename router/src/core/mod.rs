@@ -61,7 +61,7 @@ use routing::trust::Clusters;
 pub use records::{
     settled_page, DeviceView, SettledPage, SettledRow, TargetView, SETTLED_PAGE_MAX,
 };
-pub use view::{ArchetypeView, CellView, FieldView, SourceView, ViewTables};
+pub use view::{ArchetypeView, CellView, FieldView, ReplicaLabel, SourceView, ViewTables};
 
 use crate::api::ApiError;
 use crate::config::{item_usage, RouterConfig, KNOWN_FACT_SCALE, POOLS, UNCAPPED};

@@ -60,9 +60,26 @@ pub struct ArchetypeView {
     pub queued: usize,
 }
 
+/// Which replica answered, and under which term of the lead (replicas
+/// only; `docs/decisions/0020-replicas-over-one-postgresql.md`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplicaLabel {
+    /// The replica's name (`--replica-id`).
+    pub name: String,
+    /// The term of the lead it answered under.
+    pub term: i64,
+}
+
 /// The body of `GET /v1/field`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FieldView {
+    /// The replica that answered (absent when routerd runs alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replica: Option<ReplicaLabel>,
+    /// Highest deposit sequence number folded into this field: every
+    /// deposit acknowledged with a sequence number at most this is in it.
+    #[serde(default)]
+    pub applied_seq: u64,
     /// Field revision.
     pub revision: u64,
     /// Store backend.
@@ -167,6 +184,8 @@ impl Router {
             })
             .collect();
         let view = FieldView {
+            replica: None,
+            applied_seq: self.d.applied_seq,
             revision: self.d.field.revision(),
             backend: self.backend.into(),
             temperature: self.d.temperature,

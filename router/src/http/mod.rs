@@ -75,6 +75,9 @@ pub struct Shell {
     /// The manual clock, when routerd runs on one (`POST /v1/clock`
     /// advances it); `None` on the wall clock.
     manual: Option<Arc<ManualClock>>,
+    /// The replica this shell serves for, with its term (replicas only):
+    /// named in `GET /v1/field` and `/metrics`.
+    replica: Mutex<Option<crate::core::ReplicaLabel>>,
 }
 
 impl Shell {
@@ -137,6 +140,7 @@ impl Shell {
             ticks: tokio::sync::watch::Sender::new(0),
             closing: tokio::sync::watch::Sender::new(false),
             manual,
+            replica: Mutex::new(None),
         });
         writer::spawn(&shell, rx)?;
         Ok(shell)
@@ -234,6 +238,12 @@ impl Shell {
         }
     }
 
+    /// Names the replica (and term) this shell answers for in `GET
+    /// /v1/field` and `/metrics`.
+    pub fn set_replica(&self, label: crate::core::ReplicaLabel) {
+        *self.replica.lock() = Some(label);
+    }
+
     /// Starts a stop: every held long poll answers now (with what it has),
     /// so a graceful shutdown does not wait out the polls.
     pub fn begin_close(&self) {
@@ -261,7 +271,7 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .with_state(shell)
 }
 
-fn error(e: &ApiError) -> Response {
+pub(crate) fn error(e: &ApiError) -> Response {
     let status = StatusCode::from_u16(e.status()).unwrap_or(StatusCode::BAD_REQUEST);
     let mut resp = (status, axum::Json(ErrorBody::from(e))).into_response();
     if let Some(s) = e.retry_after_s() {
@@ -467,6 +477,7 @@ async fn field(State(s): State<Arc<Shell>>) -> Response {
     run_unlocked(s, |s, _| {
         let (mut view, tables) = s.router.lock().field_view_parts();
         tables.complete(&mut view);
+        view.replica = s.replica.lock().clone();
         Ok(view)
     })
     .await
@@ -480,6 +491,12 @@ async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
         s.deposit_queue
     ));
+    if let Some(r) = s.replica.lock().as_ref() {
+        text.push_str(&format!(
+            "# HELP router_replica_term The term of the lead this replica answers under.\n# TYPE router_replica_term gauge\nrouter_replica_term{{replica=\"{}\"}} {}\n",
+            r.name, r.term
+        ));
+    }
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         Body::from(text),

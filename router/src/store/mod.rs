@@ -26,7 +26,7 @@ mod postgres;
 mod sqlite;
 
 pub use memory::MemoryStore;
-pub use postgres::{PgOptions, PgStore, SslMode};
+pub use postgres::{Fence, Leadership, PgOptions, PgStore, SslMode};
 pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE};
 
 use thiserror::Error;
@@ -112,10 +112,15 @@ pub enum StoreError {
     /// a NUL character (the SQL backends cannot store either).
     #[error("value out of the store's range: {0}")]
     BadValue(String),
+    /// A replica's write under a [`Fence`] the store no longer honours:
+    /// another replica leads now, or this one's lead lapsed. Nothing was
+    /// written. Source: `docs/decisions/0020-replicas-over-one-postgresql.md`.
+    #[error("this replica no longer leads: {0}")]
+    Fenced(String),
 }
 
 /// The newest schema version this build knows (migrations 1..=this).
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Checks a row key or deposit token: non-empty, at most 512 bytes, no NUL.
 pub fn check_key(key: &str) -> Result<(), StoreError> {

@@ -48,6 +48,7 @@ fn outcome<T: std::fmt::Debug>(r: Result<T, StoreError>) -> String {
         Err(StoreError::BadValue(_)) => "bad value".into(),
         Err(StoreError::Backend(_)) => "backend error".into(),
         Err(StoreError::Timeout(_)) => "timeout".into(),
+        Err(StoreError::Fenced(_)) => "fenced".into(),
         Err(StoreError::SchemaTooNew { .. }) => "schema too new".into(),
     }
 }

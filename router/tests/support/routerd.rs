@@ -15,7 +15,8 @@ pub const TOKEN: &str = "test-registration-token";
 pub const CLOCK_START_S: f64 = 1_000_000_000.0;
 
 pub struct Routerd {
-    pub child: Child,
+    /// The process (`None` for a handle from [`Routerd::attach`]).
+    pub child: Option<Child>,
     pub base: String,
     agent: ureq::Agent,
 }
@@ -42,12 +43,34 @@ impl Routerd {
             .strip_prefix("routerd listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        let agent: ureq::Agent = ureq::Agent::config_builder()
+        Routerd {
+            child: Some(child),
+            base,
+            agent: Self::agent(),
+        }
+    }
+
+    fn agent() -> ureq::Agent {
+        ureq::Agent::config_builder()
             .http_status_as_error(false)
             .timeout_global(Some(Duration::from_secs(20)))
             .build()
-            .into();
-        Routerd { child, base, agent }
+            .into()
+    }
+
+    /// A client of the routerd at `base`, without its process (dropping it
+    /// stops nothing).
+    pub fn attach(base: &str) -> Routerd {
+        Routerd {
+            child: None,
+            base: base.to_string(),
+            agent: Self::agent(),
+        }
+    }
+
+    /// The process id (panics on an attached handle).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("a started routerd").id()
     }
 
     /// Starts routerd on a manual clock reading `start_s`: nothing moves,
@@ -166,6 +189,27 @@ impl Routerd {
         ))
     }
 
+    /// GETs `path`; returns (status, JSON body, the value of `header`).
+    /// `None` when routerd cannot be reached.
+    pub fn try_get_header(&self, path: &str, header: &str) -> Option<(u16, Value, Option<String>)> {
+        let url = format!("{}{}", self.base, path);
+        let mut resp = self
+            .agent
+            .get(&url)
+            .header("x-operator-key", OPERATOR_KEY)
+            .call()
+            .ok()?;
+        let status = resp.status().as_u16();
+        let h = resp
+            .headers()
+            .get(header)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let text = resp.body_mut().read_to_string().unwrap_or_default();
+        let v = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Some((status, v, h))
+    }
+
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
         self.send("POST", path, &body.to_string(), false)
     }
@@ -189,6 +233,17 @@ impl Routerd {
     /// 127.x.y.z reaches a loopback listener: each /24 is a network of its
     /// own to routerd); returns (status, JSON body).
     pub fn register_from(&self, body: &Value, source: std::net::Ipv4Addr) -> (u16, Value) {
+        self.register_from_with(body, source, "")
+    }
+
+    /// As [`Routerd::register_from`], with `headers` (`Name: value\r\n`
+    /// lines) added to the request.
+    pub fn register_from_with(
+        &self,
+        body: &Value,
+        source: std::net::Ipv4Addr,
+        headers: &str,
+    ) -> (u16, Value) {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let addr: std::net::SocketAddr = self
             .base
@@ -197,7 +252,7 @@ impl Routerd {
             .expect("routerd's address");
         let body = body.to_string();
         let request = format!(
-            "POST /v1/register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /v1/register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{headers}Connection: close\r\n\r\n{body}",
             body.len()
         );
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -230,14 +285,18 @@ impl Routerd {
 
     /// Stops with SIGINT (graceful: a final snapshot) and waits.
     pub fn stop(mut self) {
-        unsafe_kill(self.child.id(), "INT");
-        let _ = self.child.wait();
+        if let Some(c) = self.child.as_mut() {
+            unsafe_kill(c.id(), "INT");
+            let _ = c.wait();
+        }
     }
 
     /// Kills with SIGKILL (no snapshot, nothing flushed) and waits.
     pub fn kill(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
@@ -250,8 +309,10 @@ fn unsafe_kill(pid: u32, sig: &str) {
 
 impl Drop for Routerd {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(c) = self.child.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 

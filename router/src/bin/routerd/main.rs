@@ -23,6 +23,7 @@ use router::Router;
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod facts;
+mod replica;
 mod store;
 
 use facts::{facts, FactsOp};
@@ -164,10 +165,25 @@ struct ServeArgs {
     /// byte (30 < S ≤ 3,600: above the 30 s long poll).
     #[arg(long, default_value_t = 60.0)]
     request_s: f64,
+    /// Serve as one of several replicas over one PostgreSQL store, under
+    /// this name (1..=64 of `[A-Za-z0-9._-]`): one replica leads and the
+    /// others forward to it (docs/router.md "Replicas"). Needs `--store
+    /// postgres://…`, `--operator-key` and `--registration-token`.
+    #[arg(long, value_name = "NAME")]
+    replica_id: Option<String>,
+    /// Replicas: the base URL other replicas reach this one on (default
+    /// `http://` and the bound `--listen` address).
+    #[arg(long, value_name = "URL")]
+    advertise: Option<String>,
+    /// Replicas: how long a won or renewed lead lasts, seconds [1, 3600];
+    /// a campaign runs every third of it. A dead leader is replaced within
+    /// it (plus `--store-timeout-s` when it died inside a write).
+    #[arg(long, default_value_t = 6.0)]
+    lead_ttl_s: f64,
 }
 
 /// Resolves on SIGINT or SIGTERM.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -295,7 +311,7 @@ fn serve_limits(args: &ServeArgs) -> Result<(Duration, Timeouts)> {
 ///
 /// Errors: an unreadable secret or credentials file, a credentials file
 /// that repeats the registration token, a flag out of its range.
-fn router_config(args: &ServeArgs) -> Result<RouterConfig> {
+pub(crate) fn router_config(args: &ServeArgs) -> Result<RouterConfig> {
     let operator_key = match &args.operator_key {
         Some(k) => k.clone(),
         None => secret_file(&args.data.join("operator.key"))?,
@@ -458,6 +474,9 @@ async fn run_server(
 
 fn serve(args: ServeArgs) -> Result<()> {
     let (drain, timeouts) = serve_limits(&args)?;
+    if let Some(name) = args.replica_id.clone() {
+        return replica::serve_replica(args, name, drain, timeouts);
+    }
     let quota = fleet::quota::detect_live();
     let workers = quota.schedulable_cpus().max(1) as usize;
     tracing::info!(

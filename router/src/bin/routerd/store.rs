@@ -24,30 +24,42 @@ pub(crate) fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
                 || format!("opening the SQLite store in {}", args.data.display()),
             )?))
         }
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            let secs = |flag: &str, s: f64| -> Result<Duration> {
-                if s.is_finite() && s > 0.0 && s <= 3600.0 {
-                    Ok(Duration::from_secs_f64(s))
-                } else {
-                    bail!("{flag} must be in (0, 3600], got {s}")
-                }
-            };
-            let opts = PgOptions {
-                schema: args.store_schema.clone(),
-                pool_size: args.store_pool,
-                statement_timeout: secs("--store-timeout-s", args.store_timeout_s)?,
-                connect_timeout: secs("--store-connect-timeout-s", args.store_connect_timeout_s)?,
-                ca_file: args.store_ca_file.clone(),
-            };
+        Some(url) if is_postgres(url) => {
             // The URL is never printed: it may hold a password.
             Ok(Box::new(
-                PgStore::open(url, &opts).context("connecting to PostgreSQL")?,
+                PgStore::open(url, &pg_options(args)?).context("connecting to PostgreSQL")?,
             ))
         }
         Some(_) => {
             bail!("--store must be a postgres:// or postgresql:// URL (or absent for SQLite); the value given is not repeated here, since it may hold a password")
         }
     }
+}
+
+/// Whether `url` names a PostgreSQL server.
+pub(crate) fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The PostgreSQL options of the serve flags (unfenced).
+///
+/// Errors: a timeout flag out of (0, 3600] s.
+pub(crate) fn pg_options(args: &ServeArgs) -> Result<PgOptions> {
+    let secs = |flag: &str, s: f64| -> Result<Duration> {
+        if s.is_finite() && s > 0.0 && s <= 3600.0 {
+            Ok(Duration::from_secs_f64(s))
+        } else {
+            bail!("{flag} must be in (0, 3600], got {s}")
+        }
+    };
+    Ok(PgOptions {
+        schema: args.store_schema.clone(),
+        pool_size: args.store_pool,
+        statement_timeout: secs("--store-timeout-s", args.store_timeout_s)?,
+        connect_timeout: secs("--store-connect-timeout-s", args.store_connect_timeout_s)?,
+        ca_file: args.store_ca_file.clone(),
+        fence: None,
+    })
 }
 
 /// The lock file in the data directory.

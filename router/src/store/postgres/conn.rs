@@ -16,6 +16,9 @@ struct Statements {
     prune: Statement,
     delete: [Statement; 4],
     version: Statement,
+    /// The fence check: the lead row for a term and holder, unexpired on
+    /// the server's clock, share-locked to the end of the transaction.
+    fence: Statement,
 }
 
 /// One live connection and its statements (owned by the worker thread).
@@ -24,6 +27,8 @@ pub(super) struct Conn {
     st: Statements,
     /// A call on it timed out: its state is unknown, so it is not reused.
     pub(super) broken: bool,
+    /// With a fence, every write checks it first in its own transaction.
+    fence: Option<Fence>,
 }
 
 async fn stored_version<C: GenericClient>(client: &C, q: &str) -> Result<u32, StoreError> {
@@ -180,18 +185,27 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
             "SELECT COALESCE(MAX(version), 0) FROM {q}.schema_migrations"
         ))
         .await?,
+        fence: p(format!(
+            "SELECT term FROM {q}.leadership
+             WHERE id = 1 AND term = $1 AND holder = $2 AND expires_at > clock_timestamp()
+             FOR SHARE"
+        ))
+        .await?,
     })
 }
 
 /// Connects (TLS as `tls` negotiates), sets the server's
-/// `statement_timeout` to `statement_ms`, optionally migrates, and
-/// prepares the statements.
+/// `statement_timeout` and `idle_in_transaction_session_timeout` to
+/// `statement_ms` (a client cut off inside a transaction holds no lock
+/// longer than that: a fence's share lock would stall a new lead),
+/// optionally migrates, and prepares the statements. `schema` is the
+/// schema's name and its quoted form.
 pub(super) async fn open_conn(
     cfg: &Config,
     tls: &MakeRustlsConnect,
     statement_ms: u64,
-    schema: &str,
-    q: &str,
+    (schema, q): (&str, &str),
+    fence: Option<Fence>,
     run_migrations: bool,
 ) -> Result<Conn, StoreError> {
     let (mut client, connection) = cfg.connect(tls.clone()).await.map_err(pe)?;
@@ -201,7 +215,9 @@ pub(super) async fn open_conn(
         }
     });
     client
-        .batch_execute(&format!("SET statement_timeout = {statement_ms}"))
+        .batch_execute(&format!(
+            "SET statement_timeout = {statement_ms}; SET idle_in_transaction_session_timeout = {statement_ms}"
+        ))
         .await
         .map_err(pe)?;
     if run_migrations {
@@ -212,6 +228,7 @@ pub(super) async fn open_conn(
         client,
         st,
         broken: false,
+        fence,
     })
 }
 
@@ -255,7 +272,33 @@ fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     })
 }
 
+/// Checks `fence` inside `tx` with the prepared `st`: the lead row for its
+/// term and holder, unexpired on the server's clock, is share-locked to
+/// the transaction's end (a new lead's takeover waits for this write).
+///
+/// Errors: [`StoreError::Fenced`] when the lead moved or lapsed; the
+/// server's errors as always.
+async fn check_fence(
+    tx: &tokio_postgres::Transaction<'_>,
+    st: &Statement,
+    fence: &Fence,
+) -> Result<(), StoreError> {
+    match tx.query_opt(st, &[&fence.term, &fence.holder]).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => Err(StoreError::Fenced(format!(
+            "the lead of term {} has moved or lapsed",
+            fence.term
+        ))),
+        Err(e) => Err(pe(e)),
+    }
+}
+
 impl Conn {
+    /// The connection's client, for statements not prepared per connection.
+    pub(super) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Whether the connection can take another call.
     pub(super) fn usable(&self) -> bool {
         !self.broken && !self.client.is_closed()
@@ -276,7 +319,7 @@ impl Conn {
 
     pub(super) async fn upsert(&mut self, table: Table, rows: &[Row]) -> Result<(), StoreError> {
         let st = &self.st.upsert[ti(table)];
-        if let [r] = rows {
+        if let ([r], None) = (rows, &self.fence) {
             self.client
                 .execute(st, &[&r.key, &(r.version as i64), &r.payload])
                 .await
@@ -284,6 +327,9 @@ impl Conn {
             return Ok(());
         }
         let tx = self.client.transaction().await.map_err(pe)?;
+        if let Some(f) = &self.fence {
+            check_fence(&tx, &self.st.fence, f).await?;
+        }
         // Pipelined: every statement is sent before the first reply is
         // awaited (one round trip for the batch, not one per row). Rows of
         // one batch still apply in order on the server.
@@ -321,10 +367,18 @@ impl Conn {
     }
 
     pub(super) async fn append(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
-        let r = self
-            .client
-            .execute(&self.st.append, &[&(e.seq as i64), &e.token, &e.payload])
-            .await;
+        let params: [&(dyn ToSql + Sync); 3] = [&(e.seq as i64), &e.token, &e.payload];
+        let r = match &self.fence {
+            None => self.client.execute(&self.st.append, &params).await,
+            Some(f) => {
+                let tx = self.client.transaction().await.map_err(pe)?;
+                check_fence(&tx, &self.st.fence, f).await?;
+                match tx.execute(&self.st.append, &params).await {
+                    Ok(n) => tx.commit().await.map(|()| n),
+                    Err(e) => Err(e),
+                }
+            }
+        };
         match r {
             Ok(n) => Ok(n == 1),
             Err(err) if err.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
@@ -349,6 +403,11 @@ impl Conn {
             Ok(tx) => tx,
             Err(e) => return Some(Err(pe(e))),
         };
+        if let Some(f) = &self.fence {
+            if let Err(e) = check_fence(&tx, &self.st.fence, f).await {
+                return Some(Err(e));
+            }
+        }
         let seqs: Vec<i64> = entries.iter().map(|e| e.seq as i64).collect();
         let pending: Vec<_> = entries
             .iter()
@@ -399,18 +458,46 @@ impl Conn {
     }
 
     pub(super) async fn prune(&mut self, up_to: i64) -> Result<u64, StoreError> {
-        self.client
-            .execute(&self.st.prune, &[&up_to])
-            .await
-            .map_err(pe)
+        let st = &self.st.prune;
+        self.one_write(st, &[&up_to]).await
     }
 
     pub(super) async fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
-        self.client
-            .execute(&self.st.delete[ti(table)], &[&keys])
-            .await
-            .map(|_| ())
-            .map_err(pe)
+        let st = &self.st.delete[ti(table)];
+        self.one_write(st, &[&keys]).await.map(|_| ())
+    }
+
+    /// One write statement: as it is, or behind the fence in a
+    /// transaction of its own. Returns the rows it touched.
+    async fn one_write(
+        &self,
+        st: &Statement,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<u64, StoreError> {
+        let Some(f) = &self.fence else {
+            return self.client.execute(st, params).await.map_err(pe);
+        };
+        // `Client::transaction` needs `&mut`; a plain BEGIN does the same
+        // on this connection, whose calls run one at a time.
+        self.client.batch_execute("BEGIN").await.map_err(pe)?;
+        let done = async {
+            let ok = self
+                .client
+                .query_opt(&self.st.fence, &[&f.term, &f.holder])
+                .await
+                .map_err(pe)?;
+            if ok.is_none() {
+                return Err(StoreError::Fenced(format!(
+                    "the lead of term {} has moved or lapsed",
+                    f.term
+                )));
+            }
+            self.client.execute(st, params).await.map_err(pe)
+        }
+        .await;
+        let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        self.client.batch_execute(end).await.map_err(pe)?;
+        done
     }
 
     pub(super) async fn last(&mut self) -> Result<u64, StoreError> {

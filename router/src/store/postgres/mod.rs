@@ -48,9 +48,11 @@ use super::{
 };
 
 mod conn;
+mod leadership;
 mod pool;
 mod tls;
 use conn::Conn;
+pub use leadership::{Fence, Leadership};
 use pool::{worker, Connector};
 pub use tls::SslMode;
 
@@ -86,6 +88,15 @@ const MIGRATIONS: &[&str] = &[
         payload TEXT NOT NULL
     );
 ",
+    "
+    CREATE TABLE {s}.leadership (
+        id INT PRIMARY KEY CHECK (id = 1),
+        term BIGINT NOT NULL,
+        holder TEXT NOT NULL,
+        url TEXT NOT NULL,
+        expires_at TIMESTAMPTZ NOT NULL
+    );
+",
 ];
 
 /// How a [`PgStore`] connects: its schema, pool, timeouts and CA file.
@@ -111,6 +122,11 @@ pub struct PgOptions {
     /// CA certificates (PEM) for `verify-ca` / `verify-full`; overrides the
     /// string's `sslrootcert`.
     pub ca_file: Option<PathBuf>,
+    /// A replica's lead: with one, every write runs in a transaction that
+    /// first checks (and share-locks) the lead row for this term and
+    /// holder, unexpired on the server's clock, and fails with
+    /// [`StoreError::Fenced`] when it is not (default `None`: unfenced).
+    pub fence: Option<Fence>,
 }
 
 impl Default for PgOptions {
@@ -121,6 +137,7 @@ impl Default for PgOptions {
             statement_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
             ca_file: None,
+            fence: None,
         }
     }
 }
@@ -292,6 +309,7 @@ impl PgStore {
             pool_size: opts.pool_size,
             statement_timeout: opts.statement_timeout,
             connect_timeout,
+            fence: opts.fence.clone(),
         };
         let (jobs, rx) = unbounded_channel();
         let (ready_tx, ready_rx) = sync_channel(1);

@@ -25,6 +25,7 @@ pub(super) struct Connector {
     pub pool_size: usize,
     pub statement_timeout: Duration,
     pub connect_timeout: Duration,
+    pub fence: Option<Fence>,
 }
 
 struct Pool {
@@ -40,7 +41,14 @@ impl Pool {
     async fn open(&self, migrate: bool) -> Result<Conn, StoreError> {
         let c = &self.connector;
         let ms = u64::try_from(c.statement_timeout.as_millis()).unwrap_or(u64::MAX);
-        let opening = open_conn(&c.cfg, &c.tls, ms, &c.schema, &self.quoted, migrate);
+        let opening = open_conn(
+            &c.cfg,
+            &c.tls,
+            ms,
+            (&c.schema, &self.quoted),
+            c.fence.clone(),
+            migrate,
+        );
         match tokio::time::timeout(c.connect_timeout, opening).await {
             Ok(r) => r,
             Err(_) => Err(StoreError::Timeout(format!(
