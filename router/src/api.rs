@@ -494,8 +494,12 @@ mod tests {
             retry_after_s: None,
         };
         assert_eq!(unknown.to_error(), None);
-        // Retry-After where the refusal knows when to come back.
-        for (e, kind, _) in &rows {
+        retry_after_only_where_the_refusal_knows(&rows);
+    }
+
+    /// Retry-After where the refusal knows when to come back.
+    fn retry_after_only_where_the_refusal_knows(rows: &[(ApiError, &str, u16)]) {
+        for (e, kind, _) in rows {
             let hinted = [
                 "rate_limited",
                 "registration_limited",

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use axum::body::{to_bytes, Body};
+use axum::body::to_bytes;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -27,6 +27,7 @@ pub mod event_log;
 mod lease;
 pub mod listener;
 mod long_poll;
+mod metrics;
 mod records;
 mod writer;
 
@@ -264,7 +265,7 @@ pub fn app(shell: Arc<Shell>) -> axum::Router {
         .route("/v1/target", get(records::target))
         .route("/v1/settled", get(records::settled))
         .route("/v1/facts", get(facts_get).put(facts_put))
-        .route("/metrics", get(metrics))
+        .route("/metrics", get(metrics::metrics))
         .route("/v1/clock", post(clock_advance))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -481,27 +482,6 @@ async fn field(State(s): State<Arc<Shell>>) -> Response {
         Ok(view)
     })
     .await
-}
-
-async fn metrics(State(s): State<Arc<Shell>>) -> Response {
-    let (mut text, tables) = s.router.lock().metrics_parts();
-    text.push_str(&tables.metrics());
-    let pending = s.pending.load(std::sync::atomic::Ordering::Relaxed);
-    text.push_str(&format!(
-        "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
-        s.deposit_queue
-    ));
-    if let Some(r) = s.replica.lock().as_ref() {
-        text.push_str(&format!(
-            "# HELP router_replica_term The term of the lead this replica answers under.\n# TYPE router_replica_term gauge\nrouter_replica_term{{replica=\"{}\"}} {}\n",
-            r.name, r.term
-        ));
-    }
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        Body::from(text),
-    )
-        .into_response()
 }
 
 /// `POST /v1/clock` (operator): advances the manual clock (by `advance_s`,

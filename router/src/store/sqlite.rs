@@ -108,17 +108,9 @@ const MIGRATIONS: &[&str] = &[
         payload TEXT NOT NULL
     );
 ",
-    // The replicas' lead (PostgreSQL only in use; kept here so both
-    // backends have one schema history).
-    "
-    CREATE TABLE leadership (
-        id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1),
-        term INTEGER NOT NULL,
-        holder TEXT NOT NULL,
-        url TEXT NOT NULL,
-        expires_at REAL NOT NULL
-    );
-",
+    // The replicas' lead: used on PostgreSQL; here for one schema history.
+    "CREATE TABLE leadership (id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1), term INTEGER NOT NULL,
+        holder TEXT NOT NULL, url TEXT NOT NULL, expires_at REAL NOT NULL);",
 ];
 
 /// A [`Store`] in one SQLite file (WAL journal, `synchronous` per

@@ -1,0 +1,33 @@
+//! `GET /metrics`: the core's counters and gauges (Prometheus text,
+//! version 0.0.4), the deposit queue's fill, and, on a replica, the term
+//! of the lead it answers under.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use super::Shell;
+
+pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
+    let (mut text, tables) = s.router.lock().metrics_parts();
+    text.push_str(&tables.metrics());
+    let pending = s.pending.load(std::sync::atomic::Ordering::Relaxed);
+    text.push_str(&format!(
+        "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
+        s.deposit_queue
+    ));
+    if let Some(r) = s.replica.lock().as_ref() {
+        text.push_str(&format!(
+            "# HELP router_replica_term The term of the lead this replica answers under.\n# TYPE router_replica_term gauge\nrouter_replica_term{{replica=\"{}\"}} {}\n",
+            r.name, r.term
+        ));
+    }
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        Body::from(text),
+    )
+        .into_response()
+}
