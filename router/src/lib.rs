@@ -13,6 +13,7 @@
 //! - [`http`]: the HTTP shell `routerd` serves;
 //! - [`load`]: the load generator against a running `routerd`;
 //! - [`drill`]: the restart drill (routerd killed under load, then checked).
+//! - [`failover`]: the failover drills of several replicas (kill, cut, store stopped);
 //! - [`netcut`]: a TCP proxy that cuts a link without closing it (drills, tests);
 //! - [`replica`]: several routerd replicas over one PostgreSQL store.
 
@@ -24,6 +25,7 @@ pub mod core;
 pub mod credentials;
 pub mod drill;
 pub mod events;
+pub mod failover;
 pub mod http;
 pub mod ids;
 pub mod load;

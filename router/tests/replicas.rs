@@ -10,39 +10,17 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use router::failover::ledger::{facts, round, Ledger, GIVE_UP};
+use router::failover::{run, FailoverReport, FailoverSpec, Fault};
+use router::store::{PgStore, Store};
 use serde_json::{json, Value};
 
-mod ledger;
-
-use ledger::{
-    check_run, deposit_held, held_lease, missing_from_store, politeness_failures, round, Ledger,
-    Load,
-};
-
 use crate::support;
+use crate::support::pg::PgServer;
 use crate::support::routerd::{network_for, registration, Routerd, TOKEN};
 
 /// The lead's TTL the tests run with, seconds (a campaign every third).
 const LEAD_TTL_S: &str = "2";
-/// routerd's lease TTL (the default), seconds: a grant's time is its
-/// `expires_at` less this.
-const LEASE_TTL_S: f64 = 60.0;
-/// Politeness of each source's host: a bucket of 3 refilled at 4 a second.
-const BUCKET: (f64, f64) = (3.0, 4.0);
-/// The longest any awaited event may take before the test gives up.
-const GIVE_UP: Duration = Duration::from_secs(60);
-
-fn facts() -> Value {
-    let mut sources = Vec::new();
-    let mut targets = Vec::new();
-    for s in ["alpha", "beta"] {
-        sources.push(json!({"source": s, "host": format!("{s}.example"), "binding": "html-v1", "bucket": [BUCKET.0, BUCKET.1]}));
-        for i in 0..40 {
-            targets.push(json!({"target": format!("{s}-{i}"), "source": s}));
-        }
-    }
-    json!({"sources": sources, "targets": targets})
-}
 
 /// Starts replica `name` on `url`'s schema `schema`.
 fn replica(url: &str, schema: &str, name: &str, dir: &tempfile::TempDir) -> Routerd {
@@ -146,21 +124,19 @@ fn three_replicas_serve_as_one_router_whichever_a_device_calls() {
     assert_eq!(s, 200, "{v}");
     let devices = register(&all, "dev", 9);
     let ledger = Mutex::new(Ledger::default());
+    let a = router::load::agent();
     let start = Instant::now();
     let mut k = 0;
     while ledger.lock().unwrap().acked.len() < 60 {
         assert!(start.elapsed() < GIVE_UP, "too little work done");
-        let (id, secret) = &devices[k % devices.len()];
-        round(&rs[k % 3], &rs[(k / 3 + 1) % 3], id, secret, &ledger);
+        let d = &devices[k % devices.len()];
+        let (entry, depositor) = (&rs[k % 3].base, &rs[(k / 3 + 1) % 3].base);
+        round(&a, entry, depositor, d, TOKEN, &ledger);
         k += 1;
     }
     let l = ledger.into_inner().unwrap();
-    assert!(l.failures.is_empty(), "{:?}", l.failures);
-    assert_eq!(politeness_failures(&l.grants), Vec::<String>::new());
-    assert_eq!(
-        missing_from_store(pg, g.name(), &l.acked),
-        Vec::<String>::new()
-    );
+    let mut store = PgStore::connect_with_schema(pg.url(), g.name()).unwrap();
+    assert_eq!(l.check(&mut store as &mut dyn Store), Vec::<String>::new());
     assert!(
         l.refusals.is_empty(),
         "no refusal expected with a steady lead: {:?}",
@@ -236,61 +212,60 @@ fn a_follower_vouches_for_the_address_and_a_device_cannot_forge_one() {
     );
 }
 
-/// SIGKILL of the leader under load: a survivor leads within the lead's
-/// TTL (plus the store's call bound), the lease a device holds from the
-/// dead leader is deposited on at a survivor exactly once, and over the
-/// whole run no deposit is lost, no token or first observation is granted
-/// twice and no host gets more than its politeness allows.
+/// Runs the failover drill with `fault` on the test server.
+fn drill(pg: &PgServer, schema: &str, fault: &Fault) -> FailoverReport {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = FailoverSpec {
+        routerd: env!("CARGO_BIN_EXE_routerd").into(),
+        url: pg.url().into(),
+        schema: schema.into(),
+        data: dir.path().into(),
+        replicas: 3,
+        devices: 7,
+        work: 20,
+        lead_ttl_s: 2.0,
+    };
+    let rep = run(&spec, fault).unwrap();
+    eprintln!("{}", serde_json::to_string(&rep).unwrap());
+    assert_eq!(rep.failures, Vec::<String>::new());
+    assert!(rep.lead_after.1 > rep.lead_before.1, "{rep:?}");
+    assert_eq!(rep.held_accepted, 2, "{rep:?}");
+    assert!(rep.acknowledged >= 40, "{rep:?}");
+    rep
+}
+
+/// SIGKILL of the leader under load: a survivor leads with a higher term
+/// within one lease TTL (60 s; it takes about the lead's TTL), the lease a
+/// device held from the dead leader is deposited on at a survivor exactly
+/// once, and over the whole run no deposit is lost, no token or first
+/// observation is granted twice and no host gets more than its
+/// politeness allows (`router::failover`).
 #[test]
 fn killing_the_leader_moves_the_lead_and_loses_nothing() {
     let Some(pg) = support::pg::shared() else {
         return;
     };
     let g = pg.schema("replicas_kill");
-    let d = dirs(3);
-    let mut rs: Vec<Option<Routerd>> = (0..3)
-        .map(|i| Some(replica(pg.url(), g.name(), &format!("k{i}"), &d[i])))
-        .collect();
-    let (leader, term) = agreed_lead(&rs.iter().flatten().collect::<Vec<_>>());
-    let bases: Vec<String> = rs.iter().flatten().map(|r| r.base.clone()).collect();
-    let at = |i: usize| -> Routerd { Routerd::attach(&bases[i]) };
-    let survivors: Vec<usize> = (0..3).filter(|&i| i != leader).collect();
-    let (s, v) = at(survivors[0]).send("PUT", "/v1/facts", &facts().to_string(), true);
-    assert_eq!(s, 200, "{v}");
-    let all: Vec<Routerd> = (0..3).map(at).collect();
-    let devices = register(&all.iter().collect::<Vec<_>>(), "kd", 7);
-    // Held: granted by the leader (through a follower's long poll), not
-    // deposited before the kill.
-    let (held_id, held_secret) = devices[6].clone();
-    let held = held_lease(&at(survivors[0]), &held_id, &held_secret);
-    let load = Load::start(
-        (0..2)
-            .map(|t| {
-                let part = devices[t * 3..t * 3 + 3].to_vec();
-                (part, at(survivors[t]), at(survivors[1 - t]))
-            })
-            .collect(),
-    );
-    load.ledger.lock().unwrap().granted(&held_id, &held);
-    load.wait_acked(20, "before the kill");
-    rs[leader].take().unwrap().kill();
-    let killed = Instant::now();
-    let alive: Vec<Routerd> = survivors.iter().map(|&i| at(i)).collect();
-    let (new_leader, new_term) = agreed_lead(&alive.iter().collect::<Vec<_>>());
-    let takeover = killed.elapsed();
-    assert!(new_term > term, "term {new_term} after {term}");
-    eprintln!(
-        "lead moved to k{} (term {new_term}) {:.2} s after the SIGKILL",
-        survivors[new_leader],
-        takeover.as_secs_f64()
-    );
+    let rep = drill(pg, g.name(), &Fault::Kill);
+    assert!(rep.lead_again_s < 60.0, "{rep:?}");
+    assert_ne!(rep.lead_after.0, rep.lead_before.0, "{rep:?}");
+}
+
+/// The leader cut off from PostgreSQL (a proxy that stops forwarding,
+/// nothing closed): it stops serving on its own clock and answers 503
+/// `no_leader`, the others take the lead with a higher term, nothing it
+/// granted is granted again, no acknowledged deposit is lost, and when the
+/// link heals it follows the new leader without a restart.
+#[test]
+fn a_leader_cut_off_from_the_store_stops_and_rejoins_without_a_restart() {
+    let Some(pg) = support::pg::shared() else {
+        return;
+    };
+    let g = pg.schema("replicas_cut");
+    let rep = drill(pg, g.name(), &Fault::Cut);
     assert!(
-        takeover.as_secs_f64() < LEASE_TTL_S,
-        "takeover took {takeover:?}"
+        rep.stopped_s.is_finite() && rep.rejoined_s.is_finite(),
+        "{rep:?}"
     );
-    let before = load.acked();
-    load.wait_acked(before + 20, "after the takeover");
-    let mut l = load.finish();
-    deposit_held(&alive[0], &alive[1], &held_id, &held_secret, &held, &mut l);
-    check_run(pg, g.name(), &l);
+    assert_ne!(rep.lead_after.0, rep.lead_before.0, "{rep:?}");
 }

@@ -202,6 +202,11 @@ impl Replica {
                 s.term = Some(term);
                 s.leader = Some(leader);
             }
+            Role::Leading { until, .. } if Instant::now() >= until => {
+                // The front no longer serves it; the campaign loop has not
+                // caught up yet.
+                s.why = Some("this replica's lead lapsed before a renewal".into());
+            }
             Role::Leading { term, until, .. } => {
                 s.role = "leading".into();
                 s.term = Some(term);
