@@ -64,6 +64,8 @@ fn main() {
         seconds,
         targets,
         sources,
+        spread: Vec::new(),
+        cpu_of: Vec::new(),
         watch: Some((child.id(), data.clone())),
     };
     let report = router::load::run(&spec);

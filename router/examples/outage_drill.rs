@@ -130,6 +130,8 @@ fn main() {
             seconds: 1.0,
             targets: 20_000,
             sources: 50,
+            spread: Vec::new(),
+            cpu_of: Vec::new(),
             watch: None,
         },
         before_s: num(2),

@@ -58,6 +58,8 @@ fn main() {
         seconds,
         targets: 20_000,
         sources: 50,
+        spread: Vec::new(),
+        cpu_of: Vec::new(),
         watch: None,
     };
     let report = router::drill::run(&spec, &start, &open_store);

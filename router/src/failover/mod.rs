@@ -23,7 +23,7 @@
 //! replicas' tests.
 
 pub mod ledger;
-mod replicas;
+pub mod replicas;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

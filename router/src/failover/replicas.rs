@@ -16,7 +16,7 @@ use crate::load::{agent, post, spawn_routerd};
 use crate::store::{PgStore, Store};
 
 /// The replicas of one drill (killed when dropped).
-pub(super) struct Replicas {
+pub struct Replicas {
     spec: FailoverSpec,
     procs: Vec<Option<(Child, String)>>,
     cut: Option<Arc<AtomicBool>>,
@@ -36,9 +36,35 @@ impl Drop for Replicas {
 }
 
 impl Replicas {
-    /// Starts `spec.replicas` replicas; with `cut`, the first dials the
-    /// store through a proxy and leads before the others start.
+    /// Starts `spec.replicas` replicas with the drill's flags (lead TTL
+    /// from `spec`, 1 s store bounds, a 200 ms tick, device budgets of
+    /// 1,000 requests); with `cut`, the first dials the store through a
+    /// proxy and leads before the others start.
+    ///
+    /// Errors: a replica did not start, or the first did not lead.
     pub fn start(spec: &FailoverSpec, cut: bool) -> Result<Replicas, String> {
+        let ttl = spec.lead_ttl_s.to_string();
+        let flags = [
+            "--lead-ttl-s",
+            ttl.as_str(),
+            "--store-timeout-s",
+            "1",
+            "--store-connect-timeout-s",
+            "1",
+            "--device-rate",
+            "1000,1000",
+            "--tick-ms",
+            "200",
+        ];
+        Self::start_with(spec, cut, &flags)
+    }
+
+    /// Starts `spec.replicas` replicas with `flags` besides the replica's
+    /// name, store, schema and keys (`spec.lead_ttl_s` unused); see
+    /// [`Replicas::start`].
+    ///
+    /// Errors: a replica did not start, or the first did not lead.
+    pub fn start_with(spec: &FailoverSpec, cut: bool, flags: &[&str]) -> Result<Replicas, String> {
         let mut rs = Replicas {
             spec: spec.clone(),
             procs: Vec::new(),
@@ -57,7 +83,7 @@ impl Replicas {
             } else {
                 spec.url.clone()
             };
-            let child = rs.spawn(i, &url)?;
+            let child = rs.spawn(i, &url, flags)?;
             rs.procs.push(Some(child));
             if cut && i == 0 {
                 rs.agreed_lead(&[0])?;
@@ -66,30 +92,28 @@ impl Replicas {
         Ok(rs)
     }
 
-    fn spawn(&self, i: usize, url: &str) -> Result<(Child, String), String> {
+    fn spawn(&self, i: usize, url: &str, flags: &[&str]) -> Result<(Child, String), String> {
         let name = format!("r{i}");
         let data = self.spec.data.join(&name);
         std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-        let ttl = self.spec.lead_ttl_s.to_string();
-        let extra = [
+        let mut extra = vec![
             "--replica-id",
             name.as_str(),
             "--store",
             url,
             "--store-schema",
             self.spec.schema.as_str(),
-            "--lead-ttl-s",
-            ttl.as_str(),
-            "--store-timeout-s",
-            "1",
-            "--store-connect-timeout-s",
-            "1",
-            "--device-rate",
-            "1000,1000",
-            "--tick-ms",
-            "200",
         ];
+        extra.extend_from_slice(flags);
         spawn_routerd(&self.spec.routerd, &data, &self.key, &self.token, &extra)
+    }
+
+    /// Replica `i`'s process id (0 once killed).
+    pub fn pid(&self, i: usize) -> u32 {
+        self.procs
+            .get(i)
+            .and_then(|p| p.as_ref())
+            .map_or(0, |(c, _)| c.id())
     }
 
     /// The replicas still running.

@@ -26,7 +26,7 @@ mod postgres;
 mod sqlite;
 
 pub use memory::MemoryStore;
-pub use postgres::{Fence, Leadership, PgOptions, PgStore, SslMode};
+pub use postgres::{Activity, Fence, Leadership, PgOptions, PgStore, SslMode};
 pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE};
 
 use thiserror::Error;

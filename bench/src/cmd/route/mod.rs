@@ -513,6 +513,8 @@ fn load(a: LoadArgs) -> Result<()> {
         targets: a.targets,
         sources: 50,
         watch,
+        spread: Vec::new(),
+        cpu_of: Vec::new(),
     };
     let r = router::load::run(&spec).map_err(|e| anyhow::anyhow!("load: {e}"))?;
     drop(child);

@@ -47,10 +47,12 @@ use super::{
     SCHEMA_VERSION,
 };
 
+mod activity;
 mod conn;
 mod leadership;
 mod pool;
 mod tls;
+pub use activity::Activity;
 use conn::Conn;
 pub use leadership::{Fence, Leadership};
 use pool::{worker, Connector};

@@ -5,12 +5,17 @@
 //! of leases and of `/metrics`. Used by the `lease_load` example and the
 //! lab's `route load`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::config::{Facts, SourceFact, TargetFact};
+
+mod measure;
+pub use measure::{cpu_s, dir_bytes, rss_kib};
+use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -35,49 +40,16 @@ pub struct LoadSpec {
     /// The routerd process and data directory to measure after the setup
     /// and at the end (resident set, bytes on disk), if any.
     pub watch: Option<(u32, std::path::PathBuf)>,
-}
-
-/// A process's resident set in KiB (`VmRSS` of `/proc/PID/status`), 0
-/// where it cannot be read.
-pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// A process's CPU time (user plus system) in seconds, from fields 14
-/// and 15 of `/proc/PID/stat` at 100 ticks a second (Linux's `USER_HZ`);
-/// 0 where it cannot be read.
-pub fn cpu_s(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            // The command name (field 2) may hold spaces: count from its ')'.
-            let rest = s.get(s.rfind(')')? + 2..)?;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        })
-        .unwrap_or(0.0)
-}
-
-/// Bytes of the files directly in `dir` (the store, its WAL, the event
-/// log), 0 where it cannot be read.
-pub fn dir_bytes(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok()?.metadata().ok())
-                .filter(|m| m.is_file())
-                .map(|m| m.len())
-                .sum()
-        })
-        .unwrap_or(0)
+    /// More base URLs of the same router (its other replicas): each
+    /// lease, deposit and field read then goes to one of [`LoadSpec::base`]
+    /// and these, at random, and a probe reads `GET /v1/field` every
+    /// 50 ms to measure how far the field lags the acknowledged deposits.
+    /// Empty: everything goes to `base`.
+    pub spread: Vec<String>,
+    /// Processes whose CPU time over the driven window is reported, one
+    /// figure each ([`LoadReport::cpu_s`]): other replicas, the store's
+    /// server.
+    pub cpu_of: Vec<u32>,
 }
 
 /// Measured figures.
@@ -133,56 +105,18 @@ pub struct LoadReport {
     /// The largest snapshot row routerd wrote during the run, bytes
     /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
     pub snapshot_bytes: u64,
-}
-
-/// The `p` quantile (0..=1) of sorted `lat`, 0 when empty.
-fn quantile(lat: &[u64], p: f64) -> u64 {
-    if lat.is_empty() {
-        0
-    } else {
-        lat[((lat.len() as f64 - 1.0) * p).round() as usize]
-    }
-}
-
-/// p50, p90, p99 and max of `lat` (sorted in place), 0s when empty.
-fn percentiles(lat: &mut [u64]) -> [u64; 4] {
-    lat.sort_unstable();
-    [
-        quantile(lat, 0.5),
-        quantile(lat, 0.9),
-        quantile(lat, 0.99),
-        lat.last().copied().unwrap_or(0),
-    ]
-}
-
-/// The value of the unlabelled gauge `name` in a `/metrics` body.
-fn gauge(body: &str, name: &str) -> Option<u64> {
-    body.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// Reads `/metrics` every 50 ms until `deadline`; returns each read's
-/// latency in microseconds (failed reads are left out) and the largest
-/// `router_snapshot_bytes` read.
-fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
-    let a = agent();
-    let mut lat = Vec::new();
-    let mut snapshot = 0;
-    while Instant::now() < deadline {
-        let t0 = Instant::now();
-        let body = a
-            .get(format!("{base}/metrics"))
-            .call()
-            .ok()
-            .and_then(|mut r| r.body_mut().read_to_string().ok());
-        if let Some(body) = body {
-            lat.push(t0.elapsed().as_micros() as u64);
-            snapshot = snapshot.max(gauge(&body, "router_snapshot_bytes").unwrap_or(0));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (lat, snapshot)
+    /// With [`LoadSpec::spread`]: field reads, the latency percentiles of
+    /// the reads (µs: p50, p90, p99, max), and how many read an
+    /// `applied_seq` below the highest deposit acknowledged before the
+    /// read was sent (a field staler than the acknowledgements).
+    pub field_reads: u64,
+    /// Field read latency percentiles, microseconds: p50, p90, p99, max.
+    pub field_us: [u64; 4],
+    /// Field reads behind an acknowledged deposit.
+    pub field_behind: u64,
+    /// CPU seconds of each process of [`LoadSpec::cpu_of`] over the
+    /// driven window, in its order.
+    pub cpu_s: Vec<f64>,
 }
 
 /// The `routerd` an example runs: `$ROUTERD` where set, else the binary
@@ -425,11 +359,18 @@ fn error_kind(r: &Result<(u16, Value), String>) -> String {
 
 /// One load thread: leases for its devices in turn until `deadline`,
 /// depositing every item granted.
-fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> Driven {
+fn drive(
+    mine: &[(String, String)],
+    bases: &[String],
+    seen: &AtomicU64,
+    deadline: Instant,
+) -> Driven {
     let a = agent();
     let mut d = Driven::default();
     let mut i = 0usize;
+    let mut pick = Pick::new(mine.len() as u64);
     while Instant::now() < deadline {
+        let base = pick.of(bases);
         let (id, secret) = &mine[i % mine.len()];
         i += 1;
         let t0 = Instant::now();
@@ -449,8 +390,11 @@ fn drive(mine: &[(String, String)], base: &str, deadline: Instant) -> Driven {
             d.items += 1;
             let body = json!({"device_id": id, "device_secret": secret, "lease_id": l["lease_id"], "target": it["target"], "deposit_token": it["deposit_token"], "receipt_revision": 0, "adapter_id": "html", "adapter_version": "1", "outcome": {"ok": true, "content_hash": "h", "latency_ms": 500.0}});
             let t0 = Instant::now();
-            match post(&a, &format!("{base}/v1/deposit"), &body, None) {
-                Ok((200, _)) => d.deposits.push(t0.elapsed().as_micros() as u64),
+            match post(&a, &format!("{}/v1/deposit", pick.of(bases)), &body, None) {
+                Ok((200, v)) => {
+                    d.deposits.push(t0.elapsed().as_micros() as u64);
+                    seen.fetch_max(v["seq"].as_u64().unwrap_or(0), Ordering::SeqCst);
+                }
                 r => *d.errors.entry(error_kind(&r)).or_default() += 1,
             }
         }
@@ -479,24 +423,47 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         })
     };
     let at_start = sample();
+    let cpu_start: Vec<f64> = spec.cpu_of.iter().map(|&p| cpu_s(p)).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
     let chunk = devices.len().div_ceil(spec.threads);
-    let (results, (mut metrics_lat, snapshot_bytes)) = std::thread::scope(|scope| {
-        let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
-        let handles: Vec<_> = devices
-            .chunks(chunk)
-            .map(|mine| {
-                let base = spec.base.clone();
-                scope.spawn(move || drive(mine, &base, deadline))
-            })
-            .collect();
-        let results: Vec<Driven> = handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect();
-        (results, probe.join().unwrap_or_default())
-    });
+    let bases: Vec<String> = std::iter::once(spec.base.clone())
+        .chain(spec.spread.iter().cloned())
+        .collect();
+    let seen = AtomicU64::new(0);
+    let (results, (mut metrics_lat, snapshot_bytes), (mut field_lat, field_behind)) =
+        std::thread::scope(|scope| {
+            let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
+            let fields = scope.spawn(|| {
+                if spec.spread.is_empty() {
+                    (Vec::new(), 0)
+                } else {
+                    probe_field(&bases, &seen, deadline)
+                }
+            });
+            let handles: Vec<_> = devices
+                .chunks(chunk)
+                .map(|mine| {
+                    let (bases, seen) = (&bases, &seen);
+                    scope.spawn(move || drive(mine, bases, seen, deadline))
+                })
+                .collect();
+            let results: Vec<Driven> = handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_default())
+                .collect();
+            (
+                results,
+                probe.join().unwrap_or_default(),
+                fields.join().unwrap_or_default(),
+            )
+        });
     let at_end = sample();
+    let cpu: Vec<f64> = spec
+        .cpu_of
+        .iter()
+        .zip(&cpu_start)
+        .map(|(&p, s0)| cpu_s(p) - s0)
+        .collect();
     let mut lat: Vec<u64> = results
         .iter()
         .flat_map(|r| r.leases.iter().copied())
@@ -537,5 +504,9 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         store_bytes: [at_start.1, at_end.1],
         snapshot_bytes,
         routerd_cpu_s: at_end.2 - at_start.2,
+        field_reads: field_lat.len() as u64,
+        field_us: percentiles(&mut field_lat),
+        field_behind,
+        cpu_s: cpu,
     })
 }

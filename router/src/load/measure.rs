@@ -1,0 +1,152 @@
+//! What the load generator measures besides its own requests: a
+//! process's resident set and CPU time, a data directory's size, latency
+//! percentiles, and the `/metrics` probe.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::agent;
+
+/// A process's resident set in KiB (`VmRSS` of `/proc/PID/status`), 0
+/// where it cannot be read.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A process's CPU time (user plus system) in seconds, from fields 14
+/// and 15 of `/proc/PID/stat` at 100 ticks a second (Linux's `USER_HZ`);
+/// 0 where it cannot be read.
+pub fn cpu_s(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            // The command name (field 2) may hold spaces: count from its ')'.
+            let rest = s.get(s.rfind(')')? + 2..)?;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
+/// Bytes of the files directly in `dir` (the store, its WAL, the event
+/// log), 0 where it cannot be read.
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.metadata().ok())
+                .filter(|m| m.is_file())
+                .map(|m| m.len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The `p` quantile (0..=1) of sorted `lat`, 0 when empty.
+pub(crate) fn quantile(lat: &[u64], p: f64) -> u64 {
+    if lat.is_empty() {
+        0
+    } else {
+        lat[((lat.len() as f64 - 1.0) * p).round() as usize]
+    }
+}
+
+/// p50, p90, p99 and max of `lat` (sorted in place), 0s when empty.
+pub(crate) fn percentiles(lat: &mut [u64]) -> [u64; 4] {
+    lat.sort_unstable();
+    [
+        quantile(lat, 0.5),
+        quantile(lat, 0.9),
+        quantile(lat, 0.99),
+        lat.last().copied().unwrap_or(0),
+    ]
+}
+
+/// The value of the unlabelled gauge `name` in a `/metrics` body.
+pub(crate) fn gauge(body: &str, name: &str) -> Option<u64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Reads `/metrics` every 50 ms until `deadline`; returns each read's
+/// latency in microseconds (failed reads are left out) and the largest
+/// `router_snapshot_bytes` read.
+pub(crate) fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
+    let a = agent();
+    let mut lat = Vec::new();
+    let mut snapshot = 0;
+    while Instant::now() < deadline {
+        let t0 = Instant::now();
+        let body = a
+            .get(format!("{base}/metrics"))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok());
+        if let Some(body) = body {
+            lat.push(t0.elapsed().as_micros() as u64);
+            snapshot = snapshot.max(gauge(&body, "router_snapshot_bytes").unwrap_or(0));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (lat, snapshot)
+}
+
+/// Reads `GET /v1/field` from one of `bases` (in turn) every 50 ms until
+/// `deadline`; returns each read's latency in microseconds and how many
+/// reads answered an `applied_seq` below `seen` as it was when the read
+/// was sent (the highest deposit sequence number acknowledged by then).
+pub(crate) fn probe_field(
+    bases: &[String],
+    seen: &AtomicU64,
+    deadline: Instant,
+) -> (Vec<u64>, u64) {
+    let a = agent();
+    let (mut lat, mut behind) = (Vec::new(), 0);
+    let mut k = 0usize;
+    while Instant::now() < deadline && !bases.is_empty() {
+        let floor = seen.load(Ordering::SeqCst);
+        let t0 = Instant::now();
+        let body = a
+            .get(format!("{}/v1/field", bases[k % bases.len()]))
+            .call()
+            .ok()
+            .and_then(|mut r| r.body_mut().read_to_string().ok())
+            .and_then(|b| serde_json::from_str::<serde_json::Value>(&b).ok());
+        k += 1;
+        if let Some(v) = body {
+            lat.push(t0.elapsed().as_micros() as u64);
+            if v["applied_seq"].as_u64().unwrap_or(0) < floor {
+                behind += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (lat, behind)
+}
+
+/// A small xorshift generator that picks one of several base URLs.
+pub(crate) struct Pick(u64);
+
+impl Pick {
+    /// A generator seeded from `seed` (any value).
+    pub fn new(seed: u64) -> Pick {
+        Pick(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// One of `of`, uniformly (`of` must not be empty).
+    pub fn of<'a>(&mut self, of: &'a [String]) -> &'a str {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        &of[(self.0 % of.len().max(1) as u64) as usize]
+    }
+}
