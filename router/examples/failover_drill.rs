@@ -42,17 +42,7 @@ fn main() {
         work: 30,
         lead_ttl_s: 2.0,
     };
-    let shell = |cmd: &str| -> Result<(), String> {
-        let s = std::process::Command::new("sh")
-            .args(["-c", cmd])
-            .status()
-            .map_err(|e| e.to_string())?;
-        if s.success() {
-            Ok(())
-        } else {
-            Err(format!("{cmd:?} exited with {s}"))
-        }
-    };
+    let shell = router::drill::shell;
     let (stop, start) = match args.get(6..8) {
         Some([a, b]) => (a.clone(), b.clone()),
         _ => (String::new(), String::new()),

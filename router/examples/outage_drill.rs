@@ -84,17 +84,7 @@ fn main() {
         bound_s,
     ];
     let start = || router::load::spawn_routerd(&routerd, &data, "drill-key", "drill-token", &extra);
-    let shell = |cmd: &str| -> Result<(), String> {
-        let s = std::process::Command::new("sh")
-            .args(["-c", cmd])
-            .status()
-            .map_err(|e| e.to_string())?;
-        if s.success() {
-            Ok(())
-        } else {
-            Err(format!("exited with {s}"))
-        }
-    };
+    let shell = router::drill::shell;
     let set_cut = |on: bool| {
         if let Some(c) = &cut {
             c.store(on, Ordering::SeqCst);

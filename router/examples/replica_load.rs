@@ -30,6 +30,61 @@ fn postgres_cpu() -> std::collections::BTreeMap<u32, f64> {
     .collect()
 }
 
+/// The routerd processes of a run and what a client needs of them.
+struct Started {
+    bases: Vec<String>,
+    pids: Vec<u32>,
+    key: String,
+    token: String,
+    alone: Option<std::process::Child>,
+    replicas: Option<Replicas>,
+}
+
+/// K = 0: one routerd alone on the store; else K replicas, once they
+/// agree on a lead.
+fn start(
+    k: usize,
+    routerd: std::path::PathBuf,
+    url: &str,
+    schema: &str,
+    data: &std::path::Path,
+) -> Result<Started, String> {
+    let flags = ["--tick-ms", "1000"];
+    if k == 0 {
+        let mut extra = vec!["--store", url, "--store-schema", schema];
+        extra.extend(flags);
+        let (child, base) = spawn_routerd(&routerd, data, "load-key", "load-token", &extra)?;
+        return Ok(Started {
+            bases: vec![base],
+            pids: vec![child.id()],
+            key: "load-key".into(),
+            token: "load-token".into(),
+            alone: Some(child),
+            replicas: None,
+        });
+    }
+    let spec = FailoverSpec {
+        routerd,
+        url: url.into(),
+        schema: schema.into(),
+        data: data.into(),
+        replicas: k,
+        devices: 3,
+        work: 1,
+        lead_ttl_s: 6.0,
+    };
+    let rs = Replicas::start_with(&spec, false, &flags)?;
+    rs.agreed_lead(&rs.live())?;
+    Ok(Started {
+        bases: (0..k).map(|i| rs.base(i)).collect(),
+        pids: (0..k).map(|i| rs.pid(i)).collect(),
+        key: rs.key.clone(),
+        token: rs.token.clone(),
+        alone: None,
+        replicas: Some(rs),
+    })
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let usage = || -> ! {
@@ -51,54 +106,20 @@ fn main() {
         std::process::exit(2);
     });
     let data = std::env::temp_dir().join(format!("replica-load-{}", std::process::id()));
-    let flags = ["--tick-ms", "1000"];
     let fail = |e: String| -> ! {
         eprintln!("{e}");
         std::process::exit(1);
     };
-    // K = 0: one routerd alone; else K replicas.
-    let mut alone = None;
-    let mut replicas = None;
-    let (bases, pids, key, token) = if k == 0 {
-        let mut extra = vec!["--store", url.as_str(), "--store-schema", schema.as_str()];
-        extra.extend(flags);
-        let (child, base) = spawn_routerd(&routerd, &data, "load-key", "load-token", &extra)
-            .unwrap_or_else(|e| fail(e));
-        let pid = child.id();
-        alone = Some(child);
-        (
-            vec![base],
-            vec![pid],
-            "load-key".to_string(),
-            "load-token".to_string(),
-        )
-    } else {
-        let spec = FailoverSpec {
-            routerd,
-            url: url.clone(),
-            schema: schema.clone(),
-            data: data.clone(),
-            replicas: k,
-            devices: 3,
-            work: 1,
-            lead_ttl_s: 6.0,
-        };
-        let rs = Replicas::start_with(&spec, false, &flags).unwrap_or_else(|e| fail(e));
-        rs.agreed_lead(&rs.live()).unwrap_or_else(|e| fail(e));
-        let bases = (0..k).map(|i| rs.base(i)).collect();
-        let pids = (0..k).map(|i| rs.pid(i)).collect();
-        let keys = (rs.key.clone(), rs.token.clone());
-        replicas = Some(rs);
-        (bases, pids, keys.0, keys.1)
-    };
+    let started = start(k, routerd, &url, &schema, &data).unwrap_or_else(|e| fail(e));
+    let (bases, pids) = (&started.bases, &started.pids);
     let pg = PgStore::connect_with_schema(&url, &schema).unwrap_or_else(|e| fail(e.to_string()));
     let before = pg.activity().unwrap_or_else(|e| fail(e.to_string()));
     let server = postgres_cpu();
     let t0 = std::time::Instant::now();
     let spec = LoadSpec {
         base: bases[0].clone(),
-        operator_key: key,
-        registration_token: token,
+        operator_key: started.key.clone(),
+        registration_token: started.token.clone(),
         devices,
         threads,
         seconds,
@@ -131,8 +152,8 @@ fn main() {
         "rows_written_per_lease": per_lease(after.inserted + after.updated + after.deleted),
     });
     println!("{}", serde_json::to_string_pretty(&out).unwrap_or_default());
-    drop(replicas);
-    if let Some(mut c) = alone {
+    drop(started.replicas);
+    if let Some(mut c) = started.alone {
         let _ = c.kill();
         let _ = c.wait();
     }

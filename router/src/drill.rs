@@ -303,6 +303,22 @@ fn after_restart(base: &str, lefts: &[Left], rep: &mut DrillReport) {
     }
 }
 
+/// Runs an operator's command with `sh -c` (a drill's server stop or
+/// start).
+///
+/// Errors: it could not run, or it exited unsuccessfully (its status).
+pub fn shell(cmd: &str) -> Result<(), String> {
+    let s = std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .status()
+        .map_err(|e| e.to_string())?;
+    if s.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} exited with {s}"))
+    }
+}
+
 /// Ends a drill's program: prints `report` as JSON and `PASS`, or a
 /// `FAIL: …` line for each of its `failures`, and exits 0 on a pass, 1 on
 /// a failure or when the drill could not run (`Err`, printed to stderr).

@@ -269,3 +269,76 @@ fn a_leader_cut_off_from_the_store_stops_and_rejoins_without_a_restart() {
     );
     assert_ne!(rep.lead_after.0, rep.lead_before.0, "{rep:?}");
 }
+
+/// Replica mode refuses, at start and with a message naming the flag,
+/// what it cannot serve: no PostgreSQL store, a bad name, a bad
+/// `--advertise`, a manual clock, keys left to per-directory files.
+#[test]
+fn replica_mode_refuses_what_it_cannot_serve() {
+    let pg = "postgres://nobody@127.0.0.1:1/none";
+    let keys = ["--operator-key", "k", "--registration-token", "t"];
+    let cases: [(&[&str], &str); 6] = [
+        (&["--replica-id", "a"], "needs --store postgres"),
+        (&["--replica-id", "a b", "--store", pg], "replica name"),
+        (
+            &[
+                "--replica-id",
+                "a",
+                "--store",
+                pg,
+                "--advertise",
+                "10.0.0.1:80",
+            ],
+            "--advertise",
+        ),
+        (
+            &[
+                "--replica-id",
+                "a",
+                "--store",
+                pg,
+                "--advertise",
+                "http://h:1/x",
+            ],
+            "--advertise",
+        ),
+        (
+            &["--replica-id", "a", "--store", pg, "--manual-clock", "0"],
+            "wall clock",
+        ),
+        (
+            &["--replica-id", "a", "--store", pg, "--lead-ttl-s", "0.5"],
+            "--lead-ttl-s",
+        ),
+    ];
+    for (args, says) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+            .arg("--data")
+            .arg(dir.path())
+            .args(keys)
+            .args(args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} started");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !err.contains("nobody@"),
+            "{args:?} repeated the store URL: {err}"
+        );
+    }
+    // Without the keys: refused, whatever else is right.
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+        .arg("--data")
+        .arg(dir.path())
+        .args(["--replica-id", "a", "--store", pg])
+        .env_remove("ROUTERD_OPERATOR_KEY")
+        .env_remove("ROUTERD_REGISTRATION_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--operator-key and --registration-token")
+    );
+}

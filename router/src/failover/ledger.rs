@@ -20,9 +20,9 @@ use crate::store::Store;
 /// leader's clock is its `expires_at` less this.
 pub const LEASE_TTL_S: f64 = 60.0;
 
-/// Politeness of each drill source's host: a bucket of 3 refilled at 4 a
+/// Politeness of each drill source's host: a bucket of 3 refilled at 10 a
 /// second (`ROUTING.md` §4, per-host token buckets).
-pub const BUCKET: (f64, f64) = (3.0, 4.0);
+pub const BUCKET: (f64, f64) = (3.0, 10.0);
 
 /// The longest any awaited event of a drill may take before it fails.
 pub const GIVE_UP: Duration = Duration::from_secs(60);

@@ -402,6 +402,45 @@ fn drive(
     d
 }
 
+/// What the client threads and the probes of one run return.
+type Drove = (Vec<Driven>, (Vec<u64>, u64), (Vec<u64>, u64));
+
+/// Drives `devices` from `spec.threads` threads over `bases` until
+/// `deadline`, with the `/metrics` probe and, with replicas, the field
+/// probe beside them.
+fn drive_all(
+    spec: &LoadSpec,
+    devices: &[(String, String)],
+    bases: &[String],
+    seen: &AtomicU64,
+    deadline: Instant,
+) -> Drove {
+    let chunk = devices.len().div_ceil(spec.threads);
+    std::thread::scope(|scope| {
+        let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
+        let fields = scope.spawn(|| {
+            if spec.spread.is_empty() {
+                (Vec::new(), 0)
+            } else {
+                probe_field(bases, seen, deadline)
+            }
+        });
+        let handles: Vec<_> = devices
+            .chunks(chunk)
+            .map(|mine| scope.spawn(move || drive(mine, bases, seen, deadline)))
+            .collect();
+        let results: Vec<Driven> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect();
+        (
+            results,
+            probe.join().unwrap_or_default(),
+            fields.join().unwrap_or_default(),
+        )
+    })
+}
+
 /// Registers the devices, seeds the targets, drives the load. Errors: a
 /// spec out of range, or routerd refusing the setup.
 pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
@@ -425,38 +464,12 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     let at_start = sample();
     let cpu_start: Vec<f64> = spec.cpu_of.iter().map(|&p| cpu_s(p)).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
-    let chunk = devices.len().div_ceil(spec.threads);
     let bases: Vec<String> = std::iter::once(spec.base.clone())
         .chain(spec.spread.iter().cloned())
         .collect();
     let seen = AtomicU64::new(0);
     let (results, (mut metrics_lat, snapshot_bytes), (mut field_lat, field_behind)) =
-        std::thread::scope(|scope| {
-            let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
-            let fields = scope.spawn(|| {
-                if spec.spread.is_empty() {
-                    (Vec::new(), 0)
-                } else {
-                    probe_field(&bases, &seen, deadline)
-                }
-            });
-            let handles: Vec<_> = devices
-                .chunks(chunk)
-                .map(|mine| {
-                    let (bases, seen) = (&bases, &seen);
-                    scope.spawn(move || drive(mine, bases, seen, deadline))
-                })
-                .collect();
-            let results: Vec<Driven> = handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_default())
-                .collect();
-            (
-                results,
-                probe.join().unwrap_or_default(),
-                fields.join().unwrap_or_default(),
-            )
-        });
+        drive_all(spec, &devices, &bases, &seen, deadline);
     let at_end = sample();
     let cpu: Vec<f64> = spec
         .cpu_of

@@ -33,6 +33,16 @@ fn check_replica_args(args: &ServeArgs, name: &str) -> Result<String> {
     if args.operator_key.is_none() || args.registration_token.is_none() {
         bail!("--replica-id needs --operator-key and --registration-token (or their env variables): every replica must hold the same ones");
     }
+    if let Some(a) = &args.advertise {
+        let ok = a.starts_with("http://")
+            && a.parse::<axum::http::Uri>()
+                .is_ok_and(|u| u.host().is_some() && u.path() == "/" && u.query().is_none());
+        if !ok {
+            bail!(
+                "--advertise must be a base URL such as http://10.0.0.11:8080 (no path), got {a:?}"
+            );
+        }
+    }
     let ttl = args.lead_ttl_s;
     if !(ttl.is_finite() && (1.0..=3600.0).contains(&ttl)) {
         bail!("--lead-ttl-s must be in [1, 3600], got {ttl}");
