@@ -40,7 +40,7 @@ echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:
 # against the throwaway CA (host localhost, dialled at 127.0.0.1).
 pg_url="postgres://postgres@localhost:$port/postgres?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert=$dir/ca.crt"
 ROUTER_TEST_PG="$pg_url" ROUTER_TEST_PG_CA="$dir/ca.crt" \
-  cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/) | test(/^lease_restart::/) | test(/^pg_connection::/) | test(/^replicas::/))'
+  cargo nextest run --workspace --release -E 'package(router) & (test(/^store_suite::/) | test(/^http::/) | test(/^lease_restart::/) | test(/^pg_connection::/))'
 # (--workspace, as the README's test command: the test binaries it built
 # are reused; `-p router` alone resolves other features and rebuilds.)
 # The routing lab against routerd on this server, compared with the run in
@@ -66,9 +66,10 @@ target/release/examples/outage_drill 100 4 2 "${OUTAGE_S:-5}" "$pg_url" outage_d
 # routerd's own bounds on a store call (1 s, and 1 s to connect) end a wait.
 target/release/examples/outage_drill 100 4 2 8 "$pg_url" outage_cut --network-cut
 # The failover drill (decision 0020): three routerd replicas on this
-# server under load, the server stopped for 5 s (FAILOVER_OUTAGE_S) and
+# server under load, the server stopped for 3 s (FAILOVER_OUTAGE_S) and
 # started again; it fails on a double grant, a host over its politeness,
 # a lost acknowledged deposit, an untyped refusal, a lease held through
 # the outage not accepted exactly once, or replicas that do not lead and
-# serve again. (The kill and cut drills run in the tests: replicas::.)
-target/release/examples/failover_drill 3 9 "$pg_url" failover_stop stop "${FAILOVER_OUTAGE_S:-5}" "$pg_stop" "$pg_start"
+# serve again. (The replicas' tests, the kill and cut drills among them,
+# run in the tests step, on the tests' own cluster with TLS on.)
+target/release/examples/failover_drill 3 9 "$pg_url" failover_stop stop "${FAILOVER_OUTAGE_S:-3}" "$pg_stop" "$pg_start"

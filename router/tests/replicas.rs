@@ -106,7 +106,7 @@ fn dirs(n: usize) -> Vec<tempfile::TempDir> {
 }
 
 /// Any replica serves any request: rounds spread over the three, each
-/// lease and deposit at a different one, until 60 deposits are
+/// lease and deposit at a different one, until 40 deposits are
 /// acknowledged; then the invariants.
 #[test]
 fn three_replicas_serve_as_one_router_whichever_a_device_calls() {
@@ -127,7 +127,7 @@ fn three_replicas_serve_as_one_router_whichever_a_device_calls() {
     let a = router::load::agent();
     let start = Instant::now();
     let mut k = 0;
-    while ledger.lock().unwrap().acked.len() < 60 {
+    while ledger.lock().unwrap().acked.len() < 40 {
         assert!(start.elapsed() < GIVE_UP, "too little work done");
         let d = &devices[k % devices.len()];
         let (entry, depositor) = (&rs[k % 3].base, &rs[(k / 3 + 1) % 3].base);
@@ -222,7 +222,7 @@ fn drill(pg: &PgServer, schema: &str, fault: &Fault) -> FailoverReport {
         data: dir.path().into(),
         replicas: 3,
         devices: 7,
-        work: 20,
+        work: 15,
         lead_ttl_s: 2.0,
     };
     let rep = run(&spec, fault).unwrap();
@@ -230,7 +230,7 @@ fn drill(pg: &PgServer, schema: &str, fault: &Fault) -> FailoverReport {
     assert_eq!(rep.failures, Vec::<String>::new());
     assert!(rep.lead_after.1 > rep.lead_before.1, "{rep:?}");
     assert_eq!(rep.held_accepted, 2, "{rep:?}");
-    assert!(rep.acknowledged >= 40, "{rep:?}");
+    assert!(rep.acknowledged >= 30, "{rep:?}");
     rep
 }
 
@@ -341,4 +341,88 @@ fn replica_mode_refuses_what_it_cannot_serve() {
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("--operator-key and --registration-token")
     );
+}
+
+/// A capped pool's window holds across a change of lead: the leader
+/// grants until the cap binds, is killed with SIGKILL, and the new leader
+/// (in the same price window, restored from the store) grants nothing
+/// more in it. A lease with items stamps one unit of `database` and each
+/// item charges one more when deposited (decision 0006), so over one
+/// window the grants' Σ (items + 1) stays within the cap.
+#[test]
+fn a_capped_window_holds_across_a_change_of_lead() {
+    let Some(pg) = support::pg::shared() else {
+        return;
+    };
+    let g = pg.schema("replicas_cap");
+    let d = dirs(2);
+    let mut rs: Vec<Option<Routerd>> = (0..2)
+        .map(|i| Some(replica(pg.url(), g.name(), &format!("p{i}"), &d[i])))
+        .collect();
+    let (leader, _) = agreed_lead(&rs.iter().flatten().collect::<Vec<_>>());
+    let other = Routerd::attach(&rs[1 - leader].as_ref().unwrap().base);
+    const CAP: f64 = 20.0;
+    let targets: Vec<Value> = (0..200)
+        .map(|i| json!({"target": format!("c-{i}"), "source": "wide"}))
+        .collect();
+    let facts = json!({
+        "sources": [{"source": "wide", "host": "wide.example", "binding": "html-v1", "bucket": [1000.0, 1000.0]}],
+        "targets": targets, "caps": {"database": CAP},
+    });
+    let (s, v) = other.send("PUT", "/v1/facts", &facts.to_string(), true);
+    assert_eq!(s, 200, "{v}");
+    let devices = register(&[&other], "cap", 6);
+    let window = || other.get("/v1/field").1["window_start_s"].as_f64().unwrap();
+    let w0 = window();
+    let lease = |k: usize| {
+        let (id, secret) = &devices[k % devices.len()];
+        let body = json!({"device_id": id, "device_secret": secret, "max_items": 4, "wait_s": 0.3});
+        let (mut s, mut v) = other.post("/v1/lease", &body);
+        if v["error"] == "unknown_device" {
+            // After the change of lead, as after a restart.
+            let reg = registration(id, TOKEN, Some(secret));
+            assert_eq!(other.register_from(&reg, network_for(id)).0, 200);
+            (s, v) = other.post("/v1/lease", &body);
+        }
+        assert_eq!(s, 200, "{v}");
+        v["items"].as_array().map_or(0, Vec::len)
+    };
+    // Until the cap binds: six empty answers in a row after some grants.
+    let (mut charged, mut empty, mut k) = (0usize, 0, 0);
+    let start = Instant::now();
+    while charged == 0 || empty < 6 {
+        assert!(
+            start.elapsed() < GIVE_UP,
+            "the cap never bound: {charged} charged"
+        );
+        match lease(k) {
+            0 => empty += 1,
+            n => (charged, empty) = (charged + n + 1, 0),
+        }
+        k += 1;
+    }
+    assert!(
+        charged as f64 >= CAP - 1.0,
+        "the cap did not bind ({charged} of {CAP})"
+    );
+    assert!(
+        charged as f64 <= CAP,
+        "over the cap before the kill: {charged}"
+    );
+    rs[leader].take().unwrap().kill();
+    agreed_lead(&[&other]);
+    let after: usize = (0..8).map(|i| lease(k + i)).sum();
+    assert_eq!(
+        window(),
+        w0,
+        "the price window rolled during the test: the check is void"
+    );
+    assert_eq!(
+        after, 0,
+        "the new leader granted {after} items past the cap"
+    );
+    let used = other.get("/v1/field").1["window_usage"]["database"]
+        .as_f64()
+        .unwrap_or(0.0);
+    assert!(used <= CAP, "window usage {used} over the cap");
 }
