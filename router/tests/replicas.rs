@@ -20,7 +20,7 @@ use crate::support::pg::PgServer;
 use crate::support::routerd::{network_for, registration, Routerd, TOKEN};
 
 /// The lead's TTL the tests run with, seconds (a campaign every third).
-const LEAD_TTL_S: &str = "2";
+const LEAD_TTL_S: f64 = 2.0;
 
 /// Starts replica `name` on `url`'s schema `schema`.
 fn replica(url: &str, schema: &str, name: &str, dir: &tempfile::TempDir) -> Routerd {
@@ -35,24 +35,16 @@ fn replica_with(
     dir: &tempfile::TempDir,
     extra: &[&str],
 ) -> Routerd {
-    let args = [
+    let flags = router::failover::replicas::drill_flags(LEAD_TTL_S);
+    let mut args = vec![
         "--replica-id",
         name,
         "--store",
         url,
         "--store-schema",
         schema,
-        "--lead-ttl-s",
-        LEAD_TTL_S,
-        "--store-timeout-s",
-        "1",
-        "--store-connect-timeout-s",
-        "1",
-        "--device-rate",
-        "1000,1000",
-        "--tick-ms",
-        "200",
     ];
+    args.extend(flags.iter().map(String::as_str));
     Routerd::start(dir.path(), &[&args[..], extra].concat())
 }
 
@@ -223,7 +215,7 @@ fn drill(pg: &PgServer, schema: &str, fault: &Fault) -> FailoverReport {
         replicas: 3,
         devices: 7,
         work: 15,
-        lead_ttl_s: 2.0,
+        lead_ttl_s: LEAD_TTL_S,
     };
     let rep = run(&spec, fault).unwrap();
     eprintln!("{}", serde_json::to_string(&rep).unwrap());

@@ -15,6 +15,26 @@ use super::FailoverSpec;
 use crate::load::{agent, post, spawn_routerd};
 use crate::store::{PgStore, Store};
 
+/// The flags a drill's replicas run with besides name, store and keys:
+/// the lead's TTL `lead_ttl_s`, 1 s bounds on a store call and a connect,
+/// device budgets of 1,000 requests, a 200 ms tick.
+pub fn drill_flags(lead_ttl_s: f64) -> Vec<String> {
+    [
+        "--lead-ttl-s",
+        &lead_ttl_s.to_string(),
+        "--store-timeout-s",
+        "1",
+        "--store-connect-timeout-s",
+        "1",
+        "--device-rate",
+        "1000,1000",
+        "--tick-ms",
+        "200",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The replicas of one drill (killed when dropped).
 pub struct Replicas {
     spec: FailoverSpec,
@@ -43,19 +63,8 @@ impl Replicas {
     ///
     /// Errors: a replica did not start, or the first did not lead.
     pub fn start(spec: &FailoverSpec, cut: bool) -> Result<Replicas, String> {
-        let ttl = spec.lead_ttl_s.to_string();
-        let flags = [
-            "--lead-ttl-s",
-            ttl.as_str(),
-            "--store-timeout-s",
-            "1",
-            "--store-connect-timeout-s",
-            "1",
-            "--device-rate",
-            "1000,1000",
-            "--tick-ms",
-            "200",
-        ];
+        let flags = drill_flags(spec.lead_ttl_s);
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
         Self::start_with(spec, cut, &flags)
     }
 

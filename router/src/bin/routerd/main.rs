@@ -472,11 +472,11 @@ async fn run_server(
     Ok(())
 }
 
-fn serve(args: ServeArgs) -> Result<()> {
-    let (drain, timeouts) = serve_limits(&args)?;
-    if let Some(name) = args.replica_id.clone() {
-        return replica::serve_replica(args, name, drain, timeouts);
-    }
+/// The multi-threaded runtime, sized from the host's CPU quota
+/// (`fleet::quota`, logged with its reason).
+///
+/// Errors: the runtime cannot be built.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
     let quota = fleet::quota::detect_live();
     let workers = quota.schedulable_cpus().max(1) as usize;
     tracing::info!(
@@ -485,6 +485,19 @@ fn serve(args: ServeArgs) -> Result<()> {
         "runtime sized from the CPU quota: {}",
         quota.reason
     );
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
+        .max_blocking_threads(workers * 4)
+        .enable_all()
+        .build()
+        .context("building the runtime")
+}
+
+fn serve(args: ServeArgs) -> Result<()> {
+    let (drain, timeouts) = serve_limits(&args)?;
+    if let Some(name) = args.replica_id.clone() {
+        return replica::serve_replica(args, name, drain, timeouts);
+    }
     std::fs::create_dir_all(&args.data)
         .with_context(|| format!("creating the data directory {}", args.data.display()))?;
     // Held until serve returns (the process ends with it).
@@ -492,13 +505,7 @@ fn serve(args: ServeArgs) -> Result<()> {
     let store = open_store(&args)?;
     let cfg = router_config(&args)?;
     let shell = open_shell(&args, cfg, store)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .max_blocking_threads(workers * 4)
-        .enable_all()
-        .build()
-        .context("building the runtime")?;
-    rt.block_on(run_server(args, shell, drain, timeouts))
+    runtime()?.block_on(run_server(args, shell, drain, timeouts))
 }
 
 fn main() -> Result<()> {

@@ -97,15 +97,7 @@ pub(crate) fn serve_replica(
         shell.set_events_max_bytes(max_events);
         Ok(shell)
     });
-    let quota = fleet::quota::detect_live();
-    let workers = quota.schedulable_cpus().max(1) as usize;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .max_blocking_threads(workers * 4)
-        .enable_all()
-        .build()
-        .context("building the runtime")?;
-    rt.block_on(async move {
+    crate::runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("binding {}", args.listen))?;
