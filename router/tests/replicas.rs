@@ -320,6 +320,13 @@ fn replica_mode_refuses_what_it_cannot_serve() {
             "{args:?} repeated the store URL: {err}"
         );
     }
+    // Replica flags without --replica-id: refused, not ignored.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+        .args(["--advertise", "http://h:1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replica-id"));
     // Without the keys: refused, whatever else is right.
     let dir = tempfile::tempdir().unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
@@ -417,4 +424,45 @@ fn a_capped_window_holds_across_a_change_of_lead() {
         .as_f64()
         .unwrap_or(0.0);
     assert!(used <= CAP, "window usage {used} over the cap");
+}
+
+/// A routerd without `--replica-id` writes unfenced: it refuses, at start,
+/// a schema whose replicas lead now, naming the way to join them.
+#[test]
+fn a_lone_routerd_refuses_a_schema_replicas_serve() {
+    let Some(pg) = support::pg::shared() else {
+        return;
+    };
+    let g = pg.schema("replicas_lone");
+    let d = dirs(2);
+    let r = replica(pg.url(), g.name(), "only", &d[0]);
+    agreed_lead(&[&r]);
+    let mut lone = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+        .arg("--data")
+        .arg(d[1].path())
+        .args(["--listen", "127.0.0.1:0", "--operator-key", "k"])
+        .args(["--registration-token", "t", "--store", pg.url()])
+        .args(["--store-schema", g.name()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = lone.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > GIVE_UP {
+            let _ = lone.kill();
+            panic!("a lone routerd started on the replicas' schema");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut lone.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success());
+    assert!(
+        err.contains("replicas serve the schema") && err.contains("--replica-id"),
+        "{err}"
+    );
 }

@@ -214,13 +214,15 @@ pub fn run(spec: &FailoverSpec, fault: &Fault) -> Result<FailoverReport, String>
     Ok(rep)
 }
 
-/// Registers `n` devices, device i through replica i mod K.
+/// Registers `n` devices, device i through replica i mod K, under ids of
+/// this run (a schema used before keeps its devices).
 fn register(rs: &Replicas, n: usize) -> Result<Vec<Device>, String> {
     let a = agent();
     let live = rs.live();
+    let run = &crate::ids::token()[..8];
     (0..n)
         .map(|i| {
-            let id = format!("fd-{i}");
+            let id = format!("fd-{run}-{i}");
             let url = format!("{}/v1/register", rs.base(live[i % live.len()]));
             match post(&a, &url, &registration(&id, &rs.token, None), None)? {
                 (200, v) => Ok((id, v["device_secret"].as_str().unwrap_or("").to_string())),

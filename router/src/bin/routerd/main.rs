@@ -173,12 +173,12 @@ struct ServeArgs {
     replica_id: Option<String>,
     /// Replicas: the base URL other replicas reach this one on (default
     /// `http://` and the bound `--listen` address).
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", requires = "replica_id")]
     advertise: Option<String>,
     /// Replicas: how long a won or renewed lead lasts, seconds [1, 3600];
     /// a campaign runs every third of it. A dead leader is replaced within
     /// it (plus `--store-timeout-s` when it died inside a write).
-    #[arg(long, default_value_t = 6.0)]
+    #[arg(long, default_value_t = 6.0, requires = "replica_id")]
     lead_ttl_s: f64,
 }
 

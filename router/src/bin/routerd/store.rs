@@ -26,14 +26,33 @@ pub(crate) fn open_store(args: &ServeArgs) -> Result<Box<dyn Store>> {
         }
         Some(url) if is_postgres(url) => {
             // The URL is never printed: it may hold a password.
-            Ok(Box::new(
-                PgStore::open(url, &pg_options(args)?).context("connecting to PostgreSQL")?,
-            ))
+            let store =
+                PgStore::open(url, &pg_options(args)?).context("connecting to PostgreSQL")?;
+            refuse_a_replicated_schema(&store)?;
+            Ok(Box::new(store))
         }
         Some(_) => {
             bail!("--store must be a postgres:// or postgresql:// URL (or absent for SQLite); the value given is not repeated here, since it may hold a password")
         }
     }
+}
+
+/// A routerd without `--replica-id` writes unfenced: it must not serve a
+/// schema that replicas serve. Refused while their lead is live (a guard
+/// at start, not a fence: replicas started later cannot see it).
+///
+/// Errors: a replica leads on the schema now, or the store cannot say.
+fn refuse_a_replicated_schema(store: &PgStore) -> Result<()> {
+    let lead = store.lead().context("reading the schema's lead")?;
+    if let Some(l) = lead.filter(|l| !l.remaining.is_zero()) {
+        let name = l.holder.split('#').next().unwrap_or("");
+        bail!(
+            "replicas serve the schema {} (replica {name} leads, term {}): join them with --replica-id NAME, or use another --store-schema",
+            store.schema(),
+            l.term
+        );
+    }
+    Ok(())
 }
 
 /// Whether `url` names a PostgreSQL server.

@@ -120,6 +120,33 @@ impl PgStore {
         })
     }
 
+    /// The lead row as it is, without campaigning (`None` when no replica
+    /// ever led on this schema); `remaining` is zero once it has lapsed.
+    ///
+    /// Errors: the store's.
+    pub fn lead(&self) -> Result<Option<Leadership>, StoreError> {
+        let q = format!("\"{}\"", self.schema());
+        let sql = format!(
+            "SELECT term, holder, url,
+                    GREATEST(EXTRACT(EPOCH FROM (expires_at - clock_timestamp())), 0)::float8
+             FROM {q}.leadership WHERE id = 1"
+        );
+        self.call(move |c| {
+            Box::pin(async move {
+                let Some(row) = c.client().query_opt(&sql, &[]).await.map_err(pe)? else {
+                    return Ok(None);
+                };
+                let left: f64 = row.try_get(3).map_err(pe)?;
+                Ok(Some(Leadership {
+                    term: row.try_get(0).map_err(pe)?,
+                    holder: row.try_get(1).map_err(pe)?,
+                    url: row.try_get(2).map_err(pe)?,
+                    remaining: Duration::from_secs_f64(left.clamp(0.0, MAX_LEAD_S)),
+                }))
+            })
+        })
+    }
+
     /// Gives up the lead held under `fence` (its row lapses now, so another
     /// replica can take it at its next campaign); a lead no longer held
     /// under `fence` is left alone. Returns whether it was held.
