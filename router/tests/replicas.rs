@@ -227,7 +227,7 @@ fn drill(pg: &PgServer, schema: &str, fault: &Fault) -> FailoverReport {
 }
 
 /// SIGKILL of the leader under load: a survivor leads with a higher term
-/// within one lease TTL (60 s; it takes about the lead's TTL), the lease a
+/// before the lease a device held could lapse (it takes about the lead's TTL), the lease a
 /// device held from the dead leader is deposited on at a survivor exactly
 /// once, and over the whole run no deposit is lost, no token or first
 /// observation is granted twice and no host gets more than its
@@ -239,7 +239,9 @@ fn killing_the_leader_moves_the_lead_and_loses_nothing() {
     };
     let g = pg.schema("replicas_kill");
     let rep = drill(pg, g.name(), &Fault::Kill);
-    assert!(rep.lead_again_s < 60.0, "{rep:?}");
+    // Within one lease TTL, shown by the event rather than a clock: the
+    // lease held through the kill was still deposited on, accepted
+    // (`drill` checks both items), so it had not lapsed.
     assert_ne!(rep.lead_after.0, rep.lead_before.0, "{rep:?}");
 }
 

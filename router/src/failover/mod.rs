@@ -34,7 +34,7 @@ use serde_json::{json, Value};
 
 use crate::load::{agent, post};
 use crate::outage::Command;
-use ledger::{facts, registration, Device, Load, GIVE_UP};
+use ledger::{facts, registration, Device, Load};
 use replicas::Replicas;
 
 /// The fault a drill injects.
@@ -141,7 +141,7 @@ fn check(spec: &FailoverSpec, fault: &Fault) -> Result<(), String> {
 /// injects `fault`, drives them again, and checks the run.
 ///
 /// Errors: a replica did not start, the setup was refused, or an awaited
-/// event did not come within [`GIVE_UP`] (the text says which).
+/// event did not come within [`ledger::GIVE_UP`] (the text says which).
 pub fn run(spec: &FailoverSpec, fault: &Fault) -> Result<FailoverReport, String> {
     check(spec, fault)?;
     let mut rs = Replicas::start(spec, matches!(fault, Fault::Cut))?;
@@ -330,10 +330,6 @@ fn inject(
             rs.agreed_lead(&rs.live())?;
             rep.lead_again_s = up.elapsed().as_secs_f64();
         }
-    }
-    if t0.elapsed() > GIVE_UP * 3 {
-        rep.failures
-            .push("the fault's events took over three minutes".into());
     }
     Ok(())
 }

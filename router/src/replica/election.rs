@@ -1,5 +1,5 @@
 //! The campaign loop: every third of the lead's TTL a replica campaigns
-//! ([`PgStore::campaign`]), and [`decide`](super::decide::decide) says
+//! ([`PgStore::campaign`]), and [`decide`] says
 //! what that means. Taking a lead opens the router from the store, fenced
 //! by the lead, and starts its ticker; losing it (another replica leads,
 //! or the local deadline passed without a renewal) closes the shell's

@@ -57,7 +57,7 @@ impl PgStore {
     /// a live lead of another holder is left alone. A renewal keeps the
     /// term.
     ///
-    /// Errors: `ttl` outside (0, [`MAX_LEAD_S`]] s, `holder` or `url` empty
+    /// Errors: `ttl` outside (0, 3,600] s, `holder` or `url` empty
     /// or over 512 bytes ([`StoreError::BadValue`]); the store's errors.
     pub fn campaign(
         &self,
