@@ -19,6 +19,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 args=(--release --workspace
   --bin fleet-lab --bench instructions
-  --bin routerd --example restart_drill --example outage_drill --example failover_drill
+  --bin routerd --example lease_load --example restart_drill --example outage_drill --example failover_drill
   --example minimal_host --example keyed_walk --example posture_demo)
 exec cargo build "${args[@]}" "$@"

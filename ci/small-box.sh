@@ -10,23 +10,30 @@
 # usage: ci/small-box.sh [--devices N] [--targets N] [--sources N]
 #                        [--threads T] [--seconds S] [--cpus C] [--mem-mib M]
 #                        [--out DIR] [--store postgres://… SCHEMA]
-#                        [--bin DIR]
+#                        [--bin DIR] [--check]
 #   defaults: 100,000 devices, 1,000,000 targets on 10,000 sources,
 #   8 client threads, 60 s, a 1-core quota, 256 MiB; the report goes to
 #   fleet-lab-out/small-box (report.json from the load generator, group.txt
 #   with the cgroup's figures, summary.txt). --bin DIR takes `routerd` and
 #   `examples/lease_load` from DIR instead of building them (a before/after
 #   comparison alternates two such directories in one sitting).
+#   At the end routerd is killed with SIGKILL and every deposit it
+#   acknowledged is looked for in its store. --check (CI) exits 1 when
+#   the load failed, routerd was OOM-killed, the group's anonymous memory
+#   reached the limit or an acknowledged deposit is missing; it asserts
+#   no timing.
 #
 # Needs root and a writable cgroup (v1 `cpu` and `memory` controllers, or
 # v2 with the cpu and memory controllers enabled); without one it says so
-# and exits 2. Builds routerd and the load generator (release) first.
+# and exits 77 (bad arguments exit 2). Builds routerd and the load
+# generator (release, the workspace's selection, so the test build's
+# dependencies are reused) first, unless --bin is given.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 devices=100000 targets=1000000 sources=10000 threads=8 seconds=60
-cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin=
+cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin= check=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --devices) devices=$2; shift 2 ;;
@@ -39,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --store) store=("$2" "$3"); shift 3 ;;
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
+    --check) check=1; shift ;;
     *) echo "small-box: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -61,12 +69,12 @@ elif [[ -e /sys/fs/cgroup/cgroup.subtree_control ]] && grep -qw memory /sys/fs/c
   mem_dir=$cpu_dir
 else
   echo "small-box: no writable cgroup (v1 cpu+memory or v2 with both controllers): cannot build the box here" >&2
-  exit 2
+  exit 77
 fi
 
 if [[ -z "$bin" ]]; then
   echo "== building routerd and the load generator (release)"
-  cargo build --release -q -p router --bin routerd --example lease_load
+  cargo build --release -q --workspace --bin routerd --example lease_load
   bin=$repo/target/release
 fi
 [[ -x "$bin/routerd" && -x "$bin/examples/lease_load" ]] ||
@@ -175,9 +183,10 @@ fi
   echo "oom_kills ${oom:-0}"
 } >"$out/group.txt"
 
-python3 - "$out" "$devices" "$mem_mib" "${load_failed:-0}" <<'PY' | tee "$out/summary.txt"
+python3 - "$out" "$devices" "$mem_mib" "${load_failed:-0}" "$check" <<'PY' | tee "$out/summary.txt"
 import json, sys
 out, devices, mem_mib, failed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+check = sys.argv[5] == "1"
 g = dict(l.split(None, 1) for l in open(f"{out}/group.txt").read().splitlines())
 g = {k: v.strip() for k, v in g.items()}
 peak = int(g["memory_peak_bytes"]) / 2**20
@@ -199,12 +208,22 @@ print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} 
       + "".join(f"; {n} {k}" for k, n in r.get("errors_by_kind", {}).items()))
 print(f"routerd RSS {r['rss_kib'][0] / 1024:.0f} → {r['rss_kib'][1] / 1024:.0f} MiB; data {r['store_bytes'][0] / 2**20:.0f} → {r['store_bytes'][1] / 2**20:.0f} MiB; "
       f"largest snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB")
+durable = r["acknowledged_checked"] == r["deposits"] and r["acknowledged_lost"] == 0
+print(f"durability: routerd killed with SIGKILL; {r['acknowledged_checked']} of {r['deposits']} acknowledged deposits "
+      f"looked for in the store, {r['acknowledged_lost']} missing")
 checks = [
     ("leases/s ≥ 10,000", r["leases_per_s"] >= 10_000),
     ("lease p99 ≤ 5 ms", r["lease_us"][2] <= 5_000),
     (f"anonymous memory < {mem_mib} MiB", anon < mem_mib),
     ("no OOM kill", int(g["oom_kills"] or 0) == 0),
     ("no request refused", r["errors"] == 0),
+    ("every acknowledged deposit in the store", durable),
 ]
 print("targets: " + "; ".join(f"{name} {'pass' if ok else 'FAIL'}" for name, ok in checks))
+if check:
+    # CI: memory and durability only, never a timing.
+    gate = [checks[2], checks[3], checks[5]]
+    bad = [name for name, ok in gate if not ok]
+    print("check: " + ("FAIL: " + "; ".join(bad) if bad else "pass (memory under the limit, no OOM kill, no acknowledged deposit lost)"))
+    sys.exit(1 if bad else 0)
 PY

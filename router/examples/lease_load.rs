@@ -7,8 +7,9 @@
 //! `--sources`: the sources they are spread over, default 50, at most
 //! 100,000; after a second `--`, arguments for routerd itself). Reports
 //! routerd's resident set and data directory size after the setup and at
-//! the end. The `routerd` started is the one beside this example's
-//! directory, or `$ROUTERD` where that is set (`ci/small-box.sh` points it
+//! the end. routerd is then killed with SIGKILL and every deposit it
+//! acknowledged is looked for in its store (`acknowledged_lost` must be
+//! 0). The `routerd` started is the one beside this example's directory, or `$ROUTERD` where that is set (`ci/small-box.sh` points it
 //! at a wrapper that enters a cgroup first).
 
 /// Removes `flag COUNT` from `args` and returns the count (`default`
@@ -30,6 +31,8 @@ fn take_count(args: &mut Vec<String>, flag: &str, default: usize, max: usize) ->
         }
     }
 }
+
+use router::store::{PgStore, SqliteStore, Store};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -68,9 +71,22 @@ fn main() {
         cpu_of: Vec::new(),
         watch: Some((child.id(), data.clone())),
     };
-    let report = router::load::run(&spec);
+    let mut report = router::load::run(&spec);
+    // SIGKILL, then every acknowledged deposit is looked for in the store.
     let _ = child.kill();
     let _ = child.wait();
+    if let Ok(r) = report.as_mut() {
+        let store: Result<Box<dyn Store>, _> = match (args.get(3), args.get(4)) {
+            (Some(url), Some(schema)) => {
+                PgStore::connect_with_schema(url, schema).map(|s| Box::new(s) as Box<dyn Store>)
+            }
+            _ => SqliteStore::open_dir(&data).map(|s| Box::new(s) as Box<dyn Store>),
+        };
+        if let Err(e) = store.and_then(|mut st| router::load::check_durable(r, st.as_mut())) {
+            eprintln!("the store after the kill: {e}");
+            std::process::exit(1);
+        }
+    }
     let _ = std::fs::remove_dir_all(&data);
     match report {
         Ok(r) => println!("{}", serde_json::to_string_pretty(&r).unwrap_or_default()),

@@ -162,4 +162,23 @@ fn main() {
         r.tick(now).expect("tick");
         report(&format!("observed x{round}"), before, targets, "target");
     }
+    snapshot_phase(&mut r, now + 10.0);
+}
+
+/// One snapshot taken and written on its own: the heap it adds at its
+/// peak over the live heap before it, and the JSON of its two largest
+/// parts (the field and the targets).
+fn snapshot_phase(r: &mut Router, now: f64) {
+    let field = serde_json::to_vec(r.field()).map_or(0, |v| v.len());
+    let targets = serde_json::to_vec(&r.targets_table()).map_or(0, |v| v.len());
+    let before = live();
+    PEAK.store(before, Ordering::Relaxed);
+    r.mark_dirty();
+    r.persist(now).expect("snapshot");
+    println!(
+        "{{\"phase\": \"snapshot\", \"transient_mib\": {:.1}, \"field_json_mib\": {:.1}, \"targets_json_mib\": {:.1}}}",
+        (PEAK.load(Ordering::Relaxed) - before) as f64 / 1048576.0,
+        field as f64 / 1048576.0,
+        targets as f64 / 1048576.0
+    );
 }

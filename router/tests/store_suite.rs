@@ -10,7 +10,8 @@ use crate::support;
 use std::path::PathBuf;
 
 use router::store::{
-    DepositEntry, MemoryStore, PgStore, Row, SqliteStore, Store, StoreError, Table, SCHEMA_VERSION,
+    DepositEntry, MemoryStore, PgStore, Row, SqliteStore, Store, StoreError, Table, Write,
+    SCHEMA_VERSION,
 };
 use sha2::{Digest, Sha256};
 
@@ -180,6 +181,19 @@ fn batch_atomicity(b: &dyn Backend) {
                 row("poison", 1, "x"),
             ],
         )
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+    assert_eq!(snapshot(&mut *s), before);
+    // A batch of several tables whose last statement fails: the state row
+    // written first is rolled back with it (a snapshot, `write_all`).
+    let before = snapshot(&mut *s);
+    let keep = ["keep".to_string()];
+    let err = s
+        .write_all(&[
+            Write::Upsert(Table::Meta, &[row("snapshot", 9, "{\"s\":9}")]),
+            Write::Delete(Table::Targets, &keep),
+            Write::Upsert(Table::Targets, &[row("poison", 1, "x")]),
+        ])
         .unwrap_err();
     assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
     assert_eq!(snapshot(&mut *s), before);

@@ -18,5 +18,6 @@ mod reports;
 mod retention;
 #[path = "core.rs"]
 mod router_core;
+mod snapshots;
 mod store_suite;
 mod tick;

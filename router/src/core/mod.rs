@@ -205,6 +205,10 @@ pub struct Router {
     last_sweep_s: f64,
     /// New identities whose first registration is being written.
     registering: BTreeSet<String>,
+    /// Targets a snapshot carried that is not known to be written: name →
+    /// the latest such snapshot's version. Every snapshot carries them
+    /// again, so the newest state row never lacks a row (`snapshot.rs`).
+    unwritten_targets: HashMap<String, u64>,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
     /// A settlement model replacing trust and quorum ([`Settler`]).
@@ -284,7 +288,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         sources: imbl::OrdMap::new(),
         buckets: BTreeMap::new(),
         devices: imbl::OrdMap::new(),
-        targets: imbl::OrdMap::new(),
+        targets: Default::default(),
         temperature: 1.0,
         applied_seq: 0,
         aged_to_s: now_s,
@@ -354,6 +358,7 @@ impl Router {
             Some(row) => restored(&cfg, &row, now_s)?,
         };
         let mut d = d;
+        snapshot::restore_targets(&mut d, store.as_mut())?;
         admission::restore_identities(&mut d, store.load(Table::Devices)?)?;
         let backend = store.backend();
         let last = store.last_seq()?;
@@ -397,6 +402,7 @@ impl Router {
             departed: Vec::new(),
             last_sweep_s: f64::MIN,
             registering: BTreeSet::new(),
+            unwritten_targets: HashMap::new(),
             verify_due,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;

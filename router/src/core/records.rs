@@ -120,7 +120,7 @@ pub fn settled_page(
 impl Router {
     /// The targets table as an O(1) clone, for [`settled_page`] outside the lock.
     pub fn targets_table(&self) -> imbl::OrdMap<String, super::state::TargetRec> {
-        self.d.targets.clone()
+        self.d.targets.table()
     }
 
     /// The operator's view of device `id`; `None` when no such identity is kept.

@@ -86,6 +86,7 @@ impl Router {
     /// Marks `snap` written at `now_s`: returns the seq the deposit log
     /// may be pruned up to now ([`Written::record`]), if any.
     pub fn snapshot_written(&mut self, snap: &Snapshot, now_s: f64) -> Option<u64> {
+        self.targets_written(snap);
         if let Some(b) = snap.bytes() {
             self.counters.snapshot_bytes = b;
         }
@@ -95,7 +96,8 @@ impl Router {
     }
 
     /// A snapshot's write failed: its departed devices' rows are deleted
-    /// with the next one instead.
+    /// with the next one instead (its targets' rows are written with it:
+    /// they stay unwritten, `snapshot.rs`).
     pub fn snapshot_failed(&mut self, snap: &Snapshot) {
         self.departed.extend(snap.departed().iter().cloned());
         self.ended_leases

@@ -1,11 +1,14 @@
 //! The snapshot: taken under the router's lock as a clone of the durable
 //! state (its large maps shared, so the clone is cheap), serialized and
-//! written outside it, the departed devices' and ended leases' rows
-//! deleted with it.
+//! written outside it in one atomic batch: the state row, one row per
+//! target changed since the last snapshot (the targets are not in the
+//! state row, so a snapshot's size follows the work since the last one,
+//! not the population), the devices' rows, and the deletions of the
+//! departed devices' and ended leases' rows.
 //! Source: `ROUTING.md` §4; docs/router.md "Durability and restart".
 
-use super::{lease, Durable, Router, SharedStore, SNAPSHOT_KEY};
-use crate::store::{Row, StoreError, Table};
+use super::{lease, Durable, OpenError, Router, SharedStore, SNAPSHOT_KEY};
+use crate::store::{Row, Store, StoreError, Table, Write};
 
 impl Router {
     /// The snapshot if anything changed since the last call and the
@@ -24,8 +27,20 @@ impl Router {
     /// As [`Router::take_snapshot`] but ignoring the snapshot period (a
     /// clean stop writes everything, leases' open verifications included).
     pub fn take_snapshot_now(&mut self, now_s: f64) -> Option<Snapshot> {
-        if !self.dirty {
+        if !self.dirty && self.d.targets.changed_len() == 0 {
             return None;
+        }
+        let mut changed_targets = self.d.targets.take_changed();
+        let version = self.d.snapshot_seq + 1;
+        for name in &changed_targets {
+            self.unwritten_targets.insert(name.clone(), version);
+        }
+        // Names an earlier snapshot took and nobody has confirmed written.
+        for (name, v) in self.unwritten_targets.iter_mut() {
+            if *v < version {
+                *v = version;
+                changed_targets.push(name.clone());
+            }
         }
         self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
@@ -33,6 +48,7 @@ impl Router {
         self.dirty = false;
         Some(Snapshot {
             state: Box::new(self.d.clone()),
+            changed_targets,
             departed: std::mem::take(&mut self.departed),
             ended_leases: std::mem::take(&mut self.ended_leases),
             bytes: std::sync::OnceLock::new(),
@@ -40,22 +56,31 @@ impl Router {
     }
 
     /// Serializes a snapshot taken by [`Router::take_snapshot`] and writes
-    /// it to `store`: the state as one [`Table::Meta`] row, and one
-    /// [`Table::Devices`] row per device (identity, trust, state), all at
-    /// the snapshot's version. Errors: the store's, or `BadValue` when the
-    /// state does not serialize (the next snapshot carries the state again).
+    /// it to `store` in one atomic batch ([`crate::store::Store::write_all`]): one
+    /// [`Table::Targets`] row per target changed since the last snapshot,
+    /// the state as one [`Table::Meta`] row, one [`Table::Devices`] row
+    /// per device (identity, trust, state), all at the snapshot's version,
+    /// then the departed devices' and ended leases' rows deleted. A crash
+    /// leaves either all of it or none, so the state row never covers
+    /// deposits whose target rows are missing. Errors: the store's, or
+    /// `BadValue` when the state does not serialize (the next snapshot
+    /// carries the state again).
     pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {
-        let (meta, devices) = snap.rows()?;
-        let mut st = store.lock();
-        st.upsert(Table::Meta, &meta)?;
-        st.upsert(Table::Devices, &devices)?;
-        if !snap.departed.is_empty() {
-            st.delete(Table::Devices, &snap.departed)?;
-        }
-        if !snap.ended_leases.is_empty() {
-            st.delete(Table::Leases, &snap.ended_leases)?;
-        }
-        Ok(())
+        let (targets, meta, devices) = snap.rows()?;
+        store.lock().write_all(&[
+            Write::Upsert(Table::Targets, &targets),
+            Write::Upsert(Table::Meta, &meta),
+            Write::Upsert(Table::Devices, &devices),
+            Write::Delete(Table::Devices, &snap.departed),
+            Write::Delete(Table::Leases, &snap.ended_leases),
+        ])
+    }
+
+    /// `snap` was written: the target rows it carried are in the store, so
+    /// later snapshots need not carry them again (unless changed since).
+    pub(super) fn targets_written(&mut self, snap: &Snapshot) {
+        let version = snap.version();
+        self.unwritten_targets.retain(|_, v| *v > version);
     }
 
     /// Marks the state changed (a snapshot write failed: the next tick retries).
@@ -71,8 +96,32 @@ impl Router {
                 self.snapshot_failed(&snap);
                 return Err(e);
             }
+            self.targets_written(&snap);
         }
         Ok(())
+    }
+}
+
+/// Target rows read per page at a restart.
+const TARGETS_PAGE: usize = 4096;
+
+/// Reads the targets' own rows into `d`, a page at a time; a row replaces
+/// what an older state row held of its target.
+///
+/// Errors: [`OpenError::BadState`] when a row is unreadable; the store's.
+pub(super) fn restore_targets(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.load_page(Table::Targets, after.as_deref(), TARGETS_PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some(last.key.clone());
+        for row in page {
+            let rec: super::state::TargetRec = serde_json::from_str(&row.payload)
+                .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
+            d.targets.restore(row.key, rec);
+        }
     }
 }
 
@@ -81,6 +130,8 @@ impl Router {
 #[derive(Debug, Clone)]
 pub struct Snapshot {
     state: Box<Durable>,
+    /// Targets changed since the last snapshot: the rows this one writes.
+    changed_targets: Vec<String>,
     /// Departed devices whose rows this snapshot deletes.
     departed: Vec<String>,
     /// Ended leases whose rows this snapshot deletes (after the state that
@@ -106,6 +157,11 @@ impl Snapshot {
         self.bytes.get().copied()
     }
 
+    /// The targets whose rows it writes (changed since the last snapshot).
+    pub fn changed_targets(&self) -> &[String] {
+        &self.changed_targets
+    }
+
     /// The departed devices whose rows it deletes.
     pub fn departed(&self) -> &[String] {
         &self.departed
@@ -122,13 +178,25 @@ impl Snapshot {
         self.state.snapshot_seq
     }
 
-    /// The rows to write: the [`Table::Meta`] snapshot row and one
-    /// [`Table::Devices`] row per device. Errors: `BadValue` when the
-    /// state does not serialize.
-    pub fn rows(&self) -> Result<(Vec<Row>, Vec<Row>), StoreError> {
+    /// The rows to write: one [`Table::Targets`] row per changed target,
+    /// the [`Table::Meta`] snapshot row and one [`Table::Devices`] row per
+    /// device. Errors: `BadValue` when the state does not serialize.
+    pub fn rows(&self) -> Result<(Vec<Row>, Vec<Row>, Vec<Row>), StoreError> {
         let version = self.version();
+        let bad = |e: serde_json::Error| StoreError::BadValue(format!("snapshot: {e}"));
+        let mut targets = Vec::with_capacity(self.changed_targets.len());
+        for name in &self.changed_targets {
+            if let Some(rec) = self.state.targets.get(name) {
+                targets.push(Row {
+                    key: name.clone(),
+                    version,
+                    payload: serde_json::to_string(rec).map_err(bad)?,
+                });
+            }
+        }
         let payload = json_exact(&*self.state)?;
-        let _ = self.bytes.set(payload.len() as u64);
+        let rows_bytes: usize = targets.iter().map(|r| r.payload.len()).sum();
+        let _ = self.bytes.set((payload.len() + rows_bytes) as u64);
         let meta = vec![Row {
             key: SNAPSHOT_KEY.into(),
             version,
@@ -150,7 +218,7 @@ impl Snapshot {
                 .to_string(),
             })
             .collect();
-        Ok((meta, devices))
+        Ok((targets, meta, devices))
     }
 }
 

@@ -207,7 +207,7 @@ impl Router {
     /// The tables the views walk, as O(1) clones (persistent maps).
     pub fn view_tables(&self) -> ViewTables {
         ViewTables {
-            targets: self.d.targets.clone(),
+            targets: self.d.targets.table(),
             devices: self.d.devices.clone(),
             live: self.live.clone(),
         }

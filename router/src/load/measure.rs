@@ -1,11 +1,12 @@
 //! What the load generator measures besides its own requests: a
 //! process's resident set and CPU time, a data directory's size, latency
-//! percentiles, and the `/metrics` probe.
+//! percentiles, the `/metrics` probe, and whether every acknowledged
+//! deposit is in the store after routerd was killed.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::agent;
+use super::{agent, LoadReport};
 
 /// A process's resident set in KiB (`VmRSS` of `/proc/PID/status`), 0
 /// where it cannot be read.
@@ -48,6 +49,24 @@ pub fn dir_bytes(dir: &std::path::Path) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// Looks for every token of `report.acknowledged_tokens` in `store` (opened
+/// after routerd was killed) and records how many were checked and how
+/// many are missing. Errors: the store's.
+pub fn check_durable(
+    report: &mut LoadReport,
+    store: &mut dyn crate::store::Store,
+) -> Result<(), crate::store::StoreError> {
+    let mut lost = 0;
+    for token in &report.acknowledged_tokens {
+        if !store.has_deposit(token)? {
+            lost += 1;
+        }
+    }
+    report.acknowledged_checked = report.acknowledged_tokens.len() as u64;
+    report.acknowledged_lost = lost;
+    Ok(())
 }
 
 /// The `p` quantile (0..=1) of sorted `lat`, 0 when empty.

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use crate::config::{Facts, SourceFact, TargetFact};
 
 mod measure;
-pub use measure::{cpu_s, dir_bytes, rss_kib};
+pub use measure::{check_durable, cpu_s, dir_bytes, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
 
 /// What to run.
@@ -117,6 +117,17 @@ pub struct LoadReport {
     /// CPU seconds of each process of [`LoadSpec::cpu_of`] over the
     /// driven window, in its order.
     pub cpu_s: Vec<f64>,
+    /// The deposit token of every acknowledged deposit, for a check of
+    /// the store after routerd is killed ([`check_durable`]); not in the
+    /// JSON report.
+    #[serde(skip)]
+    pub acknowledged_tokens: Vec<String>,
+    /// Acknowledged deposits looked for in the store after routerd was
+    /// killed (0: not checked).
+    pub acknowledged_checked: u64,
+    /// Of those, not found in the store (must be 0: every acknowledged
+    /// deposit is durable).
+    pub acknowledged_lost: u64,
 }
 
 /// The `routerd` an example runs: `$ROUTERD` where set, else the binary
@@ -345,6 +356,8 @@ struct Driven {
     leases: Vec<u64>,
     /// Acknowledged deposits' latencies, µs.
     deposits: Vec<u64>,
+    /// Acknowledged deposits' tokens.
+    acked: Vec<String>,
     items: u64,
     errors: std::collections::BTreeMap<String, u64>,
 }
@@ -393,6 +406,8 @@ fn drive(
             match post(&a, &format!("{}/v1/deposit", pick.of(bases)), &body, None) {
                 Ok((200, v)) => {
                     d.deposits.push(t0.elapsed().as_micros() as u64);
+                    d.acked
+                        .push(it["deposit_token"].as_str().unwrap_or("").to_string());
                     seen.fetch_max(v["seq"].as_u64().unwrap_or(0), Ordering::SeqCst);
                 }
                 r => *d.errors.entry(error_kind(&r)).or_default() += 1,
@@ -521,5 +536,8 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         field_us: percentiles(&mut field_lat),
         field_behind,
         cpu_s: cpu,
+        acknowledged_tokens: results.into_iter().flat_map(|r| r.acked).collect(),
+        acknowledged_checked: 0,
+        acknowledged_lost: 0,
     })
 }

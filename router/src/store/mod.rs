@@ -74,6 +74,15 @@ pub struct Row {
     pub payload: String,
 }
 
+/// One write of an atomic batch ([`Store::write_all`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Write<'a> {
+    /// Upserts rows into a table, as [`Store::upsert`].
+    Upsert(Table, &'a [Row]),
+    /// Deletes rows of a table by key, as [`Store::delete`].
+    Delete(Table, &'a [String]),
+}
+
 /// One acknowledged deposit in the append-only log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DepositEntry {
@@ -239,4 +248,51 @@ pub trait Store: Send {
     /// that [`check_key`] refuses, are skipped). Atomic where the backend
     /// has transactions.
     fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError>;
+
+    /// Applies `writes` in order as one atomic batch where the backend has
+    /// transactions: after a crash either all of them are in the store or
+    /// none is (a snapshot's state row and the target rows it covers,
+    /// `core::snapshot`). Every row is checked ([`check_row`]) before any
+    /// is written. The default applies them one call at a time (the
+    /// memory store, which a crash empties anyway).
+    fn write_all(&mut self, writes: &[Write<'_>]) -> Result<(), StoreError> {
+        check_writes(writes)?;
+        for w in writes {
+            match *w {
+                Write::Upsert(table, rows) => self.upsert(table, rows)?,
+                Write::Delete(table, keys) => self.delete(table, keys)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Up to `limit` rows of `table` whose keys sort after `after` (from
+    /// the first when `None`), sorted by key: a table read a page at a
+    /// time, so a restart never holds a large table's rows at once. The
+    /// default pages over [`Store::load`].
+    fn load_page(
+        &mut self,
+        table: Table,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError> {
+        Ok(self
+            .load(table)?
+            .into_iter()
+            .filter(|r| after.is_none_or(|a| r.key.as_str() > a))
+            .take(limit)
+            .collect())
+    }
+}
+
+/// Checks every row a batch of writes upserts ([`check_row`]).
+pub fn check_writes(writes: &[Write<'_>]) -> Result<(), StoreError> {
+    for w in writes {
+        if let Write::Upsert(_, rows) = w {
+            for r in *rows {
+                check_row(r)?;
+            }
+        }
+    }
+    Ok(())
 }

@@ -12,6 +12,11 @@ enum Op {
     Get(Table, usize),
     Has(usize),
     After(u64),
+    /// An atomic batch: per write, upsert (true) or delete, its table and
+    /// its rows (a delete takes their keys).
+    WriteAll(Vec<(bool, Table, Vec<(usize, u64, usize)>)>),
+    /// A page of a table: after a key (none: from the first), a limit.
+    Page(Table, Option<usize>, usize),
 }
 
 /// Small pools so that keys, tokens and seqs collide often; index 0 of
@@ -37,6 +42,12 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (table(), 0..KEYS.len()).prop_map(|(t, k)| Op::Get(t, k)),
         1 => (0..KEYS.len()).prop_map(Op::Has),
         1 => (0..9u64).prop_map(Op::After),
+        2 => prop::collection::vec(
+            (any::<bool>(), table(), prop::collection::vec((0..KEYS.len(), 0..5u64, 0..PAYLOADS.len()), 0..4)),
+            0..4,
+        )
+        .prop_map(Op::WriteAll),
+        1 => (table(), prop::option::of(0..KEYS.len()), 0..4usize).prop_map(|(t, a, n)| Op::Page(t, a, n)),
     ]
 }
 
@@ -74,6 +85,33 @@ fn apply(s: &mut dyn Store, op: &Op) -> String {
         Op::Get(t, k) => outcome(s.get(*t, KEYS[*k])),
         Op::Has(k) => outcome(s.has_deposit(KEYS[*k])),
         Op::After(a) => outcome(s.deposits_after(*a)),
+        Op::WriteAll(ws) => {
+            let rows: Vec<Vec<Row>> = ws
+                .iter()
+                .map(|(_, _, rs)| {
+                    rs.iter()
+                        .map(|&(k, v, p)| row(KEYS[k], v, PAYLOADS[p]))
+                        .collect()
+                })
+                .collect();
+            let keys: Vec<Vec<String>> = rows
+                .iter()
+                .map(|rs| rs.iter().map(|r| r.key.clone()).collect())
+                .collect();
+            let writes: Vec<Write<'_>> = ws
+                .iter()
+                .zip(rows.iter().zip(&keys))
+                .map(|((upsert, t, _), (rs, ks))| {
+                    if *upsert {
+                        Write::Upsert(*t, rs)
+                    } else {
+                        Write::Delete(*t, ks)
+                    }
+                })
+                .collect();
+            outcome(s.write_all(&writes))
+        }
+        Op::Page(t, after, limit) => outcome(s.load_page(*t, after.map(|k| KEYS[k]), *limit)),
     }
 }
 

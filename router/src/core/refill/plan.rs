@@ -96,7 +96,7 @@ impl Router {
             now_s,
             live: self.live.clone(),
             devices: self.d.devices.clone(),
-            targets: self.d.targets.clone(),
+            targets: self.d.targets.table(),
             sources: self.d.sources.clone(),
             in_flight: self.in_flight.clone(),
             max_open: self.verify_config().max_open,

@@ -5,30 +5,32 @@
 use super::*;
 
 /// The statements of one connection, prepared once.
-struct Statements {
-    upsert: [Statement; 4],
+pub(super) struct Statements {
+    pub(super) upsert: [Statement; 4],
     get: [Statement; 4],
     load: [Statement; 4],
+    /// Up to `$2` rows after key `$1`, in key order.
+    pub(super) page: [Statement; 4],
     append: Statement,
     after: Statement,
     has: Statement,
     last: Statement,
     prune: Statement,
-    delete: [Statement; 4],
+    pub(super) delete: [Statement; 4],
     version: Statement,
     /// The fence check: the lead row for a term and holder, unexpired on
     /// the server's clock, share-locked to the end of the transaction.
-    fence: Statement,
+    pub(super) fence: Statement,
 }
 
 /// One live connection and its statements (owned by the worker thread).
 pub(super) struct Conn {
-    client: Client,
-    st: Statements,
+    pub(super) client: Client,
+    pub(super) st: Statements,
     /// A call on it timed out: its state is unknown, so it is not reused.
     pub(super) broken: bool,
     /// With a fence, every write checks it first in its own transaction.
-    fence: Option<Fence>,
+    pub(super) fence: Option<Fence>,
 }
 
 async fn stored_version<C: GenericClient>(client: &C, q: &str) -> Result<u32, StoreError> {
@@ -124,6 +126,7 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
     let mut upsert = Vec::new();
     let mut get = Vec::new();
     let mut load = Vec::new();
+    let mut page = Vec::new();
     let mut delete = Vec::new();
     for t in Table::ALL {
         let n = t.name();
@@ -149,6 +152,12 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
             ))
             .await?,
         );
+        page.push(
+            p(format!(
+                "SELECT key, version, payload FROM {q}.{n} WHERE key > $1 ORDER BY key LIMIT $2"
+            ))
+            .await?,
+        );
     }
     let per_table = |v: Vec<Statement>| -> Result<[Statement; 4], StoreError> {
         v.try_into()
@@ -158,6 +167,7 @@ async fn prepare(client: &Client, q: &str) -> Result<Statements, StoreError> {
         upsert: per_table(upsert)?,
         get: per_table(get)?,
         load: per_table(load)?,
+        page: per_table(page)?,
         delete: per_table(delete)?,
         prune: p(format!(
             "DELETE FROM {q}.deposits WHERE seq <= $1
@@ -263,7 +273,7 @@ where
     results.into_iter().flatten().collect()
 }
 
-fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
+pub(super) fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     let version: i64 = r.try_get(1).map_err(pe)?;
     Ok(Row {
         key: r.try_get(0).map_err(pe)?,
@@ -272,13 +282,37 @@ fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     })
 }
 
+/// Upserts `rows` inside `tx` with the prepared upsert `st`, pipelined:
+/// every statement is sent before the first reply is awaited (one round
+/// trip for the batch, not one per row). Rows still apply in order on
+/// the server.
+pub(super) async fn upsert_rows(
+    tx: &tokio_postgres::Transaction<'_>,
+    st: &Statement,
+    rows: &[Row],
+) -> Result<(), StoreError> {
+    let versions: Vec<i64> = rows.iter().map(|r| r.version as i64).collect();
+    let pending: Vec<_> = rows
+        .iter()
+        .zip(&versions)
+        .map(|(r, v)| {
+            let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
+            Box::pin(tx.execute_raw(st, params))
+        })
+        .collect();
+    for r in join_all(pending).await {
+        r.map_err(pe)?;
+    }
+    Ok(())
+}
+
 /// Checks `fence` inside `tx` with the prepared `st`: the lead row for its
 /// term and holder, unexpired on the server's clock, is share-locked to
 /// the transaction's end (a new lead's takeover waits for this write).
 ///
 /// Errors: [`StoreError::Fenced`] when the lead moved or lapsed; the
 /// server's errors as always.
-async fn check_fence(
+pub(super) async fn check_fence(
     tx: &tokio_postgres::Transaction<'_>,
     st: &Statement,
     fence: &Fence,
@@ -330,21 +364,7 @@ impl Conn {
         if let Some(f) = &self.fence {
             check_fence(&tx, &self.st.fence, f).await?;
         }
-        // Pipelined: every statement is sent before the first reply is
-        // awaited (one round trip for the batch, not one per row). Rows of
-        // one batch still apply in order on the server.
-        let versions: Vec<i64> = rows.iter().map(|r| r.version as i64).collect();
-        let pending: Vec<_> = rows
-            .iter()
-            .zip(&versions)
-            .map(|(r, v)| {
-                let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
-                Box::pin(tx.execute_raw(st, params))
-            })
-            .collect();
-        for r in join_all(pending).await {
-            r.map_err(pe)?;
-        }
+        upsert_rows(&tx, st, rows).await?;
         tx.commit().await.map_err(pe)
     }
 

@@ -43,11 +43,12 @@ use tokio_postgres::{Client, Config, GenericClient, Statement};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{
-    check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
-    SCHEMA_VERSION,
+    check_deposit, check_key, check_row, check_writes, fill_failed, DepositEntry, Row, Store,
+    StoreError, Table, Write, SCHEMA_VERSION,
 };
 
 mod activity;
+mod batch;
 mod conn;
 mod leadership;
 mod pool;
@@ -493,6 +494,24 @@ impl Store for PgStore {
     fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
         let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
         self.call(move |c| Box::pin(c.prune(up_to)))
+    }
+
+    fn write_all(&mut self, writes: &[Write<'_>]) -> Result<(), StoreError> {
+        check_writes(writes)?;
+        let writes: Vec<batch::OwnedWrite> = writes.iter().map(batch::OwnedWrite::of).collect();
+        self.call(move |c| Box::pin(async move { c.write_all(&writes).await }))
+    }
+
+    fn load_page(
+        &mut self,
+        table: Table,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError> {
+        // Every key sorts after the empty string (keys are non-empty).
+        let after = after.unwrap_or("").to_string();
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.call(move |c| Box::pin(async move { c.page(table, &after, limit).await }))
     }
 
     fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {

@@ -50,8 +50,8 @@ use std::time::Duration;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
 use super::{
-    check_deposit, check_key, check_row, fill_failed, DepositEntry, Row, Store, StoreError, Table,
-    SCHEMA_VERSION,
+    check_deposit, check_key, check_row, check_writes, fill_failed, DepositEntry, Row, Store,
+    StoreError, Table, Write, SCHEMA_VERSION,
 };
 
 /// The file [`SqliteStore::open_dir`] keeps inside its directory.
@@ -122,59 +122,15 @@ pub struct SqliteStore {
     path: PathBuf,
 }
 
+mod sql;
+use sql::{delete_keys, get_sql, load_sql, page_sql, row_of, rows_of, upsert_sql};
+
 fn be(e: rusqlite::Error) -> StoreError {
     StoreError::Backend(format!("sqlite: {e}"))
 }
 
 fn to_u64(what: &str, v: i64) -> Result<u64, StoreError> {
     u64::try_from(v).map_err(|_| StoreError::Backend(format!("sqlite: stored {what} {v} < 0")))
-}
-
-fn upsert_sql(table: Table) -> &'static str {
-    match table {
-        Table::Devices => {
-            "INSERT INTO devices (key, version, payload) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
-             WHERE excluded.version >= devices.version"
-        }
-        Table::Targets => {
-            "INSERT INTO targets (key, version, payload) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
-             WHERE excluded.version >= targets.version"
-        }
-        Table::Meta => {
-            "INSERT INTO meta (key, version, payload) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
-             WHERE excluded.version >= meta.version"
-        }
-        Table::Leases => {
-            "INSERT INTO leases (key, version, payload) VALUES (?1, ?2, ?3)
-             ON CONFLICT(key) DO UPDATE SET version = excluded.version, payload = excluded.payload
-             WHERE excluded.version >= leases.version"
-        }
-    }
-}
-
-fn get_sql(table: Table) -> &'static str {
-    match table {
-        Table::Devices => "SELECT key, version, payload FROM devices WHERE key = ?1",
-        Table::Targets => "SELECT key, version, payload FROM targets WHERE key = ?1",
-        Table::Meta => "SELECT key, version, payload FROM meta WHERE key = ?1",
-        Table::Leases => "SELECT key, version, payload FROM leases WHERE key = ?1",
-    }
-}
-
-fn load_sql(table: Table) -> &'static str {
-    match table {
-        Table::Devices => "SELECT key, version, payload FROM devices ORDER BY key",
-        Table::Targets => "SELECT key, version, payload FROM targets ORDER BY key",
-        Table::Meta => "SELECT key, version, payload FROM meta ORDER BY key",
-        Table::Leases => "SELECT key, version, payload FROM leases ORDER BY key",
-    }
-}
-
-fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, i64, String)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
 }
 
 /// The applied schema version (0 for a file without `schema_migrations`).
@@ -380,18 +336,38 @@ impl Store for SqliteStore {
     }
 
     fn load(&mut self, table: Table) -> Result<Vec<Row>, StoreError> {
-        let mut st = self.conn.prepare_cached(load_sql(table)).map_err(be)?;
-        let rows = st.query_map([], row_of).map_err(be)?;
-        let mut out = Vec::new();
-        for r in rows {
-            let (key, version, payload) = r.map_err(be)?;
-            out.push(Row {
-                key,
-                version: to_u64("version", version)?,
-                payload,
-            });
+        rows_of(&self.conn, load_sql(table), [])
+    }
+
+    fn load_page(
+        &mut self,
+        table: Table,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Row>, StoreError> {
+        // Every key sorts after the empty string (keys are non-empty).
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let params = params![after.unwrap_or(""), limit];
+        rows_of(&self.conn, page_sql(table), params)
+    }
+
+    fn write_all(&mut self, writes: &[Write<'_>]) -> Result<(), StoreError> {
+        check_writes(writes)?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(be)?;
+        for w in writes {
+            match *w {
+                Write::Upsert(table, rows) => {
+                    for r in rows {
+                        SqliteStore::upsert_one(&tx, table, r)?;
+                    }
+                }
+                Write::Delete(table, keys) => delete_keys(&tx, table, keys)?,
+            }
         }
-        Ok(out)
+        tx.commit().map_err(be)
     }
 
     fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
@@ -510,13 +486,7 @@ impl Store for SqliteStore {
 
     fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
         let tx = self.conn.transaction().map_err(be)?;
-        {
-            let sql = format!("DELETE FROM {} WHERE key = ?1", table.name());
-            let mut st = tx.prepare_cached(&sql).map_err(be)?;
-            for k in keys.iter().filter(|k| check_key(k).is_ok()) {
-                st.execute(params![k]).map_err(be)?;
-            }
-        }
+        delete_keys(&tx, table, keys)?;
         tx.commit().map_err(be)
     }
 }

@@ -14,6 +14,9 @@ use routing::trust::Clusters;
 use routing::trust::State as TrustState;
 use routing::verify::Verification;
 
+mod targets;
+pub use targets::Targets;
+
 /// Durable identity and earned trust of one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceRec {
@@ -151,8 +154,12 @@ pub struct Durable {
     /// Devices (durable identity and trust); a persistent map, so a
     /// snapshot's clone shares it instead of copying it.
     pub devices: imbl::OrdMap<String, DeviceRec>,
-    /// Targets; a persistent map, as `devices`.
-    pub targets: imbl::OrdMap<String, TargetRec>,
+    /// Targets; a persistent map, as `devices`. Not in the state row: each
+    /// target has a row of its own, written when it changed
+    /// ([`Targets`]); a state row written before that holds them, and
+    /// they are read from it.
+    #[serde(default, skip_serializing)]
+    pub targets: Targets,
     /// Decision temperature.
     pub temperature: f64,
     /// Highest deposit seq folded into this state.
