@@ -10,13 +10,19 @@
 # usage: ci/small-box.sh [--devices N] [--targets N] [--sources N]
 #                        [--threads T] [--seconds S] [--cpus C] [--mem-mib M]
 #                        [--out DIR] [--store postgres://… SCHEMA]
-#                        [--bin DIR] [--check]
+#                        [--bin DIR] [--check] [--fleet] [-- ROUTERD ARGS…]
 #   defaults: 100,000 devices, 1,000,000 targets on 10,000 sources,
 #   8 client threads, 60 s, a 1-core quota, 256 MiB; the report goes to
 #   fleet-lab-out/small-box (report.json from the load generator, group.txt
 #   with the cgroup's figures, summary.txt). --bin DIR takes `routerd` and
 #   `examples/lease_load` from DIR instead of building them (a before/after
 #   comparison alternates two such directories in one sitting).
+#   After --, arguments for routerd itself (--max-connections N,
+#   --max-held-polls N: each connection kept alive holds about 30 KB).
+#   --fleet: the devices behave as a crawling fleet's do (one task each,
+#   long polls, the routing lab's latency per item, refusals waited out;
+#   THREADS is then the load's runtime workers), instead of client threads
+#   asking as fast as answers come.
 #   At the end routerd is killed with SIGKILL and every deposit it
 #   acknowledged is looked for in its store. --check (CI) exits 1 when
 #   the load failed, routerd was OOM-killed, the group's anonymous memory
@@ -33,7 +39,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 devices=100000 targets=1000000 sources=10000 threads=8 seconds=60
-cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin= check=0
+cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin= check=0 fleet=() routerd_args=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --devices) devices=$2; shift 2 ;;
@@ -47,6 +53,8 @@ while [[ $# -gt 0 ]]; do
     --store) store=("$2" "$3"); shift 3 ;;
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
     --check) check=1; shift ;;
+    --fleet) fleet=(--fleet); shift ;;
+    --) shift; routerd_args=(-- "$@"); break ;;
     *) echo "small-box: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -141,8 +149,14 @@ anon_key=$([[ $kind == v1 ]] && echo total_rss || echo anon)
   done
 ) &
 sampler=$!
+# A fleet holds a connection per waiting device, on both ends.
+if [[ ${#fleet[@]} -gt 0 ]]; then
+  want=$((devices * 2 + 4096))
+  (( $(ulimit -n) >= want )) || ulimit -n "$want" 2>/dev/null ||
+    echo "small-box: could not raise the open-file limit to $want (it is $(ulimit -n))" >&2
+fi
 ROUTERD="$work/routerd" taskset -c "$load_cpu" "$bin/examples/lease_load" \
-  --targets "$targets" --sources "$sources" "$devices" "$threads" "$seconds" "${store[@]}" \
+  --targets "$targets" --sources "$sources" "${fleet[@]}" "$devices" "$threads" "$seconds" "${store[@]}" "${routerd_args[@]}" \
   >"$out/report.json" 2>"$out/load.err" || {
   echo "small-box: the load failed:" >&2
   tail -5 "$out/load.err" >&2
@@ -201,6 +215,9 @@ r = json.load(open(f"{out}/report.json"))
 ms = lambda us: us / 1000
 print(f"registration: {r['devices']} devices in {r['registration_s']:.1f} s ({r['registrations_per_s']:.0f}/s)")
 print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['routerd_cpu_s'] / r['seconds']:.2f} cores)")
+if r["fleet"]:
+    print(f"fleet: every device long-polls, works each item for the world's latency, waits out refusals; "
+          f"{r['empty_leases']} leases answered empty (held to the end of their wait); the figures below are leases with items")
 print(f"leases: {r['leases_per_s']:.0f}/s; p50 {ms(r['lease_us'][0]):.2f} ms, p99 {ms(r['lease_us'][2]):.2f} ms, "
       f"p99.9 {ms(r['lease_p999_us']):.2f} ms, max {ms(r['lease_us'][3]):.1f} ms")
 print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} ms, p99 {ms(r['deposit_us'][2]):.2f} ms, "

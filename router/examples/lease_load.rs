@@ -2,10 +2,14 @@
 //! data directory, drives it with the bounded load generator and prints
 //! the figures as JSON.
 //!
-//! `cargo run --release -p router --example lease_load -- [--targets N] [--sources N] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
+//! `cargo run --release -p router --example lease_load -- [--targets N] [--sources N] [--fleet] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
 //! (`--targets`: targets seeded, default 20,000, at most 1,000,000;
 //! `--sources`: the sources they are spread over, default 50, at most
-//! 100,000; after a second `--`, arguments for routerd itself). Reports
+//! 100,000; `--fleet`: every device behaves as a crawling fleet's does,
+//! `router::load::fleet`, on THREADS runtime workers (routerd's
+//! connection cap, `--max-connections`, stays its own: devices beyond it
+//! wait in the kernel's backlog); after a second `--`, arguments for
+//! routerd itself). Reports
 //! routerd's resident set and data directory size after the setup and at
 //! the end. routerd is then killed with SIGKILL and every deposit it
 //! acknowledged is looked for in its store (`acknowledged_lost` must be
@@ -42,6 +46,13 @@ fn main() {
     };
     let targets = take_count(&mut args, "--targets", 20_000, 1_000_000);
     let sources = take_count(&mut args, "--sources", 50, 100_000);
+    let fleet = match args.iter().position(|a| a == "--fleet") {
+        Some(i) => {
+            args.remove(i);
+            Some(router::load::FleetSpec::default())
+        }
+        None => None,
+    };
     let num = |i: usize, d: f64| args.get(i).and_then(|s| s.parse().ok()).unwrap_or(d);
     let (devices, threads, seconds) =
         (num(0, 1000.0) as usize, num(1, 16.0) as usize, num(2, 10.0));
@@ -69,6 +80,7 @@ fn main() {
         sources,
         spread: Vec::new(),
         cpu_of: Vec::new(),
+        fleet,
         watch: Some((child.id(), data.clone())),
     };
     let mut report = router::load::run(&spec);

@@ -95,6 +95,13 @@ pub struct RouterConfig {
     /// 4,096; past it a deposit is refused with 503 `overloaded` and
     /// `Retry-After` (the HTTP shell's back-pressure).
     pub deposit_queue: usize,
+    /// Most long polls held at once, default 1,024: a held poll keeps its
+    /// connection's buffers (about 30–40 KB each, docs/router.md "The
+    /// small box"), so past it a long poll is answered at once, empty,
+    /// with its `retry_after_s` (the HTTP shell's bound on waiting
+    /// devices' memory).
+    #[serde(default = "default_held_polls")]
+    pub held_polls: usize,
     /// Most request body bytes on the device endpoints, default 65,536.
     pub body_limit: usize,
     /// Most request body bytes on `PUT /v1/facts` (operator), default 8 MiB.
@@ -107,6 +114,19 @@ pub struct RouterConfig {
     /// last snapshot are folded again from the log at restart, so this bounds
     /// replay work, not durability).
     pub snapshot_period_s: f64,
+    /// Least seconds between two agings of the field, default 0 (every
+    /// tick). A tick within it does not age; the next aging ages by all
+    /// the time since the last, so the evidence decays as much either way
+    /// (`ROUTING.md` §3 Evidence dynamics (a); decision 0021).
+    #[serde(default)]
+    pub aging_period_s: f64,
+    /// Whether the field is aged in place under the router's lock instead
+    /// of on a clone outside it, default false. Aging a clone rewrites
+    /// every cell, so for that moment the field is held twice; in place
+    /// it is not, at the cost of the walk's time on the lock (decision
+    /// 0021; docs/router.md "The small box").
+    #[serde(default)]
+    pub aging_in_place: bool,
     /// Seconds a logged deposit is kept after a written snapshot covers
     /// it, default 86,400 (a day); then it is pruned from the log.
     #[serde(default = "default_deposit_retention_s")]
@@ -215,16 +235,23 @@ impl Default for RouterConfig {
             filler_per_archetype: 64,
             host_bucket: (4.0, 1.0),
             deposit_queue: 4096,
+            held_polls: 1024,
             body_limit: 65_536,
             facts_body_limit: 8 << 20,
             verify: routing::verify::VerifyConfig::default(),
             trust_enabled: true,
             snapshot_period_s: 5.0,
+            aging_period_s: 0.0,
+            aging_in_place: false,
             deposit_retention_s: default_deposit_retention_s(),
             device_retention_s: default_device_retention_s(),
             field_variances: FieldVariances::default(),
         }
     }
+}
+
+fn default_held_polls() -> usize {
+    1024
 }
 
 fn default_deposit_retention_s() -> f64 {

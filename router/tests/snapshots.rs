@@ -194,3 +194,67 @@ fn a_failed_snapshot_write_leaves_its_targets_for_the_next_one() {
     drop(r);
     assert_eq!(open(dir.path(), 5.0).targets_table(), want);
 }
+
+/// Every number of a JSON value, in document order.
+fn numbers(v: &serde_json::Value, out: &mut Vec<f64>) {
+    match v {
+        serde_json::Value::Number(n) => out.push(n.as_f64().unwrap_or(f64::NAN)),
+        serde_json::Value::Array(a) => a.iter().for_each(|x| numbers(x, out)),
+        serde_json::Value::Object(o) => o.values().for_each(|x| numbers(x, out)),
+        _ => {}
+    }
+}
+
+/// Aging with a period, in place (decision 0021): a tick within the period
+/// leaves the evidence as it is; the next aging ages it by all the time
+/// since the last aging (here since the start), as one `age_all` of that
+/// time does. The default ages at every tick.
+#[test]
+fn aging_in_place_once_a_period_ages_by_all_the_time_since_the_last() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_dir(dir.path()).unwrap();
+    let cfg = RouterConfig {
+        aging_period_s: 3600.0,
+        aging_in_place: true,
+        ..cfg()
+    };
+    let mut b = Router::open(cfg, Box::new(store), 0.0).unwrap();
+    b.put_facts(&population_facts(40, 4), 0.0).unwrap();
+    let devices = register_in_process(&mut b, 4, 0.5).unwrap();
+    b.tick(1.0).unwrap();
+    assert!(!work(&mut b, &devices, 2.0).is_empty());
+    let observed = b.field().clone();
+    // Within the hour since the start (its last aging): untouched.
+    b.tick(1802.0).unwrap();
+    assert!(fields_close_to(&b, &observed, 0.0));
+    // Past it: aged once by all 3,602 s.
+    b.tick(3602.0).unwrap();
+    let mut want = observed.clone();
+    want.age_all(3602.0 / 3600.0).unwrap();
+    assert!(!fields_close_to(&b, &observed, 1e-9), "not aged");
+    assert!(fields_close_to(&b, &want, 1e-12), "aged by another time");
+
+    // The default ages at every tick.
+    let other = tempfile::tempdir().unwrap();
+    let (mut a, devices) = seeded(other.path(), 40);
+    assert!(!work(&mut a, &devices, 2.0).is_empty());
+    let observed = a.field().clone();
+    a.tick(1802.0).unwrap();
+    assert!(
+        !fields_close_to(&a, &observed, 1e-9),
+        "the default did not age"
+    );
+}
+
+/// Whether the cells of `r`'s field hold those of `f` within a relative
+/// `tol` (its trees: the revision counter counts writes, not evidence).
+fn fields_close_to(r: &Router, f: &routing::field::Field, tol: f64) -> bool {
+    let (mut x, mut y) = (Vec::new(), Vec::new());
+    numbers(&serde_json::to_value(r.field()).unwrap()["trees"], &mut x);
+    numbers(&serde_json::to_value(f).unwrap()["trees"], &mut y);
+    assert!(!x.is_empty(), "a field without trees");
+    x.len() == y.len()
+        && x.iter()
+            .zip(&y)
+            .all(|(p, q)| (p - q).abs() <= tol * p.abs().max(q.abs()).max(1e-300))
+}

@@ -7,6 +7,7 @@ mod support;
 
 mod data_dir;
 mod faults;
+mod held_polls;
 mod hostile;
 mod http;
 mod identities;

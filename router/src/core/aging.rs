@@ -77,9 +77,19 @@ impl TickInputs {
 impl Router {
     /// Opens the field's journal and clones the field for aging to `now_s`;
     /// `None` when no time passed since the field was last aged.
+    /// Within the aging period (`RouterConfig::aging_period_s`) it does
+    /// nothing; with `aging_in_place` it ages the field here, under the
+    /// lock, and returns `None` (decision 0021).
     pub(super) fn begin_aging(&mut self, now_s: f64) -> Option<FieldAging> {
         let dt = now_s - self.d.aged_to_s;
-        if dt <= 0.0 || !dt.is_finite() {
+        if dt <= 0.0 || !dt.is_finite() || dt < self.cfg.aging_period_s {
+            return None;
+        }
+        if self.cfg.aging_in_place {
+            if self.d.field.age_all(dt / 3600.0).is_ok() {
+                self.d.aged_to_s = now_s;
+                self.dirty = true;
+            }
             return None;
         }
         self.aging_epoch += 1;

@@ -13,11 +13,20 @@
 //! wait's end or a stop answers the request; a later try refused for the
 //! device's budget answers the last empty answer, its `retry_after_s` at
 //! least the budget's wait. Empty tries keep no lease.
+//!
+//! Held polls are capped (`RouterConfig::held_polls`): a held poll keeps
+//! its connection's buffers, about 30–40 KB (docs/router.md "The small
+//! box"), so a fleet of waiting devices could otherwise take the box's
+//! memory. A poll that would be held past the cap is answered at once with
+//! its empty answer and `retry_after_s`, as a poll without a wait is; the
+//! device comes back then.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::response::Response;
+
+use std::sync::atomic::Ordering::Relaxed;
 
 use super::{error, ok, Shell};
 use crate::api::{ApiError, LeaseRequest, LeaseResponse, MAX_LEASE_WAIT_S};
@@ -40,6 +49,7 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
     let mut closing = shell.closing.subscribe();
     let req = Arc::new(req);
     let mut last: Option<LeaseResponse> = None;
+    let mut held: Option<Held> = None;
     loop {
         ticks.borrow_and_update();
         let out = super::lease::lease_once(&shell, req.clone()).await;
@@ -56,6 +66,15 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
         if !resp.items.is_empty() || now >= deadline || *closing.borrow() {
             return ok(resp);
         }
+        if held.is_none() {
+            match Held::take(&shell) {
+                Some(h) => held = Some(h),
+                None => {
+                    shell.held_refused.fetch_add(1, Relaxed);
+                    return ok(resp);
+                }
+            }
+        }
         let left = deadline - now;
         let hint = resp
             .retry_after_s
@@ -68,5 +87,25 @@ pub(super) async fn lease(shell: Arc<Shell>, req: LeaseRequest) -> Response {
             _ = ticks.changed() => {}
             _ = closing.changed() => {}
         }
+    }
+}
+
+/// One held poll's place under the cap, given back when dropped.
+struct Held(Arc<Shell>);
+
+impl Held {
+    /// A place, if fewer than the cap are held.
+    fn take(shell: &Arc<Shell>) -> Option<Held> {
+        shell
+            .held
+            .fetch_update(Relaxed, Relaxed, |n| (n < shell.held_cap).then_some(n + 1))
+            .ok()
+            .map(|_| Held(shell.clone()))
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.held.fetch_sub(1, Relaxed);
     }
 }

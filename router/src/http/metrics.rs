@@ -19,6 +19,12 @@ pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",
         s.deposit_queue
     ));
+    text.push_str(&format!(
+        "# HELP router_held_polls Long polls held now; at router_held_polls_cap a long poll is answered at once, empty.\n# TYPE router_held_polls gauge\nrouter_held_polls {}\n# HELP router_held_polls_cap Most long polls held at once (--max-held-polls).\n# TYPE router_held_polls_cap gauge\nrouter_held_polls_cap {}\n# HELP router_held_polls_refused_total Long polls answered at once because the cap was reached.\n# TYPE router_held_polls_refused_total counter\nrouter_held_polls_refused_total {}\n",
+        s.held.load(std::sync::atomic::Ordering::Relaxed),
+        s.held_cap,
+        s.held_refused.load(std::sync::atomic::Ordering::Relaxed)
+    ));
     if let Some(r) = s.replica.lock().as_ref() {
         text.push_str(&format!(
             "# HELP router_replica_term The term of the lead this replica answers under.\n# TYPE router_replica_term gauge\nrouter_replica_term{{replica=\"{}\"}} {}\n",

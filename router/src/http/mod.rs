@@ -68,6 +68,13 @@ pub struct Shell {
     /// Most deposits pending at once (`RouterConfig::deposit_queue`);
     /// past it a deposit is refused with 503 and `Retry-After`.
     deposit_queue: usize,
+    /// Long polls held now; past [`Shell::held_cap`] a long poll answers
+    /// at once (`long_poll.rs`).
+    held: std::sync::atomic::AtomicUsize,
+    /// Most long polls held at once (`RouterConfig::held_polls`).
+    held_cap: usize,
+    /// Long polls answered at once because the cap was reached.
+    held_refused: std::sync::atomic::AtomicU64,
     /// Counts ticks: held long polls wake on each (a refill may have made
     /// work admissible).
     ticks: tokio::sync::watch::Sender<u64>,
@@ -126,6 +133,7 @@ impl Shell {
         let operator_key = router.config().operator_key.clone();
         let store = router.store_handle();
         let deposit_queue = router.config().deposit_queue.max(1);
+        let held_cap = router.config().held_polls;
         let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
         let shell = Arc::new(Shell {
             router: Mutex::new(router),
@@ -138,6 +146,9 @@ impl Shell {
             writer: Mutex::new(tx),
             pending: std::sync::atomic::AtomicUsize::new(0),
             deposit_queue,
+            held: std::sync::atomic::AtomicUsize::new(0),
+            held_cap,
+            held_refused: std::sync::atomic::AtomicU64::new(0),
             ticks: tokio::sync::watch::Sender::new(0),
             closing: tokio::sync::watch::Sender::new(false),
             manual,

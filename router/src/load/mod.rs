@@ -11,11 +11,13 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::config::{Facts, SourceFact, TargetFact};
-
+pub mod fleet;
 mod measure;
+mod population;
+pub use fleet::FleetSpec;
 pub use measure::{check_durable, cpu_s, dir_bytes, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
+pub use population::{population_facts, register_in_process, success_deposit, LOAD_ARCHETYPES};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -50,6 +52,11 @@ pub struct LoadSpec {
     /// figure each ([`LoadReport::cpu_s`]): other replicas, the store's
     /// server.
     pub cpu_of: Vec<u32>,
+    /// `Some`: the devices behave as a fleet's do ([`fleet`]: one task
+    /// each, long polls, the world's latency per item, refusals waited
+    /// out) on a runtime of [`LoadSpec::threads`] workers, instead of
+    /// client threads asking as fast as answers come.
+    pub fleet: Option<FleetSpec>,
 }
 
 /// Measured figures.
@@ -62,8 +69,13 @@ pub struct LoadReport {
     pub registration_s: f64,
     /// Registrations per second over that time.
     pub registrations_per_s: f64,
-    /// Client threads.
+    /// Client threads (with [`LoadSpec::fleet`], the runtime's workers).
     pub threads: usize,
+    /// Leases answered empty (counted in fleet mode, where they are left
+    /// out of `leases` and its latencies: an empty answer was held).
+    pub empty_leases: u64,
+    /// Whether the devices behaved as a fleet's ([`LoadSpec::fleet`]).
+    pub fleet: bool,
     /// Seconds driven.
     pub seconds: f64,
     /// Leases answered 200.
@@ -222,99 +234,6 @@ pub fn post(
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
 }
 
-/// The load's population as facts: `sources` sources `src-K` (host
-/// `host-K.example`, binding `html`, a 3,600 s change timescale, a
-/// politeness bucket of 10⁶ tokens refilled at 10⁶ a second, so
-/// politeness never binds) and `targets` targets `load-K` spread over them
-/// round-robin. `sources` of 0 is taken as 1.
-pub fn population_facts(targets: usize, sources: usize) -> Facts {
-    let sources = sources.max(1);
-    Facts {
-        sources: (0..sources)
-            .map(|i| SourceFact {
-                source: format!("src-{i}"),
-                host: format!("host-{i}.example"),
-                binding: "html".into(),
-                requires: vec![],
-                change_timescale_s: Some(3600.0),
-                bucket: Some((1e6, 1e6)),
-            })
-            .collect(),
-        targets: (0..targets)
-            .map(|i| TargetFact {
-                target: format!("load-{i}"),
-                source: format!("src-{}", i % sources),
-                listing: false,
-            })
-            .collect(),
-        ..Facts::default()
-    }
-}
-
-/// The archetypes the load's devices register as, device `i` as entry
-/// `i % 4`.
-pub const LOAD_ARCHETYPES: [&str; 4] =
-    ["browser", "desktop", "container_render", "container_plain"];
-
-/// Registers `devices` devices `load-dev-K` in process at `now_s`, over
-/// [`LOAD_ARCHETYPES`] in turn, as [`seed`] does over HTTP: their ids and
-/// secrets. Errors: the router's refusal of a registration.
-pub fn register_in_process(
-    r: &mut crate::Router,
-    devices: usize,
-    now_s: f64,
-) -> Result<Vec<(String, String)>, crate::api::ApiError> {
-    let token = r.config().registration_token.clone();
-    (0..devices)
-        .map(|i| {
-            let id = format!("load-dev-{i}");
-            let resp = r.register(
-                &crate::api::RegisterRequest {
-                    device_id: id.clone(),
-                    archetype: LOAD_ARCHETYPES[i % 4].into(),
-                    capabilities: vec![],
-                    adapter_version: "1".into(),
-                    registration_token: token.clone(),
-                    device_secret: None,
-                },
-                now_s,
-            )?;
-            Ok((id, resp.device_secret))
-        })
-        .collect()
-}
-
-/// A successful deposit of `item` of lease `lease_id` by `device`: content
-/// hash `hash`, 500 ms, adapter `html` version `1` (as the load generator
-/// deposits over HTTP).
-pub fn success_deposit(
-    device: &str,
-    secret: &str,
-    lease_id: &str,
-    item: &crate::api::LeaseItem,
-    hash: &str,
-) -> crate::api::DepositRequest {
-    crate::api::DepositRequest {
-        device_id: device.to_string(),
-        device_secret: secret.to_string(),
-        lease_id: lease_id.to_string(),
-        target: item.target.clone(),
-        deposit_token: item.deposit_token.clone(),
-        receipt_revision: 0,
-        adapter_id: "html".into(),
-        adapter_version: "1".into(),
-        outcome: crate::api::Outcome {
-            ok: true,
-            content_hash: Some(hash.to_string()),
-            latency_ms: Some(500.0),
-            error_class: None,
-            retry_after_s: None,
-            crawl_delay_s: None,
-        },
-        discovered: vec![],
-    }
-}
-
 /// Declares the load's sources and targets and registers its devices:
 /// their ids and secrets, and the seconds the registrations took.
 ///
@@ -349,16 +268,20 @@ pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     Ok((devices, t0.elapsed().as_secs_f64()))
 }
 
-/// What one load thread measured.
+/// What one load thread (or, in fleet mode, one device) measured.
 #[derive(Debug, Default)]
 struct Driven {
-    /// Lease latencies, µs.
+    /// Lease latencies, µs (in fleet mode, of leases answered with items).
     leases: Vec<u64>,
+    /// Leases answered empty (fleet mode only).
+    empty: u64,
     /// Acknowledged deposits' latencies, µs.
     deposits: Vec<u64>,
     /// Acknowledged deposits' tokens.
     acked: Vec<String>,
+    /// Items granted.
     items: u64,
+    /// Refusals and failures by kind (`STATUS kind` or `transport`).
     errors: std::collections::BTreeMap<String, u64>,
 }
 
@@ -430,6 +353,14 @@ fn drive_all(
     seen: &AtomicU64,
     deadline: Instant,
 ) -> Drove {
+    if let Some(fleet) = spec.fleet {
+        return std::thread::scope(|scope| {
+            let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
+            let results = fleet::run_fleet(&spec.base, devices, fleet, spec.threads, deadline)
+                .unwrap_or_default();
+            (results, probe.join().unwrap_or_default(), (Vec::new(), 0))
+        });
+    }
     let chunk = devices.len().div_ceil(spec.threads);
     std::thread::scope(|scope| {
         let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
@@ -512,6 +443,8 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         leases,
         leases_per_s: leases as f64 / spec.seconds,
         items: results.iter().map(|r| r.items).sum(),
+        empty_leases: results.iter().map(|r| r.empty).sum(),
+        fleet: spec.fleet.is_some(),
         deposits,
         deposits_per_s: deposits as f64 / spec.seconds,
         errors: results.iter().flat_map(|r| r.errors.values()).sum(),

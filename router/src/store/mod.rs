@@ -2,8 +2,8 @@
 //!
 //! The router keeps its working state in memory and writes through to a
 //! [`Store`]. Every write is an idempotent upsert keyed by an id and a
-//! version (so the same schema works on a PostgreSQL-compatible store that
-//! has no transactions), and acknowledged deposits go to an append-only log
+//! version; a snapshot's rows go in one atomic batch ([`Store::write_all`],
+//! a transaction on both SQL backends), and acknowledged deposits go to an append-only log
 //! keyed by their deposit token (write-ahead: a deposit is in the log before
 //! it is acknowledged). Source: `ROUTING.md` §4 Store.
 //!

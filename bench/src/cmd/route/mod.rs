@@ -515,6 +515,7 @@ fn load(a: LoadArgs) -> Result<()> {
         watch,
         spread: Vec::new(),
         cpu_of: Vec::new(),
+        fleet: None,
     };
     let r = router::load::run(&spec).map_err(|e| anyhow::anyhow!("load: {e}"))?;
     drop(child);

@@ -138,6 +138,18 @@ struct ServeArgs {
     /// `Retry-After` and nothing of it is kept.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     deposit_queue: u64,
+    /// Least seconds between two agings of the field (0..=3,600; 0: every tick).
+    #[arg(long, default_value_t = 0.0)]
+    aging_period_s: f64,
+    /// Age the field in place under the router's lock, not on a clone:
+    /// no second copy of the field, its walk's time on the lock.
+    #[arg(long)]
+    aging_in_place: bool,
+    /// Most long polls held at once (1..=1,000,000); past it a long poll
+    /// is answered at once, empty, with its `retry_after_s`. Each held
+    /// poll keeps its connection's buffers (about 30–40 KB).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    max_held_polls: u64,
     /// Most connections open at once (1..=1,000,000); at the cap new ones
     /// wait in the kernel's backlog. Keep it under `ulimit -n`.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
@@ -286,6 +298,12 @@ fn serve_limits(args: &ServeArgs) -> Result<(Duration, Timeouts)> {
     if !(args.idle_s.is_finite() && args.idle_s > 0.0 && args.idle_s <= 3600.0) {
         bail!("--idle-s must be in (0, 3600], got {}", args.idle_s);
     }
+    if !(args.aging_period_s.is_finite() && (0.0..=3600.0).contains(&args.aging_period_s)) {
+        bail!(
+            "--aging-period-s must be in [0, 3600], got {}",
+            args.aging_period_s
+        );
+    }
     let max_wait = router::api::MAX_LEASE_WAIT_S;
     if !(args.request_s.is_finite() && args.request_s > max_wait && args.request_s <= 3600.0) {
         bail!(
@@ -367,6 +385,9 @@ pub(crate) fn router_config(args: &ServeArgs) -> Result<RouterConfig> {
         registration_address_rate: args.registration_address_rate,
         discovery_per_window: args.discovery_per_window,
         deposit_queue: args.deposit_queue as usize,
+        held_polls: args.max_held_polls as usize,
+        aging_period_s: args.aging_period_s,
+        aging_in_place: args.aging_in_place,
         ..RouterConfig::default()
     })
 }

@@ -1,0 +1,98 @@
+//! The load's population: its sources and targets as facts, its devices'
+//! archetypes, and the in-process registration and deposit the census and
+//! the tests share with the load over HTTP.
+
+use crate::config::{Facts, SourceFact, TargetFact};
+
+/// The load's population as facts: `sources` sources `src-K` (host
+/// `host-K.example`, binding `html`, a 3,600 s change timescale, a
+/// politeness bucket of 10⁶ tokens refilled at 10⁶ a second, so
+/// politeness never binds) and `targets` targets `load-K` spread over them
+/// round-robin. `sources` of 0 is taken as 1.
+pub fn population_facts(targets: usize, sources: usize) -> Facts {
+    let sources = sources.max(1);
+    Facts {
+        sources: (0..sources)
+            .map(|i| SourceFact {
+                source: format!("src-{i}"),
+                host: format!("host-{i}.example"),
+                binding: "html".into(),
+                requires: vec![],
+                change_timescale_s: Some(3600.0),
+                bucket: Some((1e6, 1e6)),
+            })
+            .collect(),
+        targets: (0..targets)
+            .map(|i| TargetFact {
+                target: format!("load-{i}"),
+                source: format!("src-{}", i % sources),
+                listing: false,
+            })
+            .collect(),
+        ..Facts::default()
+    }
+}
+
+/// The archetypes the load's devices register as, device `i` as entry
+/// `i % 4`.
+pub const LOAD_ARCHETYPES: [&str; 4] =
+    ["browser", "desktop", "container_render", "container_plain"];
+
+/// Registers `devices` devices `load-dev-K` in process at `now_s`, over
+/// [`LOAD_ARCHETYPES`] in turn, as [`seed`] does over HTTP: their ids and
+/// secrets. Errors: the router's refusal of a registration.
+pub fn register_in_process(
+    r: &mut crate::Router,
+    devices: usize,
+    now_s: f64,
+) -> Result<Vec<(String, String)>, crate::api::ApiError> {
+    let token = r.config().registration_token.clone();
+    (0..devices)
+        .map(|i| {
+            let id = format!("load-dev-{i}");
+            let resp = r.register(
+                &crate::api::RegisterRequest {
+                    device_id: id.clone(),
+                    archetype: LOAD_ARCHETYPES[i % 4].into(),
+                    capabilities: vec![],
+                    adapter_version: "1".into(),
+                    registration_token: token.clone(),
+                    device_secret: None,
+                },
+                now_s,
+            )?;
+            Ok((id, resp.device_secret))
+        })
+        .collect()
+}
+
+/// A successful deposit of `item` of lease `lease_id` by `device`: content
+/// hash `hash`, 500 ms, adapter `html` version `1` (as the load generator
+/// deposits over HTTP).
+pub fn success_deposit(
+    device: &str,
+    secret: &str,
+    lease_id: &str,
+    item: &crate::api::LeaseItem,
+    hash: &str,
+) -> crate::api::DepositRequest {
+    crate::api::DepositRequest {
+        device_id: device.to_string(),
+        device_secret: secret.to_string(),
+        lease_id: lease_id.to_string(),
+        target: item.target.clone(),
+        deposit_token: item.deposit_token.clone(),
+        receipt_revision: 0,
+        adapter_id: "html".into(),
+        adapter_version: "1".into(),
+        outcome: crate::api::Outcome {
+            ok: true,
+            content_hash: Some(hash.to_string()),
+            latency_ms: Some(500.0),
+            error_class: None,
+            retry_after_s: None,
+            crawl_delay_s: None,
+        },
+        discovered: vec![],
+    }
+}
