@@ -24,6 +24,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use serde_json::{json, Value};
 
+use super::measure::Pick;
 use super::Driven;
 
 /// How the fleet's devices behave.
@@ -108,24 +109,6 @@ async fn post(
     ))
 }
 
-/// A small xorshift generator per device (no shared state).
-struct Rng(u64);
-
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 11) as f64 + 0.5) / (1u64 << 53) as f64
-    }
-
-    /// A standard normal draw (Box–Muller).
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit(), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-}
-
 /// What answered, for the tally's refusals.
 fn kind(r: &Result<(u16, Value, f64), String>) -> String {
     match r {
@@ -156,10 +139,10 @@ async fn device(
     deadline: Instant,
 ) -> Driven {
     let mut t = Driven::default();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15
-        ^ (archetype as u64 + 1) * 0x2545_F491_4F6C_DD1D
-        ^ id.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ b as u64)
-        | 1);
+    let mut rng = Pick::new(
+        id.bytes()
+            .fold(archetype as u64, |h, b| h.rotate_left(5) ^ b as u64),
+    );
     let lease_url = format!("{base}/v1/lease");
     let deposit_url = format!("{base}/v1/deposit");
     // Nothing is asked for, held or worked past the deadline: a poll waits
@@ -275,7 +258,7 @@ mod tests {
 
     #[test]
     fn the_latency_draw_has_the_worlds_median_and_spread() {
-        let mut rng = Rng(12345);
+        let mut rng = Pick::new(12345);
         let mut ln: Vec<f64> = (0..20_000)
             .map(|_| LN_LATENCY_SIGMA * rng.normal())
             .collect();

@@ -152,7 +152,8 @@ pub(crate) fn probe_field(
     (lat, behind)
 }
 
-/// A small xorshift generator that picks one of several base URLs.
+/// A small xorshift generator: picks one of several base URLs, draws a
+/// device's latencies.
 pub(crate) struct Pick(u64);
 
 impl Pick {
@@ -161,11 +162,26 @@ impl Pick {
         Pick(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
-    /// One of `of`, uniformly (`of` must not be empty).
-    pub fn of<'a>(&mut self, of: &'a [String]) -> &'a str {
+    fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        &of[(self.0 % of.len().max(1) as u64) as usize]
+        self.0
+    }
+
+    /// One of `of`, uniformly (`of` must not be empty).
+    pub fn of<'a>(&mut self, of: &'a [String]) -> &'a str {
+        &of[(self.next() % of.len().max(1) as u64) as usize]
+    }
+
+    /// A uniform draw in (0, 1).
+    pub fn unit(&mut self) -> f64 {
+        ((self.next() >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    }
+
+    /// A standard normal draw (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let (u, v) = (self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
 }
