@@ -195,12 +195,9 @@ async fn device(
                     }
                     Ok((429 | 503, _, _)) => {
                         *t.errors.entry(kind(&r)).or_default() += 1;
-                        match deadline.checked_duration_since(Instant::now()) {
-                            Some(left) => {
-                                tokio::time::sleep(backoff(&r, left)).await;
-                                continue;
-                            }
-                            None => {}
+                        if let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                            tokio::time::sleep(backoff(&r, left)).await;
+                            continue;
                         }
                     }
                     _ => *t.errors.entry(kind(&r)).or_default() += 1,
