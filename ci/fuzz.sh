@@ -7,6 +7,9 @@
 # parser before fixing it. A build failure exits 2 before any fuzzing.
 #
 # usage: ci/fuzz.sh [SECONDS] [TARGET ...]
+#        ci/fuzz.sh --build-only   (builds the targets and fuzzes nothing:
+#                                   .ci/run builds them in the background
+#                                   while the tests run)
 #
 # Needs cargo-fuzz (`cargo install cargo-fuzz`); skips, saying so, when it
 # is missing. Uses the nightly toolchain when one is installed, else the
@@ -17,6 +20,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
 secs=${1:-30}
 shift || true
 targets=("$@")
@@ -74,6 +82,10 @@ printf '\n== build the fuzz targets (%s)\n' "$(date -u +%H:%M:%S)"
 if ! "${fuzz[@]}" build "${opts[@]}"; then
   echo "fuzz: the targets do not build (see above); nothing was fuzzed" >&2
   exit 2
+fi
+if [ "$build_only" = 1 ]; then
+  echo "fuzz: the targets are built; nothing fuzzed (--build-only)"
+  exit 0
 fi
 
 # The targets run side by side, as many at once as the host has CPUs (each

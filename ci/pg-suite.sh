@@ -46,7 +46,7 @@ ROUTER_TEST_PG="$pg_url" ROUTER_TEST_PG_CA="$dir/ca.crt" \
 # The routing lab against routerd on this server, compared with the run in
 # process (needs the lab and routerd built: ci/lab-build.sh, as .ci/run does
 # before this step).
-ci/route-http.sh "$pg_url"
+ROUTE_HTTP_SQLITE=0 ci/route-http.sh "$pg_url"
 # The restart drill (decision 0018): routerd killed with SIGKILL while
 # every device holds a leased item, then restarted on the same store; it
 # fails on a lost acknowledged deposit or a held item not accepted exactly

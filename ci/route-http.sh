@@ -6,6 +6,9 @@
 # clock to each request's simulated time, so the same seed makes the same
 # decisions (docs/routing-lab.md, "The service end to end"). Prints each
 # run's wall time and the service's request rate.
+# ROUTE_HTTP_SQLITE=0 leaves the SQLite run out (the PostgreSQL step of
+# .ci/run: its tests step already runs every scenario over routerd on
+# SQLite, route-lab::service).
 # Needs target/release/fleet-lab and target/release/routerd (ci/lab-build.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,12 +18,19 @@ for b in "$lab" "$routerd"; do
   [ -x "$b" ] || { echo "$b is missing: run ci/lab-build.sh" >&2; exit 1; }
 done
 url=${1:-}
+if [ "${ROUTE_HTTP_SQLITE:-1}" = 0 ] && [ -z "$url" ]; then
+  echo "route-http: nothing to compare (ROUTE_HTTP_SQLITE=0 and no postgres:// URL)" >&2
+  exit 2
+fi
 out=$(mktemp -d /tmp/route-http.XXXXXX)
 trap 'rm -rf "$out"' EXIT
 args=(route sim --scenario "${ROUTE_HTTP_SCENARIO:-liars}" --devices 60 --hours 0.5 --seed 3 --quiet)
 "$lab" "${args[@]}" --contenders router --out "$out/in-process" | sed -n 1,4p
-runs=(sqlite)
-"$lab" "${args[@]}" --http --routerd "$routerd" --out "$out/sqlite" | sed -n 1,4p
+runs=()
+if [ "${ROUTE_HTTP_SQLITE:-1}" != 0 ]; then
+  runs+=(sqlite)
+  "$lab" "${args[@]}" --http --routerd "$routerd" --out "$out/sqlite" | sed -n 1,4p
+fi
 if [ -n "$url" ]; then
   runs+=(postgres)
   "$lab" "${args[@]}" --http --routerd "$routerd" --store "$url" --out "$out/postgres" | sed -n 1,4p

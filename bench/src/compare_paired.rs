@@ -26,7 +26,8 @@ use crate::paired::{
     pair_order, Arm, BlockFigures, BlockServer, Pair, ServerError, SignTest, SignVerdict,
 };
 
-/// `[compare.reference]`: the tolerances the paired rounds are judged by.
+/// `[compare.reference]`: the tolerances the paired rounds are judged by,
+/// and the length of their blocks.
 #[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ReferenceTolerances {
@@ -35,6 +36,12 @@ pub struct ReferenceTolerances {
     pub makespan_tolerance: f64,
     /// Tolerated candidate ÷ reference co-tenant probe p99 (> 1).
     pub cotenant_tolerance: f64,
+    /// Cycles of each paired block (1..=100,000), the length the
+    /// tolerances were measured at; absent, the comparison's own
+    /// `--cycles`. It lets the in-process contenders run shorter than the
+    /// gated pairs (docs/gates.md "The comparison").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_cycles: Option<u32>,
 }
 
 impl ReferenceTolerances {
@@ -51,7 +58,12 @@ impl ReferenceTolerances {
                 ));
             }
         }
-        Ok(())
+        match self.block_cycles {
+            Some(n) if !(1..=100_000).contains(&n) => Err(format!(
+                "[compare.reference] block_cycles {n} must be 1..=100000"
+            )),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -318,6 +330,7 @@ mod tests {
     const T: ReferenceTolerances = ReferenceTolerances {
         makespan_tolerance: 1.05,
         cotenant_tolerance: 1.5,
+        block_cycles: None,
     };
 
     #[test]
@@ -423,17 +436,27 @@ mod tests {
     #[test]
     fn tolerances_at_or_below_one_are_refused() {
         assert!(T.validate().is_ok());
-        for (m, c) in [
-            (1.0, 1.5),
-            (1.05, 0.9),
-            (f64::NAN, 1.5),
-            (1.05, f64::INFINITY),
+        for (m, c, n) in [
+            (1.0, 1.5, None),
+            (1.05, 0.9, None),
+            (f64::NAN, 1.5, None),
+            (1.05, f64::INFINITY, None),
+            (1.05, 1.5, Some(0)),
+            (1.05, 1.5, Some(100_001)),
         ] {
             let t = ReferenceTolerances {
                 makespan_tolerance: m,
                 cotenant_tolerance: c,
+                block_cycles: n,
             };
-            assert!(t.validate().is_err(), "{m} {c}");
+            assert!(t.validate().is_err(), "{m} {c} {n:?}");
+        }
+        for n in [1, 60, 100_000] {
+            let t = ReferenceTolerances {
+                block_cycles: Some(n),
+                ..T
+            };
+            assert!(t.validate().is_ok(), "{n}");
         }
     }
 

@@ -285,6 +285,21 @@ fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
         .map(|p| p["first"].as_str().unwrap())
         .collect();
     assert_ne!(firsts[0], firsts[1], "{firsts:?}");
+    // Each arm's two blocks per round ran `block_cycles` (4) cycles each,
+    // while the in-process contenders ran the comparison's 6.
+    for p in paired["pairs"].as_array().unwrap() {
+        for arm in ["candidate", "reference"] {
+            assert_eq!(p[arm]["cycles"], 8, "{arm}: {p}");
+        }
+    }
+    assert!(
+        t.contains("2 blocks of each build per round, 4 cycles each"),
+        "{t}"
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("slow/compare.json")).unwrap())
+            .unwrap();
+    assert!(report.to_string().contains("\"cycles\":6"), "{report}");
 }
 
 /// `loose_budgets` with a `[compare.reference]` table: each round's fleet
@@ -292,7 +307,10 @@ fn a_deliberately_slowed_fleet_fails_the_comparison_gate() {
 fn paired_budgets(dir: &Path) -> std::path::PathBuf {
     let p = loose_budgets(dir);
     let mut text = std::fs::read_to_string(&p).unwrap();
-    text.push_str("\n[compare.reference]\nmakespan_tolerance = 2.0\ncotenant_tolerance = 1000\n");
+    // The pairs' blocks shorter than the comparison's own 6 cycles.
+    text.push_str(
+        "\n[compare.reference]\nmakespan_tolerance = 2.0\ncotenant_tolerance = 1000\nblock_cycles = 4\n",
+    );
     let q = dir.join("paired.toml");
     std::fs::write(&q, text).unwrap();
     q

@@ -97,12 +97,21 @@ pub const PAIRED_JSON: &str = "paired.json";
 
 /// Starts the paired rounds' block servers: this build (slowed where the
 /// fleet is) and the reference, both serving fleet auto blocks in the
-/// comparison's own shape on the one corpus file this build resolved.
+/// comparison's own shape on the one corpus file this build resolved,
+/// as long as the `[compare.reference]` table's `block_cycles` where it
+/// says.
 fn start_pairs(
     args: &CompareArgs,
     reference: &str,
     corpus: &std::path::Path,
+    budget: Option<&CompareBudget>,
 ) -> Result<crate::compare_paired::RoundPairs> {
+    let block_cycles = budget
+        .and_then(|b| b.reference)
+        .and_then(|t| t.block_cycles);
+    if let Some(n) = block_cycles {
+        println!("paired with the reference: 2 blocks of each build per round, {n} cycles each ([compare.reference] block_cycles)");
+    }
     let this = std::env::current_exe().context("cannot find this binary")?;
     let reference = match reference {
         "self" => this.clone(),
@@ -115,7 +124,7 @@ fn start_pairs(
         );
     }
     let corpus = std::path::absolute(corpus).unwrap_or_else(|_| corpus.to_path_buf());
-    let common = block_args(&args.replay, &corpus);
+    let common = block_args(&args.replay, &corpus, block_cycles);
     let mut cand = common.clone();
     if let Some(f) = args.inject_fleet_slowdown {
         cand.extend(["--inject-slowdown".into(), f.to_string().into()]);
@@ -127,12 +136,12 @@ fn start_pairs(
 
 /// `fleet-lab blocks` arguments for fleet auto in the shape of `replay`
 /// (its scale, cycles, rate or interval, co-tenant, lending, quota, config
-/// and busy threads).
-fn block_args(replay: &ReplayArgs, corpus: &std::path::Path) -> Vec<OsString> {
+/// and busy threads), with `cycles` instead of its cycles where given.
+fn block_args(replay: &ReplayArgs, corpus: &std::path::Path, cycles: Option<u32>) -> Vec<OsString> {
     let mut a: Vec<OsString> = vec!["--fleet-profile".into(), "auto".into()];
     let mut flag = |k: &str, v: String| a.extend([OsString::from(k), OsString::from(v)]);
     flag("--scale", replay.scale.to_string());
-    if let Some(c) = replay.cycles {
+    if let Some(c) = cycles.or(replay.cycles) {
         flag("--cycles", c.to_string());
     }
     match replay.interval_ms {
@@ -400,7 +409,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         }
     );
     let mut paired = match &args.reference {
-        Some(r) => Some(start_pairs(&args, r, &path)?),
+        Some(r) => Some(start_pairs(&args, r, &path, budget.as_ref())?),
         None => None,
     };
     let table = contenders(args.fleet_only, budget.is_some());
