@@ -12,20 +12,11 @@
 # stopped and removed on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
-if [ -z "$pgbin" ] || [ ! -x "$pgbin/initdb" ]; then
-  echo "no PostgreSQL server binaries under /usr/lib/postgresql/*/bin: install Debian's postgresql" >&2
-  exit 1
-fi
-dir=$(mktemp -d /tmp/router-ci-pg.XXXXXX)
-chown postgres "$dir"
-stop() {
-  runuser -u postgres -- "$pgbin/pg_ctl" -D "$dir/data" -m fast stop >/dev/null 2>&1 || true
-  rm -rf "$dir"
-}
-trap stop EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-runuser -u postgres -- "$pgbin/initdb" -D "$dir/data" -A trust -U postgres >/dev/null
+# The cluster: ci/pg-cluster.sh (initdb, a free port, pg_ctl as postgres).
+. ci/pg-cluster.sh
+pg_cluster_init router-ci-pg || exit 1
+trap pg_cluster_stop EXIT
+dir=$pg_dir port=$pg_port
 # TLS on: a throwaway CA and a server certificate for the name "localhost"
 # only (not 127.0.0.1), so verify-full passes by name and fails by address
 # (the script the tests' own throwaway clusters use).
@@ -34,7 +25,7 @@ tls=$(sh router/tests/support/pg/tls_cert.sh "$dir" postgres) || {
 # (As commands, for the outage drill at the end to stop and start it.)
 pg_stop="runuser -u postgres -- '$pgbin/pg_ctl' -D '$dir/data' -m fast -w stop >/dev/null"
 pg_start="runuser -u postgres -- '$pgbin/pg_ctl' -D '$dir/data' -l '$dir/log' -w -o '-p $port -k $dir -c listen_addresses=127.0.0.1 $tls' start >/dev/null"
-sh -c "$pg_start"
+pg_cluster_start "$tls"
 echo "PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$port, TLS on (CA $dir/ca.crt)"
 # Every test below connects with verify-full: the server's name checked
 # against the throwaway CA (host localhost, dialled at 127.0.0.1).
@@ -46,7 +37,7 @@ ROUTER_TEST_PG="$pg_url" ROUTER_TEST_PG_CA="$dir/ca.crt" \
 # The routing lab against routerd on this server, compared with the run in
 # process (needs the lab and routerd built: ci/lab-build.sh, as .ci/run does
 # before this step).
-ROUTE_HTTP_SQLITE=0 ci/route-http.sh "$pg_url"
+ROUTE_HTTP_SQLITE=0 ROUTE_HTTP_DEVICES=30 ROUTE_HTTP_HOURS=0.25 ci/route-http.sh "$pg_url"
 # The restart drill (decision 0018): routerd killed with SIGKILL while
 # every device holds a leased item, then restarted on the same store; it
 # fails on a lost acknowledged deposit or a held item not accepted exactly

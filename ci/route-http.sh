@@ -6,7 +6,8 @@
 # clock to each request's simulated time, so the same seed makes the same
 # decisions (docs/routing-lab.md, "The service end to end"). Prints each
 # run's wall time and the service's request rate.
-# ROUTE_HTTP_SQLITE=0 leaves the SQLite run out (the PostgreSQL step of
+# ROUTE_HTTP_DEVICES and ROUTE_HTTP_HOURS size the world (default 60
+# devices, 0.5 h). ROUTE_HTTP_SQLITE=0 leaves the SQLite run out (the PostgreSQL step of
 # .ci/run: its tests step already runs every scenario over routerd on
 # SQLite, route-lab::service).
 # Needs target/release/fleet-lab and target/release/routerd (ci/lab-build.sh).
@@ -24,7 +25,8 @@ if [ "${ROUTE_HTTP_SQLITE:-1}" = 0 ] && [ -z "$url" ]; then
 fi
 out=$(mktemp -d /tmp/route-http.XXXXXX)
 trap 'rm -rf "$out"' EXIT
-args=(route sim --scenario "${ROUTE_HTTP_SCENARIO:-liars}" --devices 60 --hours 0.5 --seed 3 --quiet)
+args=(route sim --scenario "${ROUTE_HTTP_SCENARIO:-liars}" --devices "${ROUTE_HTTP_DEVICES:-60}"
+  --hours "${ROUTE_HTTP_HOURS:-0.5}" --seed 3 --quiet)
 "$lab" "${args[@]}" --contenders router --out "$out/in-process" | sed -n 1,4p
 runs=()
 if [ "${ROUTE_HTTP_SQLITE:-1}" != 0 ]; then

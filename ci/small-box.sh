@@ -9,7 +9,7 @@
 #
 # usage: ci/small-box.sh [--devices N] [--targets N] [--sources N]
 #                        [--threads T] [--seconds S] [--cpus C] [--mem-mib M]
-#                        [--out DIR] [--store postgres://… SCHEMA]
+#                        [--out DIR] [--store postgres://… SCHEMA | --postgres]
 #                        [--bin DIR] [--check] [--fleet] [-- ROUTERD ARGS…]
 #   defaults: 100,000 devices, 1,000,000 targets on 10,000 sources,
 #   8 client threads, 60 s, a 1-core quota, 256 MiB; the report goes to
@@ -17,6 +17,10 @@
 #   with the cgroup's figures, summary.txt). --bin DIR takes `routerd` and
 #   `examples/lease_load` from DIR instead of building them (a before/after
 #   comparison alternates two such directories in one sitting).
+#   --postgres: routerd's store is a PostgreSQL server this script starts
+#   (a throwaway cluster, ci/pg-cluster.sh) outside the box, in a cgroup of
+#   its own whose CPU time over the run is reported; --store uses a server
+#   of yours instead (its CPU is not measured).
 #   After --, arguments for routerd itself (--max-connections N,
 #   --max-held-polls N: each connection kept alive holds about 30 KB).
 #   --fleet: the devices behave as a crawling fleet's do (one task each,
@@ -39,7 +43,7 @@ cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 devices=100000 targets=1000000 sources=10000 threads=8 seconds=60
-cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin= check=0 fleet=() routerd_args=()
+cpus=1 mem_mib=256 out=fleet-lab-out/small-box store=() bin= check=0 fleet=() routerd_args=() postgres=0
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --devices) devices=$2; shift 2 ;;
@@ -51,6 +55,7 @@ while [[ $# -gt 0 ]]; do
     --mem-mib) mem_mib=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --store) store=("$2" "$3"); shift 3 ;;
+    --postgres) postgres=1; shift ;;
     --bin) bin=$(cd "$2" && pwd); shift 2 ;;
     --check) check=1; shift ;;
     --fleet) fleet=(--fleet); shift ;;
@@ -58,6 +63,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "small-box: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+[[ $postgres == 0 || ${#store[@]} == 0 ]] || { echo "small-box: --postgres starts its own server; --store names yours: give one" >&2; exit 2; }
 for n in "$devices" "$targets" "$sources" "$threads" "$mem_mib"; do
   [[ "$n" =~ ^[0-9]+$ ]] || { echo "small-box: '$n' is not a whole number" >&2; exit 2; }
 done
@@ -98,6 +104,10 @@ cleanup() {
   sleep 0.2
   rmdir "$cpu_dir" 2>/dev/null || true
   [[ "$mem_dir" != "$cpu_dir" ]] && rmdir "$mem_dir" 2>/dev/null || true
+  if [[ $postgres == 1 ]]; then
+    pg_cluster_stop
+    rmdir "$pg_group" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -120,6 +130,20 @@ else
   echo "$quota $period" >"$cpu_dir/cpu.max"
   echo "$limit" >"$cpu_dir/memory.max"
   [[ -e "$cpu_dir/memory.swap.max" ]] && echo 0 >"$cpu_dir/memory.swap.max"
+fi
+
+# --postgres: the server outside the box, in a group of its own (no
+# quota, no limit: only its CPU time is read), on whichever CPU is free.
+cpu_groups=()
+if [[ $postgres == 1 ]]; then
+  . ci/pg-cluster.sh
+  pg_group=$([[ $kind == v1 ]] && echo /sys/fs/cgroup/cpuacct || echo /sys/fs/cgroup)/small-box-pg-$$
+  mkdir "$pg_group"
+  pg_cluster_init small-box-pg || exit 1
+  pg_cluster_start "" "$pg_group"
+  store=("postgres://postgres@127.0.0.1:$pg_port/postgres?sslmode=disable" small_box)
+  cpu_groups=(--cpu-group "$pg_group")
+  echo "== store: PostgreSQL $("$pgbin/postgres" --version | awk '{print $3}') on 127.0.0.1:$pg_port, outside the box (its CPU measured in $pg_group)"
 fi
 
 # routerd enters the group before it execs, on CPU 0; the load generator
@@ -156,7 +180,7 @@ if [[ ${#fleet[@]} -gt 0 ]]; then
     echo "small-box: could not raise the open-file limit to $want (it is $(ulimit -n))" >&2
 fi
 ROUTERD="$work/routerd" taskset -c "$load_cpu" "$bin/examples/lease_load" \
-  --targets "$targets" --sources "$sources" "${fleet[@]}" "$devices" "$threads" "$seconds" "${store[@]}" "${routerd_args[@]}" \
+  --targets "$targets" --sources "$sources" "${fleet[@]}" "${cpu_groups[@]}" "$devices" "$threads" "$seconds" "${store[@]}" "${routerd_args[@]}" \
   >"$out/report.json" 2>"$out/load.err" || {
   echo "small-box: the load failed:" >&2
   tail -5 "$out/load.err" >&2
@@ -215,6 +239,8 @@ r = json.load(open(f"{out}/report.json"))
 ms = lambda us: us / 1000
 print(f"registration: {r['devices']} devices in {r['registration_s']:.1f} s ({r['registrations_per_s']:.0f}/s)")
 print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['routerd_cpu_s'] / r['seconds']:.2f} cores)")
+for pg_cpu in r.get("group_cpu_s", []):
+    print(f"PostgreSQL CPU (outside the box, every backend): {pg_cpu:.1f} s over {r['seconds']:.0f} s ({pg_cpu / r['seconds']:.2f} cores)")
 if r["fleet"]:
     print(f"fleet: every device long-polls, works each item for the world's latency, waits out refusals; "
           f"{r['empty_leases']} leases answered empty (held to the end of their wait); the figures below are leases with items")

@@ -16,6 +16,8 @@ mod report_model;
 mod report_summary;
 mod report_write;
 #[cfg(feature = "routing-lab")]
+mod route_box_plot;
+#[cfg(feature = "routing-lab")]
 mod route_cli;
 mod run_cli;
 mod run_overruns;

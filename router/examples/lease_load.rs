@@ -2,7 +2,7 @@
 //! data directory, drives it with the bounded load generator and prints
 //! the figures as JSON.
 //!
-//! `cargo run --release -p router --example lease_load -- [--targets N] [--sources N] [--fleet] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
+//! `cargo run --release -p router --example lease_load -- [--targets N] [--sources N] [--fleet] [--cpu-group DIR] [DEVICES] [THREADS] [SECONDS] [postgres://… SCHEMA] [-- ROUTERD ARGS…]`
 //! (`--targets`: targets seeded, default 20,000, at most 1,000,000;
 //! `--sources`: the sources they are spread over, default 50, at most
 //! 100,000; `--fleet`: every device behaves as a crawling fleet's does,
@@ -14,7 +14,9 @@
 //! the end. routerd is then killed with SIGKILL and every deposit it
 //! acknowledged is looked for in its store (`acknowledged_lost` must be
 //! 0). The `routerd` started is the one beside this example's directory, or `$ROUTERD` where that is set (`ci/small-box.sh` points it
-//! at a wrapper that enters a cgroup first).
+//! at a wrapper that enters a cgroup first). `--cpu-group DIR` (repeatable)
+//! reports the CPU seconds of that control group over the driven window
+//! (`group_cpu_s`: the store's server, in a group of its own).
 
 /// Removes `flag COUNT` from `args` and returns the count (`default`
 /// without the flag); a count that is not a whole number in 1..=`max`
@@ -46,6 +48,19 @@ fn main() {
     };
     let targets = take_count(&mut args, "--targets", 20_000, 1_000_000);
     let sources = take_count(&mut args, "--sources", 50, 100_000);
+    let mut cpu_groups = Vec::new();
+    while let Some(i) = args.iter().position(|a| a == "--cpu-group") {
+        match args.get(i + 1).map(std::path::PathBuf::from) {
+            Some(dir) if dir.is_dir() => {
+                cpu_groups.push(dir);
+                args.drain(i..i + 2);
+            }
+            _ => {
+                eprintln!("--cpu-group takes a control group's directory");
+                std::process::exit(2);
+            }
+        }
+    }
     let fleet = match args.iter().position(|a| a == "--fleet") {
         Some(i) => {
             args.remove(i);
@@ -80,6 +95,7 @@ fn main() {
         sources,
         spread: Vec::new(),
         cpu_of: Vec::new(),
+        cpu_groups,
         fleet,
         watch: Some((child.id(), data.clone())),
     };

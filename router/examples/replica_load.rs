@@ -128,6 +128,7 @@ fn main() {
         watch: None,
         spread: bases[1..].to_vec(),
         cpu_of: pids.clone(),
+        cpu_groups: Vec::new(),
         fleet: None,
     };
     let report = router::load::run(&spec).unwrap_or_else(|e| fail(e));

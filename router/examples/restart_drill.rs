@@ -60,6 +60,7 @@ fn main() {
         sources: 50,
         spread: Vec::new(),
         cpu_of: Vec::new(),
+        cpu_groups: Vec::new(),
         fleet: None,
         watch: None,
     };

@@ -150,6 +150,53 @@ fn version_guard(b: &dyn Backend) {
     assert_eq!(s.get(Table::Meta, "d").unwrap(), Some(row("d", 1, "meta")));
 }
 
+fn large_batch(b: &dyn Backend) {
+    // A snapshot of many changed targets (PostgreSQL pipelines its rows a
+    // chunk at a time): every row lands, in one transaction with the state
+    // row, and reads back in key order a page at a time.
+    let mut s = b.open().unwrap();
+    let rows: Vec<Row> = (0..2_000)
+        .map(|i| row(&format!("t-{i:05}"), 1 + i % 7, &format!("{{\"i\":{i}}}")))
+        .collect();
+    let state = [row("snapshot", 3, "{\"s\":3}")];
+    s.write_all(&[
+        Write::Upsert(Table::Meta, &state),
+        Write::Upsert(Table::Targets, &rows),
+    ])
+    .unwrap();
+    let mut read = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s.load_page(Table::Targets, after.as_deref(), 700).unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.key.clone());
+        read.extend(page);
+    }
+    assert_eq!(read, rows);
+    assert_eq!(
+        s.get(Table::Meta, "snapshot").unwrap(),
+        Some(state[0].clone())
+    );
+    // A poisoned row at the very end rolls back every chunk before it.
+    if !b.poison() {
+        return;
+    }
+    let before = snapshot(&mut *s);
+    let mut newer: Vec<Row> = rows
+        .iter()
+        .map(|r| row(&r.key, r.version + 10, "{}"))
+        .collect();
+    newer.push(row("poison", 1, "x"));
+    let err = s
+        .write_all(&[
+            Write::Upsert(Table::Meta, &[row("snapshot", 4, "{\"s\":4}")]),
+            Write::Upsert(Table::Targets, &newer),
+        ])
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Backend(_)), "{err:?}");
+    assert_eq!(snapshot(&mut *s), before);
+}
+
 fn batch_atomicity(b: &dyn Backend) {
     // A batch with a bad row: refused before anything is written, on
     // every backend.
@@ -419,6 +466,7 @@ suite!(
     upsert_get_load,
     version_guard,
     batch_atomicity,
+    large_batch,
     batch_isolation,
     deposit_log,
     deposit_batches,

@@ -17,6 +17,7 @@ pub mod html;
 pub mod live;
 pub mod model;
 mod plot;
+pub(crate) use plot::{box_population_svg, BoxRun};
 pub mod sample;
 pub mod summary;
 pub mod timeline;

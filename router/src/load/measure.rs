@@ -21,6 +21,27 @@ pub fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// A control group's CPU time in seconds, every process in it counted,
+/// those that already exited included: `cpuacct.usage` (ns, cgroup v1's
+/// cpuacct directory) or `usage_usec` of `cpu.stat` (v2). 0 where neither
+/// can be read.
+pub fn group_cpu_s(dir: &std::path::Path) -> f64 {
+    if let Some(ns) = std::fs::read_to_string(dir.join("cpuacct.usage"))
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+    {
+        return ns as f64 / 1e9;
+    }
+    std::fs::read_to_string(dir.join("cpu.stat"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("usage_usec "))
+                .and_then(|v| v.trim().parse::<u64>().ok())
+        })
+        .map_or(0.0, |us| us as f64 / 1e6)
+}
+
 /// A process's CPU time (user plus system) in seconds, from fields 14
 /// and 15 of `/proc/PID/stat` at 100 ticks a second (Linux's `USER_HZ`);
 /// 0 where it cannot be read.
@@ -183,5 +204,28 @@ impl Pick {
     pub fn normal(&mut self) -> f64 {
         let (u, v) = (self.unit(), self.unit());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::group_cpu_s;
+
+    #[test]
+    fn a_groups_cpu_reads_v1_cpuacct_or_v2_cpu_stat_and_zero_otherwise() {
+        let v1 = tempfile::tempdir().unwrap();
+        std::fs::write(v1.path().join("cpuacct.usage"), "2500000000\n").unwrap();
+        assert_eq!(group_cpu_s(v1.path()), 2.5);
+        let v2 = tempfile::tempdir().unwrap();
+        std::fs::write(
+            v2.path().join("cpu.stat"),
+            "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n",
+        )
+        .unwrap();
+        assert_eq!(group_cpu_s(v2.path()), 1.5);
+        let neither = tempfile::tempdir().unwrap();
+        std::fs::write(neither.path().join("cpuacct.usage"), "many\n").unwrap();
+        assert_eq!(group_cpu_s(neither.path()), 0.0);
+        assert_eq!(group_cpu_s(&neither.path().join("gone")), 0.0);
     }
 }

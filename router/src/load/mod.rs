@@ -15,7 +15,7 @@ pub mod fleet;
 mod measure;
 mod population;
 pub use fleet::FleetSpec;
-pub use measure::{check_durable, cpu_s, dir_bytes, rss_kib};
+pub use measure::{check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
 pub use population::{population_facts, register_in_process, success_deposit, LOAD_ARCHETYPES};
 
@@ -52,6 +52,10 @@ pub struct LoadSpec {
     /// figure each ([`LoadReport::cpu_s`]): other replicas, the store's
     /// server.
     pub cpu_of: Vec<u32>,
+    /// Control groups (their directories) whose CPU time over the driven
+    /// window is reported, one figure each ([`LoadReport::group_cpu_s`]):
+    /// a store's server with all its backends, put in a group of its own.
+    pub cpu_groups: Vec<std::path::PathBuf>,
     /// `Some`: the devices behave as a fleet's do ([`fleet`]: one task
     /// each, long polls, the world's latency per item, refusals waited
     /// out) on a runtime of [`LoadSpec::threads`] workers, instead of
@@ -129,6 +133,9 @@ pub struct LoadReport {
     /// CPU seconds of each process of [`LoadSpec::cpu_of`] over the
     /// driven window, in its order.
     pub cpu_s: Vec<f64>,
+    /// CPU seconds of each group of [`LoadSpec::cpu_groups`] over the
+    /// driven window, in its order.
+    pub group_cpu_s: Vec<f64>,
     /// The deposit token of every acknowledged deposit, for a check of
     /// the store after routerd is killed ([`check_durable`]); not in the
     /// JSON report.
@@ -409,6 +416,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     };
     let at_start = sample();
     let cpu_start: Vec<f64> = spec.cpu_of.iter().map(|&p| cpu_s(p)).collect();
+    let group_start: Vec<f64> = spec.cpu_groups.iter().map(|g| group_cpu_s(g)).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
     let bases: Vec<String> = std::iter::once(spec.base.clone())
         .chain(spec.spread.iter().cloned())
@@ -422,6 +430,12 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         .iter()
         .zip(&cpu_start)
         .map(|(&p, s0)| cpu_s(p) - s0)
+        .collect();
+    let group_cpu: Vec<f64> = spec
+        .cpu_groups
+        .iter()
+        .zip(&group_start)
+        .map(|(g, s0)| group_cpu_s(g) - s0)
         .collect();
     let mut lat: Vec<u64> = results
         .iter()
@@ -469,6 +483,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         field_us: percentiles(&mut field_lat),
         field_behind,
         cpu_s: cpu,
+        group_cpu_s: group_cpu,
         acknowledged_tokens: results.into_iter().flat_map(|r| r.acked).collect(),
         acknowledged_checked: 0,
         acknowledged_lost: 0,

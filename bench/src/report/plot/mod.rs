@@ -11,12 +11,14 @@ mod bins;
 mod cdf;
 mod cotenant;
 mod legend;
+mod population;
 mod sim;
 mod timeline;
 
 pub(crate) use bins::bin_walk_svg;
 pub(crate) use cdf::makespan_cdf_svg;
 pub(crate) use cotenant::{any_cotenant, cotenant_svg};
+pub(crate) use population::{box_population_svg, BoxRun};
 pub(crate) use sim::sim_latency_svg;
 pub(crate) use timeline::timeline_svg;
 

@@ -282,26 +282,35 @@ pub(super) fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     })
 }
 
-/// Upserts `rows` inside `tx` with the prepared upsert `st`, pipelined:
-/// every statement is sent before the first reply is awaited (one round
-/// trip for the batch, not one per row). Rows still apply in order on
-/// the server.
+/// Rows of an upsert in flight at once: enough that the round trip is
+/// paid once per 512 rows, few enough that a snapshot of 100,000 changed
+/// targets is never encoded, boxed and polled all at once (which held
+/// every statement in the connection's send buffer and polled every
+/// future on each reply; decision 0021, a small box bounds its
+/// transients).
+pub(super) const PIPELINE_ROWS: usize = 512;
+
+/// Upserts `rows` inside `tx` with the prepared upsert `st`, pipelined
+/// [`PIPELINE_ROWS`] at a time: every statement of a chunk is sent before
+/// its first reply is awaited. Rows still apply in order on the server.
 pub(super) async fn upsert_rows(
     tx: &tokio_postgres::Transaction<'_>,
     st: &Statement,
     rows: &[Row],
 ) -> Result<(), StoreError> {
-    let versions: Vec<i64> = rows.iter().map(|r| r.version as i64).collect();
-    let pending: Vec<_> = rows
-        .iter()
-        .zip(&versions)
-        .map(|(r, v)| {
-            let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
-            Box::pin(tx.execute_raw(st, params))
-        })
-        .collect();
-    for r in join_all(pending).await {
-        r.map_err(pe)?;
+    for chunk in rows.chunks(PIPELINE_ROWS) {
+        let versions: Vec<i64> = chunk.iter().map(|r| r.version as i64).collect();
+        let pending: Vec<_> = chunk
+            .iter()
+            .zip(&versions)
+            .map(|(r, v)| {
+                let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
+                Box::pin(tx.execute_raw(st, params))
+            })
+            .collect();
+        for r in join_all(pending).await {
+            r.map_err(pe)?;
+        }
     }
     Ok(())
 }
