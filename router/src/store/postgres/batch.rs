@@ -2,7 +2,8 @@
 //! one transaction, behind the fence where there is one, every statement
 //! pipelined) and its paged read of a table ([`Store::load_page`]).
 
-use super::conn::{check_fence, row_of, upsert_rows, Conn};
+use super::conn::{check_fence, row_of, Conn};
+use super::pipeline::upsert_rows;
 use super::*;
 
 /// One write of a batch, owned (it crosses to the connection's worker).

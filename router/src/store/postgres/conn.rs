@@ -2,6 +2,7 @@
 //! prepared statements, the migration on first open, the reads and writes
 //! the store's calls become, and the reconnect after a dropped connection.
 
+use super::pipeline::{join_all, upsert_rows};
 use super::*;
 
 /// The statements of one connection, prepared once.
@@ -242,37 +243,6 @@ pub(super) async fn open_conn(
     })
 }
 
-/// Polls every future to completion, concurrently (so tokio-postgres
-/// pipelines their statements), and returns their results in input order.
-async fn join_all<F, T>(futs: Vec<Pin<Box<F>>>) -> Vec<T>
-where
-    F: Future<Output = T> + ?Sized,
-{
-    let mut futs: Vec<Option<Pin<Box<F>>>> = futs.into_iter().map(Some).collect();
-    let mut results: Vec<Option<T>> = futs.iter().map(|_| None).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (slot, out) in futs.iter_mut().zip(results.iter_mut()) {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(r) => {
-                        *out = Some(r);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    results.into_iter().flatten().collect()
-}
-
 pub(super) fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
     let version: i64 = r.try_get(1).map_err(pe)?;
     Ok(Row {
@@ -280,39 +250,6 @@ pub(super) fn row_of(r: &tokio_postgres::Row) -> Result<Row, StoreError> {
         version: to_u64("version", version)?,
         payload: r.try_get(2).map_err(pe)?,
     })
-}
-
-/// Rows of an upsert in flight at once: enough that the round trip is
-/// paid once per 512 rows, few enough that a snapshot of 100,000 changed
-/// targets is never encoded, boxed and polled all at once (which held
-/// every statement in the connection's send buffer and polled every
-/// future on each reply; decision 0021, a small box bounds its
-/// transients).
-pub(super) const PIPELINE_ROWS: usize = 512;
-
-/// Upserts `rows` inside `tx` with the prepared upsert `st`, pipelined
-/// [`PIPELINE_ROWS`] at a time: every statement of a chunk is sent before
-/// its first reply is awaited. Rows still apply in order on the server.
-pub(super) async fn upsert_rows(
-    tx: &tokio_postgres::Transaction<'_>,
-    st: &Statement,
-    rows: &[Row],
-) -> Result<(), StoreError> {
-    for chunk in rows.chunks(PIPELINE_ROWS) {
-        let versions: Vec<i64> = chunk.iter().map(|r| r.version as i64).collect();
-        let pending: Vec<_> = chunk
-            .iter()
-            .zip(&versions)
-            .map(|(r, v)| {
-                let params: [&(dyn ToSql + Sync); 3] = [&r.key, v, &r.payload];
-                Box::pin(tx.execute_raw(st, params))
-            })
-            .collect();
-        for r in join_all(pending).await {
-            r.map_err(pe)?;
-        }
-    }
-    Ok(())
 }
 
 /// Checks `fence` inside `tx` with the prepared `st`: the lead row for its

@@ -51,6 +51,7 @@ mod activity;
 mod batch;
 mod conn;
 mod leadership;
+mod pipeline;
 mod pool;
 mod tls;
 pub use activity::Activity;
