@@ -4,8 +4,8 @@
 //! on a log x axis, with the box's targets as dashed lines. A run the box
 //! did not survive (routerd OOM-killed, or the load never finished) has no
 //! rate or latency: it is marked with a cross on the x axis of those two
-//! panels and named in their captions, and its memory peak is drawn as
-//! measured.
+//! panels, whose axis says what the cross means, and its memory peak is
+//! drawn as measured.
 
 use plotters::prelude::*;
 
@@ -48,10 +48,11 @@ pub const TARGET_LEASE_P99_MS: f64 = 5.0;
 /// Plot width, pixels: three panels side by side.
 const WIDTH: u32 = 1320;
 
-/// One panel: its caption, y description, the value of each run (where
-/// it has one) and the dashed line of its target or limit.
+/// One panel: its caption, x and y descriptions, the value of each run
+/// (where it has one) and the dashed line of its target or limit.
 struct Panel {
     caption: String,
+    x_desc: String,
     y_desc: &'static str,
     values: Vec<Option<f64>>,
     line: Option<f64>,
@@ -59,20 +60,18 @@ struct Panel {
 
 /// The three panels of `runs` (sorted by devices).
 fn panels(runs: &[BoxRun]) -> [Panel; 3] {
-    let lost: Vec<String> = runs
-        .iter()
-        .filter(|r| !r.survived())
-        .map(|r| format!("{} devices", tick(r.devices as f64)))
-        .collect();
-    let note = if lost.is_empty() {
-        String::new()
+    let x = "devices registered (log scale)";
+    let lost = runs.iter().any(|r| !r.survived());
+    let x_lost = if lost {
+        format!("{x}; ×: the box did not survive")
     } else {
-        format!(" (× no figure: {})", lost.join(", "))
+        x.to_string()
     };
     let limit = runs.iter().map(|r| r.limit_mib).fold(0.0, f64::max);
     [
         Panel {
-            caption: format!("Leases/s{note}"),
+            caption: "Leases/s (dashed: the target)".to_string(),
+            x_desc: x_lost.clone(),
             y_desc: "leases per second",
             values: runs
                 .iter()
@@ -81,7 +80,8 @@ fn panels(runs: &[BoxRun]) -> [Panel; 3] {
             line: Some(TARGET_LEASES_PER_S),
         },
         Panel {
-            caption: format!("Lease p99{note}"),
+            caption: "Lease p99 (dashed: the target)".to_string(),
+            x_desc: x_lost,
             y_desc: "lease latency p99, ms",
             values: runs
                 .iter()
@@ -90,8 +90,9 @@ fn panels(runs: &[BoxRun]) -> [Panel; 3] {
             line: Some(TARGET_LEASE_P99_MS),
         },
         Panel {
-            caption: "Anonymous memory peak of the group".to_string(),
-            y_desc: "MiB",
+            caption: "Anonymous memory peak (dashed: the limit)".to_string(),
+            x_desc: x.to_string(),
+            y_desc: "MiB of the group",
             values: runs.iter().map(|r| Some(r.anon_peak_mib)).collect(),
             line: (limit > 0.0).then_some(limit),
         },
@@ -143,7 +144,7 @@ pub(crate) fn box_population_svg(runs: &[BoxRun]) -> Result<String, ReportError>
                 .map_err(&err)?;
             chart
                 .configure_mesh()
-                .x_desc("devices registered (log scale)")
+                .x_desc(&p.x_desc)
                 .y_desc(p.y_desc)
                 .axis_desc_style((FONT, DESC_PX))
                 .label_style((FONT, TICK_PX))
@@ -210,13 +211,15 @@ mod tests {
         ];
         let svg = box_population_svg(&runs).unwrap();
         assert!(svg.starts_with("<svg"), "{}", &svg[..80]);
-        // The OOM-killed run has no rate or latency, however its JSON read.
-        assert!(
-            svg.contains("Leases/s (× no figure: 100000 devices)"),
+        // The OOM-killed run has no rate or latency, however its JSON read,
+        // and the two panels that lose it say what the cross means.
+        assert_eq!(
+            svg.matches("×: the box did not survive").count(),
+            2,
             "{svg}"
         );
-        assert!(svg.contains("Lease p99 (× no figure: 100000 devices)"));
-        assert!(svg.contains("Anonymous memory peak of the group"));
+        assert!(svg.contains("Leases/s (dashed: the target)"));
+        assert!(svg.contains("Anonymous memory peak (dashed: the limit)"));
         // Two survivors drawn in each of the first two panels, three
         // memory points: seven circles in all.
         assert_eq!(svg.matches("<circle").count(), 2 + 2 + 3, "{svg}");
