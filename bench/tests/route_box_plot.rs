@@ -4,7 +4,7 @@
 //! rate; a directory that is not a run is refused with a sentence naming
 //! it, and nothing is written.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn lab(args: &[&str]) -> Output {
@@ -12,6 +12,13 @@ fn lab(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("run fleet-lab")
+}
+
+/// `fleet-lab route box-plot --out SVG DIR…`.
+fn box_plot(svg: &Path, dirs: &[&PathBuf]) -> Output {
+    let mut args = vec!["route", "box-plot", "--out", svg.to_str().unwrap()];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    lab(&args)
 }
 
 fn group(dir: &Path, anon_mib: u64, oom: u64) {
@@ -48,15 +55,7 @@ fn runs_become_rows_and_a_plot_and_a_killed_run_keeps_only_its_memory() {
     std::fs::write(c.join("report.json"), "").unwrap();
     std::fs::write(c.join("devices"), "100000\n").unwrap();
     let svg = t.path().join("plot/population.svg");
-    let o = lab(&[
-        "route",
-        "box-plot",
-        "--out",
-        svg.to_str().unwrap(),
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        c.to_str().unwrap(),
-    ]);
+    let o = box_plot(&svg, &[&a, &b, &c]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
         o.status.success(),
@@ -87,14 +86,7 @@ fn a_directory_that_is_not_a_run_is_refused_and_nothing_is_written() {
     group(&killed, 256, 1);
     let svg = t.path().join("p.svg");
     for (dir, needle) in [(&empty, "group.txt"), (&killed, "no `devices` file")] {
-        let o = lab(&[
-            "route",
-            "box-plot",
-            "--out",
-            svg.to_str().unwrap(),
-            good.to_str().unwrap(),
-            dir.to_str().unwrap(),
-        ]);
+        let o = box_plot(&svg, &[&good, dir]);
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert!(
@@ -105,14 +97,7 @@ fn a_directory_that_is_not_a_run_is_refused_and_nothing_is_written() {
         assert!(!svg.exists());
     }
     // One population twice.
-    let o = lab(&[
-        "route",
-        "box-plot",
-        "--out",
-        svg.to_str().unwrap(),
-        good.to_str().unwrap(),
-        good.to_str().unwrap(),
-    ]);
+    let o = box_plot(&svg, &[&good, &good]);
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("same population"));
     assert!(!svg.exists());

@@ -155,7 +155,7 @@ fn large_batch(b: &dyn Backend) {
     // chunk at a time): every row lands, in one transaction with the state
     // row, and reads back in key order a page at a time.
     let mut s = b.open().unwrap();
-    let rows: Vec<Row> = (0..2_000)
+    let rows: Vec<Row> = (0..5_000)
         .map(|i| row(&format!("t-{i:05}"), 1 + i % 7, &format!("{{\"i\":{i}}}")))
         .collect();
     let state = [row("snapshot", 3, "{\"s\":3}")];
@@ -167,7 +167,9 @@ fn large_batch(b: &dyn Backend) {
     let mut read = Vec::new();
     let mut after: Option<String> = None;
     loop {
-        let page = s.load_page(Table::Targets, after.as_deref(), 700).unwrap();
+        let page = s
+            .load_page(Table::Targets, after.as_deref(), 1_700)
+            .unwrap();
         let Some(last) = page.last() else { break };
         after = Some(last.key.clone());
         read.extend(page);
