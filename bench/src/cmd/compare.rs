@@ -97,9 +97,9 @@ pub const PAIRED_JSON: &str = "paired.json";
 
 /// Starts the paired rounds' block servers: this build (slowed where the
 /// fleet is) and the reference, both serving fleet auto blocks in the
-/// comparison's own shape on the one corpus file this build resolved,
-/// as long as the `[compare.reference]` table's `block_cycles` where it
-/// says.
+/// comparison's own shape on the one corpus file this build resolved;
+/// each block is `[compare.reference] block_cycles` long where the table
+/// sets it, else the comparison's own `--cycles`.
 fn start_pairs(
     args: &CompareArgs,
     reference: &str,
