@@ -6,8 +6,8 @@
 #
 # Both are debug builds: they only drive cargo, the fuzzer and valgrind, so
 # their own speed does not matter, and a debug build is about a third
-# shorter. .ci/run starts this in the background at the lowest CPU
-# priority (nice 19) while the tests build, so the compile fills the cores
+# shorter. .ci/run starts this in the background at the idle scheduling
+# class (SCHED_IDLE) while the tests build, so the compile fills the cores
 # the test build leaves idle; it waits for it before the timed gates, so
 # nothing of it runs beside a timed measurement. ci/fuzz.sh and
 # ci/gungraun.sh still install what is missing when run on their own.

@@ -87,6 +87,15 @@ fn contention_runs_in_a_separate_process_and_ends_with_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let r = run_report(dir.path(), "contend", &["--contend", "1"]);
     assert_eq!(r["contend_threads"], 1);
+    assert_eq!(r["contend_class"], "normal");
+    let idle = run_report(
+        dir.path(),
+        "contend-idle",
+        &["--contend", "1", "--contend-class", "idle"],
+    );
+    assert_eq!(idle["contend_class"], "idle");
+    let quiet = run_report(dir.path(), "quiet", &[]);
+    assert_eq!(quiet["contend_class"], serde_json::Value::Null);
     assert_eq!(r["parity"], true);
     // The spin process is gone once the run has returned.
     let ps = Command::new("ps").args(["-eo", "args"]).output().unwrap();
@@ -161,6 +170,49 @@ fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
     );
     let o = lab(&["spin", "--threads", "1", "--wake-us", "0"], dir.path());
     assert!(!o.status.success(), "a zero wake period is refused");
+}
+
+/// The scheduling policy and nice value of each thread of process `pid`
+/// (fields 41 and 19 of `/proc/PID/task/TID/stat`).
+fn classes(pid: u32) -> Vec<(u32, i64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let stat = std::fs::read_to_string(e.unwrap().path().join("stat")).unwrap();
+        // The fields after the command name's closing parenthesis start at 3.
+        let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        out.push((rest[41 - 3].parse().unwrap(), rest[19 - 3].parse().unwrap()));
+    }
+    out
+}
+
+#[test]
+fn the_spin_verb_runs_its_threads_in_the_class_asked() {
+    use std::io::Write;
+    for (class, want) in [("normal", (0, 0)), ("nice19", (0, 19)), ("idle", (5, 0))] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fleet-lab"))
+            .args(["spin", "--threads", "2", "--class", class])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The main thread sets its class before it starts the busy ones.
+        let mut seen = classes(child.id());
+        while seen.len() < 3 {
+            assert!(child.try_wait().unwrap().is_none(), "{class}: spin ended");
+            std::thread::yield_now();
+            seen = classes(child.id());
+        }
+        // SCHED_OTHER is 0 and SCHED_IDLE 5.
+        assert!(seen.iter().all(|c| *c == want), "{class}: {seen:?}");
+        child.stdin.as_mut().unwrap().write_all(b"x").unwrap();
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+    }
+    let o = lab(
+        &["spin", "--threads", "1", "--class", "realtime"],
+        Path::new("."),
+    );
+    assert!(!o.status.success());
+    assert!(text(&o).contains("nice19"), "{}", text(&o));
 }
 
 #[test]

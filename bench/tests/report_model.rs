@@ -35,6 +35,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "peak_start_late_ms",
     "arrival_interval_ms",
     "contend_threads",
+    "contend_class",
     "sim_io_mean_late_us",
     "makespan_over_process_bound",
     "label",

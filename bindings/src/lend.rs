@@ -10,11 +10,20 @@
 //! (`work-fleet-lend-guard`) watches for that and returns every cycle
 //! thread to the normal class while it lasts:
 //!
-//! - every [`GUARD_PERIOD`] it reads each cycle thread's CPU clock and
-//!   whether the thread is inside a poll of one of its units;
-//! - a thread found inside the *same* poll at two checks whose CPU clock
-//!   advanced by less than [`STARVED_CPU_SHARE`] of the time between them
-//!   was runnable and not running: starved;
+//! - every [`GUARD_PERIOD`] it reads each cycle thread's time spent
+//!   runnable and waiting on a run queue (the second field of
+//!   `/proc/self/task/TID/schedstat`), its CPU clock, and whether the
+//!   thread is inside a poll of one of its units;
+//! - a thread that waited on a run queue for at least [`STARVED_WAIT_SHARE`]
+//!   of the time between two checks was starved. Where the kernel keeps no
+//!   schedstat, the older rule stands: a thread found inside the *same*
+//!   poll at two checks whose CPU clock advanced by less than
+//!   [`STARVED_CPU_SHARE`] of the time between them. That rule misses a
+//!   thread that still gets a fifth of a core or whose polls are shorter
+//!   than a period: a nice-19 busy loop (weight 15 against the idle
+//!   class's 3) left a lent cycle thread a sixth of a core and the guard
+//!   took 0.65 s to see it, an idle-class one half a core and the guard
+//!   never saw it, while the cycle's makespan grew 37× and 5×;
 //! - and the starvation is one the fleet is owed a remedy for: another
 //!   process ran (the whole process used less than its CPUs less
 //!   [`OWN_WORK_SLACK_CPUS`] since the last check), or the host's own
@@ -40,8 +49,13 @@ pub(crate) const GUARD_THREAD_NAME: &str = "work-fleet-lend-guard";
 /// How often the guard checks the cycle threads.
 pub(crate) const GUARD_PERIOD: Duration = Duration::from_millis(10);
 
-/// A thread inside one poll that got less than this share of the wall
-/// time between two checks is starved.
+/// A thread that waited on a run queue for at least this share of the wall
+/// time between two checks is starved (a cycle thread parks when it has no
+/// work, so a wait on a run queue is work held back).
+pub(crate) const STARVED_WAIT_SHARE: f64 = 0.3;
+
+/// Without schedstat: a thread inside one poll that got less than this
+/// share of the wall time between two checks is starved.
 pub(crate) const STARVED_CPU_SHARE: f64 = 0.2;
 
 /// Slack, cores, in telling who starved the cycle threads (see
@@ -99,12 +113,33 @@ impl CycleSlot {
         .await
     }
 
+    /// The thread's time spent runnable and waiting on a run queue, ns
+    /// (`None` until it starts, or where the kernel keeps no schedstat).
+    fn wait_ns(&self) -> Option<u64> {
+        if !self.published.load(Ordering::Acquire) {
+            return None;
+        }
+        let tid = self.tid.load(Ordering::Relaxed);
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/schedstat")).ok()?;
+        run_queue_wait_ns(&text)
+    }
+
     fn cpu_ns(&self) -> Option<u64> {
         if !self.published.load(Ordering::Acquire) {
             return None;
         }
         clock_ns(self.clock.load(Ordering::Relaxed))
     }
+}
+
+/// The run-queue wait of a `schedstat` line (`on-CPU ns`, `waiting ns`,
+/// `timeslices`), ns; `None` for anything else.
+fn run_queue_wait_ns(text: &str) -> Option<u64> {
+    let mut fields = text.split_ascii_whitespace();
+    let _on_cpu: u64 = fields.next()?.parse().ok()?;
+    let waiting = fields.next()?.parse().ok()?;
+    let _slices: u64 = fields.next()?.parse().ok()?;
+    fields.next().is_none().then_some(waiting)
 }
 
 /// Reads clock `id`, ns; `None` when the call fails (a thread's CPU clock
@@ -194,16 +229,26 @@ struct Seen {
     begun: u64,
     ended: u64,
     cpu_ns: u64,
+    /// Run-queue wait, ns, where schedstat is kept.
+    wait_ns: Option<u64>,
     at: Instant,
 }
 
-/// Whether the thread was inside the same poll at both checks and got
-/// less than [`STARVED_CPU_SHARE`] of the time between them.
+/// Whether the thread was starved between two checks: it waited on a run
+/// queue for at least [`STARVED_WAIT_SHARE`] of the time between them, or,
+/// where either check has no schedstat, it was inside the same poll at
+/// both and got less than [`STARVED_CPU_SHARE`] of that time.
 fn starved(prev: Seen, now: Seen) -> bool {
-    let same_poll = prev.begun == now.begun && prev.ended == now.ended && now.begun != now.ended;
     let wall = now.at.saturating_duration_since(prev.at).as_nanos() as f64;
+    if wall <= 0.0 {
+        return false;
+    }
+    if let (Some(a), Some(b)) = (prev.wait_ns, now.wait_ns) {
+        return b.saturating_sub(a) as f64 >= STARVED_WAIT_SHARE * wall;
+    }
+    let same_poll = prev.begun == now.begun && prev.ended == now.ended && now.begun != now.ended;
     let cpu = now.cpu_ns.saturating_sub(prev.cpu_ns) as f64;
-    same_poll && wall > 0.0 && cpu < STARVED_CPU_SHARE * wall
+    same_poll && cpu < STARVED_CPU_SHARE * wall
 }
 
 /// The CPUs the guard judges against.
@@ -277,6 +322,7 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
                 begun: slot.begun.load(Ordering::Relaxed),
                 ended: slot.ended.load(Ordering::Relaxed),
                 cpu_ns,
+                wait_ns: slot.wait_ns(),
                 at,
             };
             if let Some(p) = *prev {
@@ -319,8 +365,58 @@ mod tests {
             begun,
             ended,
             cpu_ns: cpu_ms * 1_000_000,
+            wait_ns: None,
             at,
         }
+    }
+
+    /// A check with schedstat: `wait_ms` of run-queue wait so far.
+    fn waited(wait_ms: u64, at: Instant) -> Seen {
+        Seen {
+            begun: 0,
+            ended: 0,
+            cpu_ns: 0,
+            wait_ns: Some(wait_ms * 1_000_000),
+            at,
+        }
+    }
+
+    #[test]
+    fn with_schedstat_starvation_is_run_queue_wait_over_its_share() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        // 3 ms waiting in 10 ms: at the share, starved.
+        assert!(starved(waited(7, t0), waited(10, t1)));
+        // Half a core left by an idle-class busy loop (the CPU-share rule's
+        // blind spot): starved.
+        assert!(starved(waited(0, t0), waited(5, t1)));
+        // Just under the share: not starved, wherever its polls stand.
+        assert!(!starved(waited(0, t0), waited(2, t1)));
+        // Parked (no wait grows): not starved.
+        assert!(!starved(waited(40, t0), waited(40, t1)));
+        // A counter that went back (a reused thread id) is no wait.
+        assert!(!starved(waited(40, t0), waited(1, t1)));
+        // No time between the checks: nothing to judge.
+        assert!(!starved(waited(0, t0), waited(9, t0)));
+        // One check without schedstat: the CPU-share rule judges the pair.
+        let mut a = seen(5, 4, 0, t0);
+        a.wait_ns = Some(0);
+        assert!(starved(a, seen(5, 4, 1, t1)));
+        assert!(!starved(a, seen(5, 5, 1, t1)));
+    }
+
+    #[test]
+    fn a_schedstat_line_gives_its_wait_and_anything_else_none() {
+        assert_eq!(
+            run_queue_wait_ns("190219543 15305845 311\n"),
+            Some(15_305_845)
+        );
+        assert_eq!(run_queue_wait_ns("0 0 1"), Some(0));
+        assert_eq!(run_queue_wait_ns(""), None);
+        assert_eq!(run_queue_wait_ns("1 2"), None);
+        assert_eq!(run_queue_wait_ns("1 2 3 4"), None);
+        assert_eq!(run_queue_wait_ns("1 x 3"), None);
+        assert_eq!(run_queue_wait_ns("1 -2 3"), None);
     }
 
     #[test]

@@ -161,6 +161,9 @@ fn block_args(replay: &ReplayArgs, corpus: &std::path::Path, cycles: Option<u32>
     }
     if replay.contend > 0 {
         flag("--contend", replay.contend.to_string());
+        if replay.contend_class != crate::lab::contend::ContendClass::Normal {
+            flag("--contend-class", replay.contend_class.as_str().to_string());
+        }
     }
     a.push("--quiet".into());
     a.extend(["--corpus".into(), corpus.as_os_str().to_owned()]);
@@ -373,6 +376,18 @@ fn judge_gate(
 }
 
 /// `fleet-lab compare`.
+/// The banner's words on `--contend` (empty without it).
+fn contention_note(replay: &crate::cmd::run::ReplayArgs) -> String {
+    if replay.contend == 0 {
+        return String::new();
+    }
+    format!(
+        ", {} busy threads ({} class) in a separate process",
+        replay.contend,
+        replay.contend_class.as_str()
+    )
+}
+
 pub fn run(args: CompareArgs) -> Result<()> {
     args.replay.validate()?;
     let budget = gate_budget(&args)?;
@@ -402,11 +417,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
             .cycles
             .map_or(corpus.cycles.len(), |c| (c as usize).min(corpus.cycles.len())),
         args.replay.cotenant.as_str(),
-        if args.replay.contend > 0 {
-            format!(", {} busy threads in a separate process", args.replay.contend)
-        } else {
-            String::new()
-        }
+        contention_note(&args.replay)
     );
     let mut paired = match &args.reference {
         Some(r) => Some(start_pairs(&args, r, &path, budget.as_ref())?),

@@ -69,6 +69,10 @@ pub struct ReplayArgs {
     /// noisy neighbour on the host; 0 for none, at most 256).
     #[arg(long, value_name = "THREADS", default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(u32).range(0..=lab::contend::MAX_CONTEND_THREADS as i64))]
     pub contend: u32,
+    /// The --contend threads' scheduling class: normal (nice 0), nice19
+    /// (a background batch job) or idle (SCHED_IDLE).
+    #[arg(long, value_enum, default_value = "normal")]
+    pub contend_class: lab::contend::ContendClass,
     /// Whether a serial fleet lends its reserved cores at the idle class
     /// where the quota cannot throttle the process (decision 0009): auto
     /// (lend there) or off (keep them reserved).
@@ -203,6 +207,7 @@ impl ReplayArgs {
         spec.progress = !self.quiet;
         spec.cotenant = self.cotenant;
         spec.contend = self.contend;
+        spec.contend_class = self.contend_class;
         spec.lend_reserve = self.lend_reserve;
         spec.interval_us = self.interval_us();
         Ok(spec)

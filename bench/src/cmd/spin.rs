@@ -3,7 +3,7 @@
 //! with `--wake-us`, keep them waking at a low duty (the process
 //! `compare --host-awake` starts).
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use clap::Args;
 
 use crate::lab::contend::MAX_CONTEND_THREADS;
@@ -19,10 +19,16 @@ pub struct SpinArgs {
     /// states at a duty of a few percent.
     #[arg(long, value_name = "US", allow_hyphen_values = true, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub wake_us: Option<u64>,
+    /// The threads' scheduling class: normal, nice19 or idle.
+    #[arg(long, value_enum, default_value = "normal")]
+    pub class: crate::lab::contend::ContendClass,
 }
 
 /// `fleet-lab spin`.
 pub fn run(args: SpinArgs) -> Result<()> {
+    args.class
+        .apply()
+        .with_context(|| format!("spin: could not enter the {} class", args.class.as_str()))?;
     match args.wake_us {
         Some(us) => crate::lab::contend::wake(args.threads, std::time::Duration::from_micros(us))?,
         None => crate::lab::contend::spin(args.threads)?,

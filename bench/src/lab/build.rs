@@ -76,6 +76,8 @@ pub(crate) struct Measured<'a> {
     pub cotenant: crate::lab::cotenant::CoTenantFigures,
     /// Busy threads of the contention process (0: none).
     pub contend: u32,
+    /// Their scheduling class.
+    pub contend_class: crate::lab::contend::ContendClass,
     /// Mean time from a sim's I/O deadline to its wake-up, µs.
     pub sim_io_mean_late_us: Option<f64>,
     /// Time between cycle arrivals at scale 1, µs.
@@ -197,6 +199,7 @@ pub(crate) fn build_report(
         peak_start_late_ms: replay.peak_start_late_ms,
         arrival_interval_ms: m.interval_us as f64 * m.scale / 1e3,
         contend_threads: m.contend,
+        contend_class: (m.contend > 0).then_some(m.contend_class),
         sim_io_mean_late_us: m.sim_io_mean_late_us,
     };
     let logs = logs_of(live, recorders, m_wall, end);

@@ -16,17 +16,80 @@ use std::sync::Arc;
 /// The largest `--contend` the lab accepts.
 pub const MAX_CONTEND_THREADS: u32 = 256;
 
+/// The scheduling class of the contention process's busy threads
+/// (`--contend-class`): how much a neighbour's busy loop outweighs the
+/// fleet's lent cycle threads, which run at the idle class (decision 0009).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum ContendClass {
+    /// `SCHED_OTHER` at nice 0: a neighbour as important as the lab.
+    #[default]
+    Normal,
+    /// `SCHED_OTHER` at nice 19: a background batch job (a compile, a log
+    /// shipper); its weight, 15, is still five times the idle class's 3.
+    Nice19,
+    /// `SCHED_IDLE`: a neighbour that takes only what nothing else wants.
+    Idle,
+}
+
+impl ContendClass {
+    /// The name on the command line and in reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContendClass::Normal => "normal",
+            ContendClass::Nice19 => "nice19",
+            ContendClass::Idle => "idle",
+        }
+    }
+
+    /// Puts the calling thread (and the threads it starts after) in this
+    /// class. Errors: the kernel refused.
+    pub fn apply(self) -> std::io::Result<()> {
+        // SAFETY: plain system calls on the calling thread with valid
+        // arguments.
+        let ok = match self {
+            ContendClass::Normal => true,
+            ContendClass::Nice19 => unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) == 0 },
+            ContendClass::Idle => {
+                let param = libc::sched_param { sched_priority: 0 };
+                unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) == 0 }
+            }
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+}
+
 /// A running contention process; stopped (killed and reaped) on drop.
 pub struct Contention {
     child: Option<Child>,
 }
 
 impl Contention {
-    /// Starts `exe spin --threads n` (`exe`: a `fleet-lab` binary). Errors:
-    /// the OS could not start it.
-    pub fn start(exe: &Path, n: u32) -> std::io::Result<Self> {
+    /// Starts `exe spin --threads n --class class` (`exe`: a `fleet-lab`
+    /// binary). Errors: the OS could not start it.
+    pub fn start(exe: &Path, n: u32, class: ContendClass) -> std::io::Result<Self> {
         let child = Command::new(exe)
-            .args(["spin", "--threads", &n.to_string()])
+            .args([
+                "spin",
+                "--threads",
+                &n.to_string(),
+                "--class",
+                class.as_str(),
+            ])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

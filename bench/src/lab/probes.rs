@@ -58,7 +58,7 @@ impl Probes {
             0 => None,
             n => Some(
                 std::env::current_exe()
-                    .and_then(|exe| Contention::start(&exe, n))
+                    .and_then(|exe| Contention::start(&exe, n, spec.contend_class))
                     .map_err(|source| LabError::Harness {
                         what: "contention process (fleet-lab spin)",
                         source,

@@ -267,6 +267,7 @@ fn finish(
         cotenant_mode: spec.cotenant,
         cotenant: probed.cotenant,
         contend: spec.contend,
+        contend_class: spec.contend_class,
         sim_io_mean_late_us: probed.sim_io_mean_late_us,
         interval_us: spec.interval_us.unwrap_or(corpus.header.cycle_interval_us),
     };

@@ -107,6 +107,8 @@ pub struct RunSpec {
     /// Busy threads in a separate process for the run (0: none;
     /// [`crate::lab::contend`]).
     pub contend: u32,
+    /// The contention threads' scheduling class.
+    pub contend_class: crate::lab::contend::ContendClass,
     /// Time between cycle arrivals at scale 1, µs (`None`: the corpus's).
     pub interval_us: Option<u64>,
     /// Let a serial fleet lend its reserved cores at the idle class where
@@ -148,6 +150,7 @@ impl RunSpec {
             release_heap: true,
             cotenant: crate::lab::CoTenantMode::On,
             contend: 0,
+            contend_class: Default::default(),
             interval_us: None,
             lend_reserve: true,
             progress: false,

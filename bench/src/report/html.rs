@@ -204,7 +204,11 @@ fn load_rows(r: &RunReport, kv: &mut impl FnMut(&str, String)) {
             "every {:.1} ms{}; the latest cycle start was {:.1} ms late",
             r.arrival_interval_ms,
             if r.contend_threads > 0 {
-                format!(", {} busy threads in a separate process", r.contend_threads)
+                format!(
+                    ", {} busy threads ({} class) in a separate process",
+                    r.contend_threads,
+                    r.contend_class.unwrap_or_default().as_str()
+                )
             } else {
                 String::new()
             },

@@ -172,6 +172,10 @@ pub struct RunReport {
     /// (`--contend`); 0 for none.
     #[serde(default)]
     pub contend_threads: u32,
+    /// Their scheduling class (`--contend-class`); `null` without
+    /// contention and in older reports.
+    #[serde(default)]
+    pub contend_class: Option<crate::lab::contend::ContendClass>,
     /// Mean time between a sim's I/O deadline and the shared timer waking
     /// it, µs (the I/O resolution every contender got); `null` when no sim
     /// waited, and in older reports.

@@ -397,6 +397,7 @@ pub fn sample_run_with_logs(
         peak_start_late_ms: 0.0,
         arrival_interval_ms: period_ms,
         contend_threads: 0,
+        contend_class: None,
         sim_io_mean_late_us: Some(12.0),
     };
     (report, logs)
