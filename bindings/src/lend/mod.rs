@@ -24,16 +24,19 @@
 //!   class's 3) left a lent cycle thread a sixth of a core and the guard
 //!   took 0.65 s to see it, an idle-class one half a core and the guard
 //!   never saw it, while the cycle's makespan grew 37× and 5×;
-//! - and the starvation is one the fleet is owed a remedy for: another
-//!   process ran (the whole process used less than its CPUs less
-//!   [`OWN_WORK_SLACK_CPUS`] since the last check), or the host's own
-//!   threads (the process less the cycle threads) used more than the
+//! - and the starvation is one the fleet is owed a remedy for: other
+//!   processes used at least [`OWN_WORK_SLACK_CPUS`] of the fleet's CPUs
+//!   over the last 100 ms ([`others`]: a lower bound from `/proc/stat`'s
+//!   busy time less the process's own; where it cannot be read, the whole process used less
+//!   than its CPUs less that slack since the last check), or the host's
+//!   own threads (the process less the cycle threads) used more than the
 //!   reserve plus that slack. A host within its reserve that keeps the
 //!   lent core busy is what lending yields to: no promotion;
 //! - then every cycle thread goes back to the normal class for a hold
 //!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
-//!   returns within a hold of the last demotion), then to the idle class
-//!   again.
+//!   returns within a hold of the last demotion), and past it for as long
+//!   as other processes still use that slack of the fleet's CPUs, then to
+//!   the idle class again.
 //!
 //! A unit that blocks in a system call inside its poll also reads as
 //! starved; the guard then promotes for nothing but a hold (counted).
@@ -42,6 +45,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+mod others;
 
 /// The guard thread's name.
 pub(crate) const GUARD_THREAD_NAME: &str = "work-fleet-lend-guard";
@@ -260,20 +265,46 @@ struct Shares {
     reserve: f64,
 }
 
+/// What the guard knows of other processes' CPU on the fleet's CPUs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Neighbours {
+    /// Cores they used over the trailing window ([`others`]).
+    Measured(f64),
+    /// The guard's first check: not known, so not blamed.
+    Filling,
+    /// `/proc/stat` cannot be read: judged by the process's own CPU alone.
+    Unknown,
+}
+
 /// Whether starvation between two checks `wall_ns` apart is owed a remedy:
-/// the process used fewer than `cpus − slack` cores (another process ran),
-/// or its threads other than the cycle threads used more than `reserve +
-/// slack` (the host's own work went past its reserve into the fleet's
-/// cores). CPU figures are the deltas over the same time, ns.
-fn owed(process_ns: u64, cycle_ns: u64, wall_ns: u64, s: Shares) -> bool {
+/// other processes used at least `slack` cores of the fleet's CPUs over the
+/// trailing window (where `/proc/stat` cannot be read: the process used
+/// fewer than `cpus − slack` cores, which also holds when the fleet merely
+/// had less work), or its threads other than the cycle threads used more
+/// than `reserve + slack` (the host's own work went past its reserve into
+/// the fleet's cores). CPU figures are the deltas over the same time, ns.
+fn owed(process_ns: u64, cycle_ns: u64, wall_ns: u64, n: Neighbours, s: Shares) -> bool {
     if wall_ns == 0 {
         return false;
     }
     let wall = wall_ns as f64;
     let process = process_ns as f64;
     let host = process_ns.saturating_sub(cycle_ns) as f64;
-    process < (s.cpus - OWN_WORK_SLACK_CPUS) * wall
-        || host > (s.reserve + OWN_WORK_SLACK_CPUS) * wall
+    let others = match n {
+        Neighbours::Measured(cores) => cores >= OWN_WORK_SLACK_CPUS,
+        Neighbours::Filling => false,
+        Neighbours::Unknown => process < (s.cpus - OWN_WORK_SLACK_CPUS) * wall,
+    };
+    others || host > (s.reserve + OWN_WORK_SLACK_CPUS) * wall
+}
+
+/// Whether a promotion `held` long with hold `hold` ends now: the hold has
+/// passed and other processes no longer use [`OWN_WORK_SLACK_CPUS`] of the
+/// fleet's CPUs (while they do, lending again would only starve the cycle
+/// threads once more until the guard saw it: a stall of a check or two at
+/// every hold's end). Where their CPU is not measured, the hold alone.
+fn hold_over(held: Duration, hold: Duration, n: Neighbours) -> bool {
+    held >= hold && !matches!(n, Neighbours::Measured(c) if c >= OWN_WORK_SLACK_CPUS)
 }
 
 /// The process's CPU time, ns (all its threads).
@@ -304,10 +335,18 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
     let mut promoted_at: Option<Instant> = None;
     let mut demoted_at: Option<Instant> = None;
     let mut hold = FIRST_HOLD;
+    let mask = others::allowed_cpus();
+    let mut window = others::Others::new(others::ticks_per_s(), mask.len());
     while !stop.load(Ordering::Acquire) {
         std::thread::park_timeout(GUARD_PERIOD);
         let at = Instant::now();
         let now_cpu = process_cpu_ns();
+        let neighbours = match others::read_busy_ticks(&mask) {
+            Some(ticks) => window
+                .record(at, ticks, now_cpu)
+                .map_or(Neighbours::Filling, Neighbours::Measured),
+            None => Neighbours::Unknown,
+        };
         let process_ns = now_cpu.saturating_sub(process.0);
         let wall_ns = at.saturating_duration_since(process.1).as_nanos() as u64;
         process = (now_cpu, at);
@@ -331,7 +370,7 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
             }
             *prev = Some(now);
         }
-        let external = owed(process_ns, cycle_ns, wall_ns, shares);
+        let external = owed(process_ns, cycle_ns, wall_ns, neighbours, shares);
         match promoted_at {
             None if any_starved && external => {
                 hold = next_hold(hold, demoted_at, at);
@@ -345,7 +384,7 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
                     "lent cycle threads starved by other processes: back at the normal class for the hold"
                 );
             }
-            Some(p) if at.saturating_duration_since(p) >= hold => {
+            Some(p) if hold_over(at.saturating_duration_since(p), hold, neighbours) => {
                 set_all(slots, true);
                 promoted_at = None;
                 demoted_at = Some(at);
@@ -357,119 +396,4 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn seen(begun: u64, ended: u64, cpu_ms: u64, at: Instant) -> Seen {
-        Seen {
-            begun,
-            ended,
-            cpu_ns: cpu_ms * 1_000_000,
-            wait_ns: None,
-            at,
-        }
-    }
-
-    /// A check with schedstat: `wait_ms` of run-queue wait so far.
-    fn waited(wait_ms: u64, at: Instant) -> Seen {
-        Seen {
-            begun: 0,
-            ended: 0,
-            cpu_ns: 0,
-            wait_ns: Some(wait_ms * 1_000_000),
-            at,
-        }
-    }
-
-    #[test]
-    fn with_schedstat_starvation_is_run_queue_wait_over_its_share() {
-        let t0 = Instant::now();
-        let t1 = t0 + Duration::from_millis(10);
-        // 3 ms waiting in 10 ms: at the share, starved.
-        assert!(starved(waited(7, t0), waited(10, t1)));
-        // Half a core left by an idle-class busy loop (the CPU-share rule's
-        // blind spot): starved.
-        assert!(starved(waited(0, t0), waited(5, t1)));
-        // Just under the share: not starved, wherever its polls stand.
-        assert!(!starved(waited(0, t0), waited(2, t1)));
-        // Parked (no wait grows): not starved.
-        assert!(!starved(waited(40, t0), waited(40, t1)));
-        // A counter that went back (a reused thread id) is no wait.
-        assert!(!starved(waited(40, t0), waited(1, t1)));
-        // No time between the checks: nothing to judge.
-        assert!(!starved(waited(0, t0), waited(9, t0)));
-        // One check without schedstat: the CPU-share rule judges the pair.
-        let mut a = seen(5, 4, 0, t0);
-        a.wait_ns = Some(0);
-        assert!(starved(a, seen(5, 4, 1, t1)));
-        assert!(!starved(a, seen(5, 5, 1, t1)));
-    }
-
-    #[test]
-    fn a_schedstat_line_gives_its_wait_and_anything_else_none() {
-        assert_eq!(
-            run_queue_wait_ns("190219543 15305845 311\n"),
-            Some(15_305_845)
-        );
-        assert_eq!(run_queue_wait_ns("0 0 1"), Some(0));
-        assert_eq!(run_queue_wait_ns(""), None);
-        assert_eq!(run_queue_wait_ns("1 2"), None);
-        assert_eq!(run_queue_wait_ns("1 2 3 4"), None);
-        assert_eq!(run_queue_wait_ns("1 x 3"), None);
-        assert_eq!(run_queue_wait_ns("1 -2 3"), None);
-    }
-
-    #[test]
-    fn starvation_is_one_poll_spanning_two_checks_with_little_cpu() {
-        let t0 = Instant::now();
-        let t1 = t0 + Duration::from_millis(10);
-        // Inside the same poll, 1 ms of CPU in 10 ms: starved.
-        assert!(starved(seen(5, 4, 0, t0), seen(5, 4, 1, t1)));
-        // Exactly the share is not below it.
-        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 2, t1)));
-        // Running flat out inside one long poll: not starved.
-        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 10, t1)));
-        // Idle between polls (waiting for work or for I/O): not starved.
-        assert!(!starved(seen(5, 5, 0, t0), seen(5, 5, 0, t1)));
-        // A different poll at the second check: progress was made.
-        assert!(!starved(seen(5, 4, 0, t0), seen(7, 6, 0, t1)));
-        assert!(!starved(seen(5, 4, 0, t0), seen(6, 5, 0, t1)));
-        // No time between the checks: nothing to judge.
-        assert!(!starved(seen(5, 4, 0, t0), seen(5, 4, 0, t0)));
-    }
-
-    #[test]
-    fn starvation_is_owed_a_remedy_when_another_process_or_an_overrun_host_caused_it() {
-        let ms = 1_000_000;
-        let two = Shares {
-            cpus: 2.0,
-            reserve: 1.0,
-        };
-        // 10 ms on 2 CPUs, (process, cycle threads) CPU in ms.
-        // The host used its reserve core, the fleet the other: lending
-        // yielding to the host, not owed.
-        assert!(!owed(20 * ms, 10 * ms, 10 * ms, two));
-        // The host at reserve + slack exactly: not owed.
-        assert!(!owed(20 * ms, 5 * ms, 10 * ms, two));
-        // The host's own threads took both cores: owed (the fleet keeps C).
-        assert!(owed(20 * ms, 2 * ms, 10 * ms, two));
-        // The process used one core: another process had the other.
-        assert!(owed(10 * ms, 5 * ms, 10 * ms, two));
-        assert!(owed(0, 0, 10 * ms, two));
-        // At the slack's edge (1.5 cores used, 1 of them the fleet's).
-        assert!(!owed(15 * ms, 10 * ms, 10 * ms, two));
-        // No time between the checks: nothing to judge.
-        assert!(!owed(0, 0, 0, two));
-    }
-
-    #[test]
-    fn the_hold_doubles_while_starvation_keeps_returning_and_resets_after_calm() {
-        let t = Instant::now();
-        assert_eq!(next_hold(FIRST_HOLD, None, t), FIRST_HOLD);
-        let back_soon = t + Duration::from_millis(20);
-        assert_eq!(next_hold(FIRST_HOLD, Some(t), back_soon), FIRST_HOLD * 2);
-        assert_eq!(next_hold(MAX_HOLD, Some(t), back_soon), MAX_HOLD);
-        let calm = t + FIRST_HOLD * 3;
-        assert_eq!(next_hold(FIRST_HOLD * 2, Some(t), calm), FIRST_HOLD);
-    }
-}
+mod tests;
