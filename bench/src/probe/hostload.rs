@@ -128,17 +128,12 @@ pub fn busy_warning(label: &str, other: f64, cpus: usize) -> Option<String> {
     })
 }
 
-/// The CPUs in this process's affinity mask.
+/// The CPUs in this process's affinity mask (empty where it cannot be
+/// read).
 pub fn affinity_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+    fleet_bindings::AffinityMask::capture()
+        .map(|m| m.cpus().to_vec())
+        .unwrap_or_default()
 }
 
 fn read(path: &'static str) -> Result<String, HostLoadError> {

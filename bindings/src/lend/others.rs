@@ -114,18 +114,9 @@ impl Others {
 /// This process's allowed CPUs (its affinity mask); empty where it cannot
 /// be read.
 pub(crate) fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: a zeroed cpu_set_t is a valid empty set, and the call writes
-    // at most its size.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid out-pointer of `size` bytes.
-    if unsafe { libc::sched_getaffinity(0, size, &mut set) } != 0 {
-        return Vec::new();
-    }
-    (0..libc::CPU_SETSIZE as usize)
-        // SAFETY: `i` is below CPU_SETSIZE.
-        .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-        .collect()
+    crate::affinity::AffinityMask::capture()
+        .map(|m| m.cpus().to_vec())
+        .unwrap_or_default()
 }
 
 /// `USER_HZ`, the unit of `/proc/stat`'s times (100 where unknown).
