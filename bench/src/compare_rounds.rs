@@ -49,6 +49,11 @@ pub struct RoundFigure {
     pub makespan_p50_ms: f64,
     /// The co-tenant probe's p99 lateness, µs.
     pub cotenant_p99_us: Option<f64>,
+    /// Times the lend guard took the cycle threads back from the idle
+    /// class in this run (decisions 0009, 0022); `null` for a run that did
+    /// not lend, and in older reports.
+    #[serde(default)]
+    pub lent_promotions: Option<u64>,
 }
 
 /// A median with its spread.
@@ -116,6 +121,7 @@ pub fn figures(rounds: &[Vec<RunReport>], order: &[Vec<String>]) -> Vec<RoundFig
                 makespan_p99_ms: run.makespan_ms.p99,
                 makespan_p50_ms: run.makespan_ms.p50,
                 cotenant_p99_us: run.cotenant_lateness_us.map(|l| l.p99),
+                lent_promotions: run.lent_reserve.map(|l| l.promotions),
             });
         }
     }
@@ -168,6 +174,7 @@ pub fn render_rounds(rounds: &[Vec<RunReport>]) -> String {
         let c = spread(&of(&run.label, &co)).map_or("-".into(), |s| format!("{s:.0}"));
         let _ = writeln!(out, "  {:<16} {:>26} {:>26}", run.label, m, c);
     }
+    let _ = write!(out, "{}", promotions_line(rounds));
     let _ = writeln!(
         out,
         "Paired per round, fleet auto ÷ each baseline, median (min–max):"
@@ -192,6 +199,27 @@ pub fn render_rounds(rounds: &[Vec<RunReport>]) -> String {
         );
     }
     out
+}
+
+/// The lend guard's promotions of fleet auto in each round, one line, or
+/// nothing when no round's fleet auto lent its reserve.
+fn promotions_line(rounds: &[Vec<RunReport>]) -> String {
+    let per_round: Vec<String> = rounds
+        .iter()
+        .map(|runs| {
+            runs.iter()
+                .find(|r| r.label == "fleet auto")
+                .and_then(|r| r.lent_reserve)
+                .map_or("-".into(), |l| l.promotions.to_string())
+        })
+        .collect();
+    if per_round.iter().all(|p| p == "-") {
+        return String::new();
+    }
+    format!(
+        "  fleet auto's lend guard, promotions per round (decision 0022): {}\n",
+        per_round.join(", ")
+    )
 }
 
 /// The timed standing limits (fleet ÷ the baselines) among [`OVER_ROUNDS`].

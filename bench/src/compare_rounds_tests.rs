@@ -146,6 +146,45 @@ fn the_median_round_and_the_rounds_table() {
         t.contains("÷ pile of pools") && t.contains("0.91 (0.73–1.09)"),
         "{t}"
     );
+    // No round lent its reserve: no promotions line, none in the figures.
+    assert!(!t.contains("promotions per round"), "{t}");
+    assert!(f.iter().all(|x| x.lent_promotions.is_none()));
+}
+
+#[test]
+fn each_rounds_lend_promotions_are_kept_and_shown() {
+    let mut rounds = vec![round(60.0), round(40.0), round(50.0)];
+    for (r, n) in rounds.iter_mut().zip([0u64, 3, 1]) {
+        r[0].lent_reserve = Some(fleet_bindings::LentReserve {
+            promotions: n,
+            promoted: n > 0,
+        });
+    }
+    // The third round's fleet did not lend (an unlent plan).
+    rounds[2][0].lent_reserve = None;
+    let order: Vec<Vec<String>> = (0..3)
+        .map(|_| rounds[0].iter().map(|r| r.label.clone()).collect())
+        .collect();
+    let f = figures(&rounds, &order);
+    let fleet: Vec<Option<u64>> = f
+        .iter()
+        .filter(|x| x.label == "fleet auto")
+        .map(|x| x.lent_promotions)
+        .collect();
+    assert_eq!(fleet, [Some(0), Some(3), None]);
+    assert!(f
+        .iter()
+        .filter(|x| x.label != "fleet auto")
+        .all(|x| x.lent_promotions.is_none()));
+    let t = render_rounds(&rounds);
+    assert!(
+        t.contains("promotions per round (decision 0022): 0, 3, -"),
+        "{t}"
+    );
+    // An older compare.json without the key still reads.
+    let old = r#"{"round":1,"position":1,"label":"fleet auto","makespan_p99_ms":1.0,"makespan_p50_ms":1.0,"cotenant_p99_us":null}"#;
+    let back: RoundFigure = serde_json::from_str(old).unwrap();
+    assert_eq!(back.lent_promotions, None);
 }
 
 #[test]

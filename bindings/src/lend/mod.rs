@@ -27,8 +27,9 @@
 //! - and the starvation is one the fleet is owed a remedy for: other
 //!   processes used at least [`OWN_WORK_SLACK_CPUS`] of the fleet's CPUs
 //!   over the last 100 ms ([`others`]: a lower bound from `/proc/stat`'s
-//!   busy time less the process's own; where it cannot be read, the whole process used less
-//!   than its CPUs less that slack since the last check), or the host's
+//!   busy time less the process's own; where it cannot be read, the whole
+//!   process used less than its CPUs less that slack since the last
+//!   check), or the host's
 //!   own threads (the process less the cycle threads) used more than the
 //!   reserve plus that slack. A host within its reserve that keeps the
 //!   lent core busy is what lending yields to: no promotion;
@@ -38,8 +39,10 @@
 //!   as other processes still use that slack of the fleet's CPUs, then to
 //!   the idle class again.
 //!
-//! A unit that blocks in a system call inside its poll also reads as
-//! starved; the guard then promotes for nothing but a hold (counted).
+//! Under the older rule, a unit that blocks in a system call inside its
+//! poll also reads as starved, and the guard then promotes for nothing but
+//! a hold (counted). A blocked thread is not on a run queue, so the
+//! schedstat rule does not mistake it (decision 0022).
 
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
