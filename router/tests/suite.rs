@@ -20,5 +20,6 @@ mod retention;
 #[path = "core.rs"]
 mod router_core;
 mod snapshots;
+mod stop_signal;
 mod store_suite;
 mod tick;

@@ -283,11 +283,22 @@ impl Routerd {
         )
     }
 
-    /// Stops with SIGINT (graceful: a final snapshot) and waits.
+    /// Stops with SIGINT (graceful: a final snapshot) and waits, at most
+    /// a minute (a liveness bound, far above the milliseconds a stop
+    /// takes): a routerd that outlives it is killed and the test fails
+    /// saying so, instead of hanging until the runner's timeout.
     pub fn stop(mut self) {
         if let Some(c) = self.child.as_mut() {
             unsafe_kill(c.id(), "INT");
-            let _ = c.wait();
+            let until = std::time::Instant::now() + Duration::from_secs(60);
+            while c.try_wait().expect("waiting for routerd").is_none() {
+                if std::time::Instant::now() > until {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                    panic!("routerd (pid {}) still ran 60 s after SIGINT", c.id());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
         }
     }
 

@@ -24,9 +24,11 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod facts;
 mod replica;
+mod stop;
 mod store;
 
 use facts::{facts, FactsOp};
+use stop::StopSignal;
 use store::open_store;
 
 #[derive(Parser, Debug)]
@@ -192,22 +194,6 @@ struct ServeArgs {
     /// it (plus `--store-timeout-s` when it died inside a write).
     #[arg(long, default_value_t = 6.0, requires = "replica_id")]
     lead_ttl_s: f64,
-}
-
-/// Resolves on SIGINT or SIGTERM.
-pub(crate) async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// Parses `CAPACITY,PER_S`: a capacity ≥ 1 and a refill > 0, both finite.
@@ -445,6 +431,8 @@ async fn run_server(
         .with_context(|| format!("binding {}", args.listen))?;
     let local = listener.local_addr()?;
     let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
+    // Before the line: a stop signal sent after it is never lost.
+    let stop = StopSignal::install()?;
     // The line tests and scripts wait for.
     println!("routerd listening on http://{local}");
     tracing::info!("listening on http://{local}");
@@ -473,7 +461,7 @@ async fn run_server(
         app(shell).into_make_service_with_connect_info::<Peer>(),
     )
     .with_graceful_shutdown(async move {
-        stop_signal().await;
+        stop.recv().await;
         tracing::info!("stopping: draining open requests");
         // Held long polls answer now instead of holding the stop.
         closer.begin_close();

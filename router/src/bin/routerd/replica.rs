@@ -16,7 +16,7 @@ use router::store::PgStore;
 use router::Router;
 
 use crate::store::{is_postgres, pg_options};
-use crate::{router_config, stop_signal, ServeArgs};
+use crate::{router_config, ServeArgs, StopSignal};
 
 /// The checks replica mode adds to the serve flags: a PostgreSQL store,
 /// the wall clock, and the operator key and registration token given (all
@@ -113,13 +113,15 @@ pub(crate) fn serve_replica(
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let campaigns = tokio::spawn(replica.clone().campaign_loop(campaign.clone(), open, stop_rx));
         let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
+        // Before the line: a stop signal sent after it is never lost.
+        let stop = StopSignal::install()?;
         println!("routerd listening on http://{local}");
         tracing::info!(replica = %name, holder = replica.holder(), "replica listening on http://{local}");
         let stopping = Arc::new(tokio::sync::Notify::new());
         let stopped = stopping.clone();
         let server = axum::serve(listener, front(replica.clone()).into_make_service_with_connect_info::<Peer>())
             .with_graceful_shutdown(async move {
-                stop_signal().await;
+                stop.recv().await;
                 tracing::info!("stopping: draining open requests");
                 stopped.notify_one();
             });
