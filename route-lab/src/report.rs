@@ -113,6 +113,17 @@ pub struct TrustHistogram {
     pub liars: Vec<u64>,
 }
 
+/// Regret against the oracle, in its two parts (docs/routing-lab.md,
+/// "Figures"): failure probability and cloud cost beyond the best
+/// archetype online, summed over attempts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct RegretParts {
+    /// Σ (failure probability of the device's archetype − the best's).
+    pub failures: f64,
+    /// Σ (cloud cost of the device's archetype − the best's).
+    pub cost: f64,
+}
+
 /// Budget usage against the caps.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
@@ -277,6 +288,11 @@ pub struct ContenderReport {
     /// in no regret (docs/routing-lab.md, "Figures").
     #[serde(default)]
     pub attempts_by_kind: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Regret's two parts by the item's work kind (the keys of
+    /// `attempts_by_kind` but `verification`): where `regret_failures` and
+    /// `regret_cost` come from.
+    #[serde(default)]
+    pub regret_by_kind: BTreeMap<String, RegretParts>,
     /// Wall-clock figures.
     pub timing: Timing,
 }

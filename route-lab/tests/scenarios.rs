@@ -44,6 +44,45 @@ fn same_seed_same_figures() {
 }
 
 #[test]
+fn regret_by_work_kind_adds_up_to_the_regret() {
+    let r = run(
+        &spec(Scenario::Steady, 24, 0.5),
+        &[Contender::Router, Contender::Greedy],
+    );
+    for c in &r.contenders {
+        let kinds: Vec<&String> = c.regret_by_kind.keys().collect();
+        // Every kind attempted but verification has its parts, and no other.
+        let attempted: Vec<&String> = c
+            .attempts_by_kind
+            .keys()
+            .filter(|k| k.as_str() != "verification")
+            .collect();
+        assert_eq!(kinds, attempted, "{}", c.name);
+        assert!(kinds.iter().any(|k| k.as_str() == "first_observation"));
+        let failures: f64 = c.regret_by_kind.values().map(|p| p.failures).sum();
+        let cost: f64 = c.regret_by_kind.values().map(|p| p.cost).sum();
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()));
+        assert!(
+            close(failures, c.regret_failures),
+            "{}: {failures} against {}",
+            c.name,
+            c.regret_failures
+        );
+        assert!(
+            close(cost, c.regret_cost),
+            "{}: {cost} against {}",
+            c.name,
+            c.regret_cost
+        );
+        assert!(
+            c.regret_failures != 0.0,
+            "{}: some choice was not the oracle's",
+            c.name
+        );
+    }
+}
+
+#[test]
 fn the_router_never_outruns_a_host_in_any_scenario() {
     for scenario in Scenario::ALL {
         let r = run(&spec(scenario, 20, 0.25), &[Contender::Router]);

@@ -32,8 +32,9 @@ impl Driver<'_> {
                 .sum::<f64>()
     }
 
-    /// Regret of the routed choice against the oracle among the archetypes online now.
-    pub(super) fn regret(&mut self, d: usize, k: usize, t: f64) {
+    /// Regret of the routed choice against the oracle among the archetypes
+    /// online now, for an item of work kind `kind`.
+    pub(super) fn regret(&mut self, d: usize, k: usize, t: f64, kind: &str) {
         let w = self.world;
         let s = w.targets[k].source;
         let a = w.devices[d].archetype;
@@ -50,6 +51,9 @@ impl Driver<'_> {
         }
         self.acc.regret_failures += fa - best.1;
         self.acc.regret_cost += ca - best.2;
+        let parts = self.acc.regret_by_kind.entry(kind.to_string()).or_default();
+        parts.failures += fa - best.1;
+        parts.cost += ca - best.2;
         if let Some((rs, ra, from)) = w.regime {
             if rs == s && ra == a {
                 if t >= from {
@@ -249,6 +253,7 @@ impl Driver<'_> {
             series: std::mem::take(&mut self.acc.series),
             events: self.port.event_counts(),
             attempts_by_kind: std::mem::take(&mut self.acc.by_kind),
+            regret_by_kind: std::mem::take(&mut self.acc.regret_by_kind),
             timing,
         };
         match self.port.broken() {

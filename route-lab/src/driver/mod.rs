@@ -16,7 +16,7 @@ use routing::participant::{Participant, Verdict};
 
 use super::baseline::Contender;
 use super::report::{
-    Budget, ContenderReport, DriftMark, EventFigures, Sample, Timing, WorkPerDecision,
+    Budget, ContenderReport, DriftMark, EventFigures, RegretParts, Sample, Timing, WorkPerDecision,
 };
 use super::store::LabStore;
 use super::world::{World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST};
@@ -91,6 +91,8 @@ struct Acc {
     lease_us: Vec<u32>,
     /// Attempts started by work kind and archetype.
     by_kind: BTreeMap<String, BTreeMap<String, u64>>,
+    /// Regret's parts by work kind.
+    regret_by_kind: BTreeMap<String, RegretParts>,
 }
 
 /// One contender's run over one world.
@@ -378,7 +380,7 @@ impl<'w> Driver<'w> {
                 self.acc.drought_busy_s += attempt.latency_s;
             }
             if item.kind != "verification" {
-                self.regret(d, k, t);
+                self.regret(d, k, t, &item.kind);
             }
             let st = &mut self.devs[d];
             st.busy_until = done;
