@@ -39,6 +39,7 @@ pub mod rng;
 pub mod scenario;
 pub mod seeds;
 pub mod service;
+pub mod source;
 pub mod stats;
 pub mod store;
 pub mod world;

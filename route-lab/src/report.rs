@@ -87,6 +87,9 @@ pub struct Sample {
     pub online: BTreeMap<String, usize>,
     /// Busy share of online device time since the previous sample.
     pub busy_share: f64,
+    /// Politeness violations so far (grants over a host's true limit).
+    #[serde(default)]
+    pub violations: u64,
 }
 
 /// A drift detection.

@@ -19,6 +19,8 @@ use super::plan::{archetype_index, PlanError, WorldPlan};
 use super::population::{build_devices, PopulationInput};
 use super::rng::{coin, coin_normal, mix64, Stream};
 use super::scenario::SimSpec;
+use super::source::{apply_sets, source_truth};
+pub use super::source::{SourceTruth, TargetTruth};
 use super::SimError;
 
 pub use super::archetype::DeviceSpec;
@@ -26,57 +28,6 @@ pub use super::archetype::{
     ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, ARCH_LN_LATENCY, ARCH_LOGIT, ARCH_SHARE,
     BROWSER, CAPABILITIES, CLOUD_COST, DESKTOP, PLAIN, RENDER,
 };
-
-/// Hidden truth of one source.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SourceTruth {
-    /// Source id (`src-N`).
-    pub name: String,
-    /// Host (one politeness bucket; two pairs of sources share one).
-    pub host: String,
-    /// Binding label.
-    pub binding: String,
-    /// Logit of success per archetype (before gates).
-    pub logit: [f64; 4],
-    /// Mean ln-latency per archetype, ln seconds.
-    pub ln_latency: [f64; 4],
-    /// Needs JavaScript (refuses `container_plain`).
-    pub needs_js: bool,
-    /// CORS closed (refuses `browser`).
-    pub cors_closed: bool,
-    /// An antibot family (refuses both containers).
-    pub antibot: bool,
-    /// Residential addresses preferred (containers succeed 15 % as often).
-    pub residential: bool,
-    /// How often its listings change, seconds (what the operator declares).
-    pub change_timescale_s: f64,
-    /// True politeness limit of its host: capacity (requests) and refill per second.
-    pub bucket: (f64, f64),
-    /// When the operator declares it, seconds.
-    pub arrives_s: f64,
-    /// Its targets: indexes into [`World::targets`].
-    pub targets: std::ops::Range<usize>,
-}
-
-/// One target with its true content process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TargetTruth {
-    /// Target id.
-    pub name: String,
-    /// Index of its source.
-    pub source: usize,
-    /// Seconds between content changes.
-    pub period_s: f64,
-    /// Phase of the change clock ∈ [0, 1).
-    pub phase: f64,
-}
-
-impl TargetTruth {
-    /// The content version at `t_s`.
-    pub fn version(&self, t_s: f64) -> u64 {
-        (t_s / self.period_s + self.phase).floor().max(0.0) as u64
-    }
-}
 
 /// The whole world of one run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -111,92 +62,14 @@ pub struct Attempt {
     /// Wall time, seconds.
     pub latency_s: f64,
     /// Failure class (`cors`, `js_required`, `antibot` write gates; `network`,
-    /// `http_403`, `http_5xx` are plain failures).
+    /// `http_403`, `http_429`, `http_5xx` are plain failures).
     pub error_class: Option<&'static str>,
+    /// The host's Retry-After, seconds, on a 429.
+    pub retry_after_s: Option<f64>,
 }
 
 fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
-}
-
-/// Source `s` of `n_src`, its `per_src` targets appended to `targets`:
-/// archetype reliabilities and latencies around the source's own draw,
-/// its gates, change timescale and politeness bucket. src-0 and src-1 are
-/// where browsers shine (the regime change and the adapter bug act there).
-/// A cold start brings the sources in over the run in eight waves.
-fn source_truth(
-    s: usize,
-    n_src: usize,
-    per_src: usize,
-    end: f64,
-    waves: usize,
-    rng: &mut Stream,
-    targets: &mut Vec<TargetTruth>,
-) -> SourceTruth {
-    let d = 0.8 * rng.normal();
-    let l = 0.3 * rng.normal();
-    let mut logit = [0.0; 4];
-    let mut ln_latency = [0.0; 4];
-    for a in 0..4 {
-        logit[a] = ARCH_LOGIT[a] + d + 0.6 * rng.normal();
-        ln_latency[a] = ARCH_LN_LATENCY[a] + l + 0.2 * rng.normal();
-    }
-    let (mut needs_js, mut cors_closed, antibot, residential) = (
-        rng.chance(0.35),
-        rng.chance(0.2),
-        rng.chance(0.2),
-        rng.chance(0.15),
-    );
-    if s <= 1 {
-        // src-0 and src-1 are where browsers shine (the regime change and
-        // the adapter bug act there): open to browsers, browsers best.
-        cors_closed = false;
-        needs_js = true;
-        logit[BROWSER] = logit[BROWSER].max(4.0);
-    }
-    let change_timescale_s = 3600.0 * (6.0f64.ln() + rng.uniform() * 8.0f64.ln()).exp();
-    let bucket = (
-        (3 + rng.below(6)) as f64,
-        (rng.between(0.5, 2.0) * 100.0).round() / 100.0,
-    );
-    let arrives_s = if waves > 1 {
-        (s * waves / n_src) as f64 * end / waves as f64
-    } else {
-        0.0
-    };
-    let first = targets.len();
-    for k in 0..per_src {
-        targets.push(TargetTruth {
-            name: format!("src-{s}-t{k}"),
-            source: s,
-            period_s: change_timescale_s * rng.between(0.7, 1.3),
-            phase: rng.uniform(),
-        });
-    }
-    SourceTruth {
-        name: format!("src-{s}"),
-        host: format!(
-            "host-{}.example",
-            if s == 3 {
-                2
-            } else if s == 5 {
-                4
-            } else {
-                s
-            }
-        ),
-        binding: "html-v1".into(),
-        logit,
-        ln_latency,
-        needs_js,
-        cors_closed,
-        antibot,
-        residential,
-        change_timescale_s,
-        bucket,
-        arrives_s,
-        targets: first..targets.len(),
-    }
 }
 
 /// The caps of a world with `share` (the budget-saturation world: half;
@@ -211,7 +84,7 @@ fn budget_caps(
     if let Some(share) = share {
         let hosts: BTreeMap<&str, f64> = sources
             .iter()
-            .map(|s| (s.host.as_str(), s.bucket.1))
+            .map(|s| (s.host.as_str(), s.true_bucket().1))
             .collect();
         let polite: f64 = hosts.values().sum();
         // What the fleet actually fetches: the due work and the filler use
@@ -290,6 +163,7 @@ impl World {
                 sources[dst].bucket = sources[src].bucket;
             }
         }
+        apply_sets(&plan.sources.set, &mut sources, &mut targets);
         let ev = &plan.events;
         let drought = ev
             .drought
@@ -400,10 +274,25 @@ impl World {
                 ok: true,
                 latency_s,
                 error_class: None,
+                retry_after_s: None,
             }
         } else {
             fail(latency_s * 2.0, "http_5xx")
         }
+    }
+
+    /// An attempt on `target` that its host refused with 429 (it came over
+    /// the host's true limit, and the host sends a Retry-After): a quick
+    /// failure carrying the host's Retry-After. `None` where the host
+    /// serves requests over its limit.
+    pub fn throttled(&self, target: usize) -> Option<Attempt> {
+        let src = &self.sources[self.targets[target].source];
+        src.retry_after_s.map(|r| Attempt {
+            ok: false,
+            latency_s: 0.2,
+            error_class: Some("http_429"),
+            retry_after_s: Some(r),
+        })
     }
 
     /// The honest content hash of `target` at `t_s`.
@@ -447,7 +336,7 @@ impl World {
         let hosts: BTreeMap<&str, f64> = self
             .sources
             .iter()
-            .map(|s| (s.host.as_str(), s.bucket.1))
+            .map(|s| (s.host.as_str(), s.true_bucket().1))
             .collect();
         hosts.values().sum()
     }
@@ -466,6 +355,7 @@ fn fail(latency_s: f64, class: &'static str) -> Attempt {
         ok: false,
         latency_s,
         error_class: Some(class),
+        retry_after_s: None,
     }
 }
 

@@ -34,6 +34,10 @@ pub struct Bucket {
     tokens: f64,
     t_last: Option<f64>,
     paused_until: f64,
+    /// A crawl delay is in force: one request per delay, no burst (the
+    /// bucket holds at most one token until [`Bucket::lift_crawl_delay`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    spaced: bool,
 }
 
 impl Bucket {
@@ -52,6 +56,7 @@ impl Bucket {
             tokens: capacity,
             t_last: None,
             paused_until: f64::MIN,
+            spaced: false,
         })
     }
 
@@ -82,10 +87,20 @@ impl Bucket {
         Ok(())
     }
 
+    /// The most tokens held: the capacity, or one while a crawl delay is
+    /// in force.
+    fn ceiling(&self) -> f64 {
+        if self.spaced {
+            1.0
+        } else {
+            self.capacity
+        }
+    }
+
     fn refill(&mut self, t: f64) {
         let last = self.t_last.unwrap_or(t);
         let dt = (t - last).max(0.0);
-        self.tokens = (self.tokens + self.rate * dt).min(self.capacity);
+        self.tokens = (self.tokens + self.rate * dt).min(self.ceiling());
         self.t_last = Some(last.max(t));
     }
 
@@ -112,7 +127,7 @@ impl Bucket {
             return f64::INFINITY;
         }
         let last = self.t_last.unwrap_or(t);
-        let tokens = (self.tokens + self.rate * (t - last).max(0.0)).min(self.capacity);
+        let tokens = (self.tokens + self.rate * (t - last).max(0.0)).min(self.ceiling());
         let refill = ((1.0 - tokens) / self.rate).max(0.0);
         refill.max(self.paused_until - t).max(0.0)
     }
@@ -128,7 +143,7 @@ impl Bucket {
         }
         let last = self.t_last.unwrap_or(t);
         let tokens = self.tokens + self.rate * (t - last).max(0.0);
-        tokens >= self.capacity && t >= self.paused_until
+        tokens >= self.capacity && t >= self.paused_until && !self.spaced
     }
 
     /// A `Retry-After` (or 429) reported at time `t`: no admission before
@@ -145,8 +160,12 @@ impl Bucket {
     }
 
     /// A robots crawl-delay of `seconds` (capped at [`MAX_CRAWL_DELAY_S`])
-    /// lowers the refill rate to at most one token per delay; 0 changes
-    /// nothing. Errors: [`PolitenessError::BadDuration`].
+    /// spaces requests at least that far apart: the refill rate falls to at
+    /// most one token per delay and the bucket holds at most one token (a
+    /// full bucket's burst would put several requests inside one delay;
+    /// `docs/decisions/0023-a-crawl-delay-allows-no-burst.md`), until
+    /// [`Bucket::lift_crawl_delay`]. 0 changes nothing. Errors:
+    /// [`PolitenessError::BadDuration`].
     pub fn crawl_delay(&mut self, seconds: f64) -> Result<(), PolitenessError> {
         if !(seconds.is_finite() && seconds >= 0.0) {
             return Err(PolitenessError::BadDuration(seconds));
@@ -154,7 +173,23 @@ impl Bucket {
         let d = seconds.min(MAX_CRAWL_DELAY_S);
         if d > 0.0 {
             self.rate = self.rate.min(1.0 / d);
+            self.spaced = true;
+            self.tokens = self.tokens.min(1.0);
         }
         Ok(())
+    }
+
+    /// Ends a crawl delay: the refill rate becomes `rate` (the one the delay
+    /// lowered) and the bucket may fill to its capacity again. Errors:
+    /// [`PolitenessError::BadRate`] (nothing changed).
+    pub fn lift_crawl_delay(&mut self, rate: f64) -> Result<(), PolitenessError> {
+        self.set_rate(rate)?;
+        self.spaced = false;
+        Ok(())
+    }
+
+    /// Whether a crawl delay is in force ([`Bucket::crawl_delay`]).
+    pub fn spaced(&self) -> bool {
+        self.spaced
     }
 }

@@ -40,6 +40,47 @@ fn price_sum_is_order_independent() {
 }
 
 #[test]
+fn a_crawl_delay_spaces_requests_with_no_burst_until_it_lifts() {
+    // Five tokens held, two a second: a burst of five is the bucket's right.
+    let mut b = Bucket::new(5.0, 2.0).unwrap();
+    b.crawl_delay(20.0).unwrap();
+    assert_eq!(b.rate(), 1.0 / 20.0);
+    // One request now, and never two within one delay, however long idle.
+    let admitted = |b: &mut Bucket, from: f64, to: f64| {
+        let mut at = Vec::new();
+        let mut t = from;
+        while t < to {
+            if b.admit(t).unwrap() {
+                at.push(t);
+            }
+            t += 0.5;
+        }
+        at
+    };
+    assert_eq!(admitted(&mut b, 0.0, 19.9), vec![0.0]);
+    // Polled up to 19.5 s: the next token is due at 20 s.
+    assert!((b.next_admit_s(19.5) - 0.5).abs() < 1e-9);
+    assert_eq!(admitted(&mut b, 20.0, 20.1), vec![20.0]);
+    // After 500 s idle the bucket holds one token, not five.
+    assert_eq!(admitted(&mut b, 520.0, 539.9), vec![520.0]);
+    assert!(!b.is_full_at(1e6), "a spaced bucket is not a new one");
+    // Lifted: the old rate, and the burst refills to the capacity.
+    b.lift_crawl_delay(2.0).unwrap();
+    assert!(!b.spaced());
+    assert_eq!(admitted(&mut b, 600.0, 600.1).len(), 1);
+    let burst = (0..6).filter(|_| b.admit(700.0).unwrap()).count();
+    assert_eq!(burst, 5, "five at one instant after 100 s idle");
+    assert!(matches!(
+        b.lift_crawl_delay(f64::NAN),
+        Err(PolitenessError::BadRate(_))
+    ));
+    // A delay of 0 changes nothing.
+    let mut c = Bucket::new(3.0, 1.0).unwrap();
+    c.crawl_delay(0.0).unwrap();
+    assert!(!c.spaced() && c.rate() == 1.0);
+}
+
+#[test]
 fn bucket_pause_and_crawl_delay() {
     assert!(matches!(
         Bucket::new(0.5, 1.0),
@@ -63,6 +104,7 @@ fn bucket_pause_and_crawl_delay() {
     ));
     b.crawl_delay(10_000.0).unwrap();
     assert_eq!(b.rate(), 1.0 / MAX_CRAWL_DELAY_S);
+    assert!(b.spaced());
     // A lapsed crawl delay restores the rate; the pause is read apart.
     b.set_rate(1.0).unwrap();
     assert_eq!(b.rate(), 1.0);

@@ -208,6 +208,9 @@ impl<'w> Driver<'w> {
             if let Some(b) = self.shadow.get_mut(host) {
                 if !b.admit(t) {
                     self.acc.violations += 1;
+                    if self.world.throttled(k).is_some() {
+                        self.throttled.insert(item.deposit_token.clone());
+                    }
                 }
             }
             let w = &mut self.acc.work;

@@ -211,6 +211,7 @@ impl Driver<'_> {
                 .map(|(a, n)| (n.to_string(), self.online[a]))
                 .collect(),
             busy_share,
+            violations: self.acc.violations,
         });
     }
 

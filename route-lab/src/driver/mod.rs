@@ -104,6 +104,9 @@ pub struct Driver<'w> {
     seq: u64,
     devs: Vec<DevState>,
     shadow: BTreeMap<String, Shadow>,
+    /// Deposit tokens of granted items over their host's true limit whose
+    /// host answers with 429 ([`World::throttled`]).
+    throttled: std::collections::BTreeSet<String>,
     targets: HashMap<String, usize>,
     online: [usize; 4],
     arrived: Vec<bool>,
@@ -176,6 +179,7 @@ impl<'w> Driver<'w> {
             seq: 0,
             devs,
             shadow: BTreeMap::new(),
+            throttled: Default::default(),
             targets: world
                 .targets
                 .iter()
@@ -221,10 +225,11 @@ impl<'w> Driver<'w> {
                 change_timescale_s: Some(s.change_timescale_s),
                 bucket: Some(s.bucket),
             });
+            let (capacity, rate) = s.true_bucket();
             self.shadow.entry(s.host.clone()).or_insert(Shadow {
-                capacity: s.bucket.0,
-                rate: s.bucket.1,
-                tokens: s.bucket.0,
+                capacity,
+                rate,
+                tokens: capacity,
                 last: t,
             });
             for k in s.targets.clone() {
@@ -373,7 +378,11 @@ impl<'w> Driver<'w> {
                 .or_default()
                 .entry(archetype.to_string())
                 .or_default() += 1;
-            let attempt = self.world.attempt(d, k, t, n);
+            let refused = self.throttled.remove(&item.deposit_token);
+            let attempt = match refused.then(|| self.world.throttled(k)).flatten() {
+                Some(a) => a,
+                None => self.world.attempt(d, k, t, n),
+            };
             let done = t + attempt.latency_s;
             self.acc.busy_s += attempt.latency_s;
             if self.in_drought(t) {
@@ -439,8 +448,8 @@ impl<'w> Driver<'w> {
                 .then(|| w.observed(d, run.target, t, version)),
             latency_ms: Some(run.attempt.latency_s * 1000.0),
             error_class: run.attempt.error_class.map(String::from),
-            retry_after_s: None,
-            crawl_delay_s: None,
+            retry_after_s: run.attempt.retry_after_s,
+            crawl_delay_s: w.sources[source].crawl_delay_s,
         };
         let req = DepositRequest {
             device_id: w.devices[d].id.clone(),

@@ -10,7 +10,9 @@
 //! drought, a source's regime change for one archetype, an adapter version
 //! that scrapes one source wrongly, rolled out to a share of devices at
 //! once or gradually, populations that drop out for a while, populations
-//! that register in a burst); and budget caps as a share of the fleet's
+//! that register in a burst); sources written out rather than drawn
+//! (`[[sources.set]]`: success, latency, walls, change rate, politeness,
+//! crawl delay, Retry-After); and budget caps as a share of the fleet's
 //! demand. Times are fractions of the run, written as a number or as
 //! `"a/b"` (kept exact: `"1/3"` is the end divided by 3).
 
@@ -19,8 +21,10 @@ use serde::{Deserialize, Serialize};
 use super::archetype::ARCHETYPES;
 
 mod fraction;
+mod sources;
 
 pub use fraction::Fraction;
+pub use sources::{shared_host, BucketPlan, SourceSet};
 
 /// Most sources a world may have.
 pub const MAX_SOURCES: usize = 10_000;
@@ -64,6 +68,9 @@ pub struct SourcesPlan {
     /// at the start (1..=count; default 1: all at the start).
     #[serde(default = "one")]
     pub arrival_waves: usize,
+    /// Sources written out rather than drawn (`[[sources.set]]`).
+    #[serde(default)]
+    pub set: Vec<SourceSet>,
 }
 
 fn one() -> usize {
@@ -339,6 +346,7 @@ impl WorldPlan {
                 ),
             ));
         }
+        sources::check_sets(&s.set, s.count)?;
         let liars = self.population.liar_share_of_browsers;
         if !(0.0..=1.0).contains(&liars) {
             return Err(bad(

@@ -218,7 +218,7 @@ impl Router {
             match &lapse.subject {
                 Subject::CrawlDelay(host) => {
                     if let (Some(b), Some(rate)) = (self.d.buckets.get_mut(host), lapse.restore) {
-                        let _ = b.set_rate(rate);
+                        let _ = b.lift_crawl_delay(rate);
                     }
                 }
                 Subject::Gate(source, archetype) => {
