@@ -42,7 +42,8 @@ pub struct World {
     pub devices: Vec<DeviceSpec>,
     /// `regime-change`: (source, archetype, from seconds).
     pub regime: Option<(usize, usize, f64)>,
-    /// `adapter-bug`: (source, from seconds).
+    /// `adapter-bug`: (source, from seconds); a correct rollout
+    /// (`events.adapter_rollout`): (0, from seconds) with `bug_fixed`.
     pub bug: Option<(usize, f64)>,
     /// `adapter-bug`'s control: the same world in every draw, but the
     /// upgraded adapter scrapes the bug's source correctly ([`World::without_bug`]).
@@ -129,9 +130,9 @@ fn population_input(
         sessions: plan.population.sessions(),
         drought,
         liar_share: plan.population.liar_share_of_browsers,
-        upgrade: ev.adapter_bug.as_ref().map(|b| {
-            let over = b.over.map_or(0.0, |o| o.of_end(end));
-            (b.at.of_end(end), b.upgrade_share, over)
+        upgrade: plan.upgrade().map(|(at, share, over)| {
+            let over = over.map_or(0.0, |o| o.of_end(end));
+            (at.of_end(end), share, over)
         }),
         dropouts,
         bursts,
@@ -179,7 +180,10 @@ impl World {
             plan.regime_archetype()
                 .map(|a| (r.source, a, r.at.of_end(end)))
         });
-        let bug = bug.map(|(s, at, _)| (s, at));
+        // A correct rollout is built as the bug's control world: the
+        // upgrade's start kept, every hash genuine.
+        let rollout = ev.adapter_rollout.as_ref().map(|r| (0, r.at.of_end(end)));
+        let bug = bug.map(|(s, at, _)| (s, at)).or(rollout);
         let caps = budget_caps(spec, plan.budget.caps_share_of_demand, &sources);
         Ok(World {
             spec: spec.clone(),
@@ -188,7 +192,7 @@ impl World {
             devices,
             regime,
             bug,
-            bug_fixed: false,
+            bug_fixed: rollout.is_some(),
             drought,
             caps,
         })

@@ -8,8 +8,8 @@
 //! arrival waves); the population (the archetypes' shares and session
 //! processes, the share of browsers that lie); timed events (browsers'
 //! drought, a source's regime change for one archetype, an adapter version
-//! that scrapes one source wrongly, rolled out to a share of devices at
-//! once or gradually, populations that drop out for a while, populations
+//! that scrapes one source wrongly (or one that scrapes correctly), rolled
+//! out to a share of devices at once or gradually, populations that drop out for a while, populations
 //! that register in a burst); sources written out rather than drawn
 //! (`[[sources.set]]`: success, latency, walls, change rate, politeness,
 //! crawl delay, Retry-After); and budget caps as a share of the fleet's
@@ -208,6 +208,23 @@ pub struct AdapterBug {
     pub over: Option<Fraction>,
 }
 
+/// From `at`, a share of devices upgrade to an adapter version that scrapes
+/// every source correctly: all at once, or rolled out evenly over `over`.
+/// What the router must do with it: nothing (no adapter event, no trust
+/// lost to the upgrade). Built as the adapter bug's control world is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterRollout {
+    /// When the rollout starts.
+    pub at: Fraction,
+    /// Share of the devices present from the start that upgrade, in (0, 1].
+    pub upgrade_share: f64,
+    /// How long the rollout takes, a fraction of the run (default 0: all
+    /// at `at`); `at + over` at most the run's end.
+    #[serde(default)]
+    pub over: Option<Fraction>,
+}
+
 /// A population drops out: `share` of the devices of `archetype` are
 /// offline from `from` to `to`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -268,6 +285,9 @@ pub struct EventsPlan {
     /// A buggy adapter version rolls out.
     #[serde(default)]
     pub adapter_bug: Option<AdapterBug>,
+    /// A correct adapter version rolls out (not with `adapter_bug`).
+    #[serde(default)]
+    pub adapter_rollout: Option<AdapterRollout>,
     /// Populations that drop out for a while (`[[events.dropout]]`).
     #[serde(default)]
     pub dropout: Vec<Dropout>,
@@ -379,6 +399,7 @@ impl WorldPlan {
                 ));
             }
         }
+        self.check_rollout()?;
         if let Some(b) = &self.events.adapter_bug {
             b.at.check("events.adapter_bug.at")?;
             if b.source >= s.count {
@@ -415,6 +436,48 @@ impl WorldPlan {
             }
         }
         Ok(())
+    }
+
+    fn check_rollout(&self) -> Result<(), PlanError> {
+        let Some(r) = &self.events.adapter_rollout else {
+            return Ok(());
+        };
+        if self.events.adapter_bug.is_some() {
+            return Err(bad(
+                "events.adapter_rollout",
+                "a world rolls out one adapter version: adapter_bug or adapter_rollout, not both",
+            ));
+        }
+        let at = r.at.check("events.adapter_rollout.at")?;
+        if !(r.upgrade_share > 0.0 && r.upgrade_share <= 1.0) {
+            return Err(bad(
+                "events.adapter_rollout.upgrade_share",
+                format!("{} outside (0, 1]", r.upgrade_share),
+            ));
+        }
+        if let Some(over) = r.over {
+            let o = over.check("events.adapter_rollout.over")?;
+            if at + o > 1.0 + 1e-12 {
+                return Err(bad(
+                    "events.adapter_rollout.over",
+                    format!("at + over is {} (past the run's end)", at + o),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The adapter upgrade, buggy or correct: its start, the share that
+    /// upgrades and how long the rollout takes.
+    pub fn upgrade(&self) -> Option<(Fraction, f64, Option<Fraction>)> {
+        let ev = &self.events;
+        ev.adapter_bug
+            .as_ref()
+            .map(|b| (b.at, b.upgrade_share, b.over))
+            .or(ev
+                .adapter_rollout
+                .as_ref()
+                .map(|r| (r.at, r.upgrade_share, r.over)))
     }
 
     fn check_population(&self) -> Result<(), PlanError> {

@@ -354,3 +354,73 @@ fn a_world_with_a_burst_and_a_dropout_runs() {
     assert_eq!(r.world.liars, 6);
     assert!(r.contenders[0].attempts > 0);
 }
+
+#[test]
+fn a_correct_adapter_rollout_is_the_bugs_control_and_costs_nothing() {
+    let rollout = "[events.adapter_rollout]\nat = \"1/4\"\nupgrade_share = 0.5\nover = \"1/4\"\n";
+    let mut spec = SimSpec::new(Scenario::Steady, 40, 2.0, 6);
+    spec.world = Some(WorldPlan::parse(&format!("{BASE}{rollout}")).unwrap());
+    let w = World::build(&spec).unwrap();
+    let end = spec.end_s();
+    let upgrades: Vec<f64> = w.devices.iter().filter_map(|d| d.upgrade_at).collect();
+    assert!(!upgrades.is_empty());
+    assert!(upgrades
+        .iter()
+        .all(|t| (end / 4.0..=end / 2.0 + 1e-9).contains(t)));
+    assert!(w.bug_fixed && w.bug == Some((0, end / 4.0)));
+    // Every hash the upgraded adapter writes is genuine.
+    for d in 0..w.devices.len() {
+        for k in 0..w.targets.len() {
+            if !w.devices[d].liar {
+                assert_eq!(
+                    w.hash_kind(d, k, crate::archetype::ADAPTER_BUGGY),
+                    crate::world::HashKind::Genuine
+                );
+            }
+        }
+    }
+    let r = crate::simulate(&spec, &[crate::Contender::Router], &|_, _| {}).unwrap();
+    assert!(r.control.is_none(), "a correct rollout is its own control");
+    let ev = &r.contenders[0].event;
+    assert!(
+        ev.devices_before.is_some_and(|n| n > 0),
+        "trust is traced from the start of the rollout"
+    );
+    let bug_losses = ev
+        .lower_devices
+        .iter()
+        .flat_map(|d| &d.losses)
+        .filter(|l| matches!(l.cause, crate::driver::Cause::Bug))
+        .count();
+    assert_eq!(bug_losses, 0);
+    assert!(ev.adapter_events.is_empty(), "{:?}", ev.adapter_events);
+    // One upgrade per world: both events are a contradiction.
+    let both =
+        format!("{BASE}{rollout}[events.adapter_bug]\nsource = 1\nat = 0.5\nupgrade_share = 0.5\n");
+    assert!(matches!(
+        WorldPlan::parse(&both),
+        Err(PlanError::Key {
+            key: "events.adapter_rollout",
+            ..
+        })
+    ));
+    for (bad_text, key) in [
+        (
+            "[events.adapter_rollout]\nat = 0.5\nupgrade_share = 0\n",
+            "events.adapter_rollout.upgrade_share",
+        ),
+        (
+            "[events.adapter_rollout]\nat = 0.75\nupgrade_share = 1\nover = 0.5\n",
+            "events.adapter_rollout.over",
+        ),
+        (
+            "[events.adapter_rollout]\nat = 1.5\nupgrade_share = 1\n",
+            "events.adapter_rollout.at",
+        ),
+    ] {
+        match WorldPlan::parse(&format!("{BASE}{bad_text}")) {
+            Err(PlanError::Key { key: k, .. }) => assert_eq!(k, key, "{bad_text}"),
+            other => panic!("{bad_text}: {other:?}"),
+        }
+    }
+}
