@@ -1,6 +1,6 @@
 //! One source's hidden truth and its targets: drawn from the seed
-//! ([`source_truth`]), then the parts a world file writes out applied
-//! ([`apply_sets`]). Source: `ROUTING.md` §5.
+//! (`source_truth`), then the parts a world file writes out applied
+//! (`apply_sets`). Source: `ROUTING.md` §5.
 
 use serde::{Deserialize, Serialize};
 
@@ -46,7 +46,7 @@ pub struct SourceTruth {
     pub retry_after_s: Option<f64>,
     /// When the operator declares it, seconds.
     pub arrives_s: f64,
-    /// Its targets: indexes into [`World::targets`].
+    /// Its targets: indexes into [`crate::World::targets`].
     pub targets: std::ops::Range<usize>,
 }
 

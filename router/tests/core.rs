@@ -436,6 +436,25 @@ fn the_field_variances_come_from_the_configuration_and_bad_ones_are_refused() {
 }
 
 #[test]
+fn facts_declared_again_do_not_refill_a_hosts_bucket() {
+    let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
+    let mut f = facts();
+    // One token at a time, one every 2 s.
+    f.sources[0].bucket = Some((1.0, 0.5));
+    r.put_facts(&f, 0.0).unwrap();
+    let devs: Vec<Dev> = (0..2)
+        .map(|i| register(&mut r, &format!("dev-{i}"), "browser", 0.0))
+        .collect();
+    r.tick(1.0).unwrap();
+    assert_eq!(lease(&mut r, &devs[0], 1, 1.0).items.len(), 1);
+    // The operator sends the same facts again (a periodic sync): the host
+    // got its one request; a new full bucket would grant a second at once.
+    r.put_facts(&f, 1.0).unwrap();
+    assert!(lease(&mut r, &devs[1], 1, 1.0).items.is_empty());
+    assert_eq!(lease(&mut r, &devs[1], 1, 3.0).items.len(), 1);
+}
+
+#[test]
 fn an_empty_lease_says_when_to_ask_again_and_promises_each_token_once() {
     let mut r = Router::open(cfg(), Box::new(MemoryStore::new()), 0.0).unwrap();
     let mut f = facts();

@@ -38,6 +38,10 @@ pub struct Bucket {
     /// bucket holds at most one token until [`Bucket::lift_crawl_delay`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     spaced: bool,
+    /// The rate declared again while a crawl delay held the refill lower:
+    /// the rate [`Bucket::lift_crawl_delay`] restores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    declared_rate: Option<f64>,
 }
 
 impl Bucket {
@@ -57,6 +61,7 @@ impl Bucket {
             t_last: None,
             paused_until: f64::MIN,
             spaced: false,
+            declared_rate: None,
         })
     }
 
@@ -180,11 +185,33 @@ impl Bucket {
     }
 
     /// Ends a crawl delay: the refill rate becomes `rate` (the one the delay
-    /// lowered) and the bucket may fill to its capacity again. Errors:
+    /// lowered), or the rate declared since ([`Bucket::redeclare`]), and
+    /// the bucket may fill to its capacity again. Errors:
     /// [`PolitenessError::BadRate`] (nothing changed).
     pub fn lift_crawl_delay(&mut self, rate: f64) -> Result<(), PolitenessError> {
-        self.set_rate(rate)?;
+        self.set_rate(self.declared_rate.unwrap_or(rate))?;
         self.spaced = false;
+        self.declared_rate = None;
+        Ok(())
+    }
+
+    /// The operator declares the host's limit again: `capacity` and `rate`
+    /// as in [`Bucket::new`], but the tokens held (at most the new
+    /// capacity: a redeclaration refills nothing), a Retry-After pause and
+    /// a crawl delay in force stay (under a delay the refill stays at the
+    /// lower of the new rate and the delay's, and the new rate is the one
+    /// restored when the delay lifts). Redeclaring the same limit changes
+    /// nothing. Errors: [`PolitenessError`] (nothing changed).
+    pub fn redeclare(&mut self, capacity: f64, rate: f64) -> Result<(), PolitenessError> {
+        Bucket::new(capacity, rate)?;
+        self.capacity = capacity;
+        self.tokens = self.tokens.min(capacity);
+        if self.spaced {
+            self.rate = self.rate.min(rate);
+            self.declared_rate = Some(rate);
+        } else {
+            self.rate = rate;
+        }
         Ok(())
     }
 

@@ -81,6 +81,46 @@ fn a_crawl_delay_spaces_requests_with_no_burst_until_it_lifts() {
 }
 
 #[test]
+fn a_redeclared_bucket_keeps_its_tokens_pause_and_crawl_delay() {
+    let mut b = Bucket::new(5.0, 2.0).unwrap();
+    for _ in 0..5 {
+        assert!(b.admit(0.0).unwrap());
+    }
+    // The same limit again: no refill gift, nothing else changes.
+    let before = b.clone();
+    b.redeclare(5.0, 2.0).unwrap();
+    assert_eq!(b, before);
+    assert!(!b.admit(0.0).unwrap());
+    // A pause and a crawl delay survive a new limit.
+    b.pause(0.0, 30.0).unwrap();
+    b.crawl_delay(20.0).unwrap();
+    b.redeclare(8.0, 4.0).unwrap();
+    assert!(b.spaced());
+    assert_eq!(b.rate(), 1.0 / 20.0);
+    assert!(!b.admit(29.0).unwrap(), "paused until 30 s");
+    assert!(b.admit(30.0).unwrap());
+    assert!(!b.admit(31.0).unwrap(), "one per 20 s");
+    // Lifted: the newly declared rate and capacity.
+    b.lift_crawl_delay(2.0).unwrap();
+    assert_eq!(b.rate(), 4.0);
+    let burst = (0..9).filter(|_| b.admit(1000.0).unwrap()).count();
+    assert_eq!(burst, 8);
+    // A smaller capacity caps what is held; a bad limit changes nothing.
+    b.redeclare(2.0, 4.0).unwrap();
+    assert!(b.tokens() <= 2.0);
+    let kept = b.clone();
+    assert!(matches!(
+        b.redeclare(0.5, 1.0),
+        Err(PolitenessError::BadCapacity(_))
+    ));
+    assert!(matches!(
+        b.redeclare(3.0, f64::NAN),
+        Err(PolitenessError::BadRate(_))
+    ));
+    assert_eq!(b, kept);
+}
+
+#[test]
 fn bucket_pause_and_crawl_delay() {
     assert!(matches!(
         Bucket::new(0.5, 1.0),

@@ -70,9 +70,18 @@ fn apply_sources(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<()
         let ts = s.change_timescale_s.unwrap_or(86_400.0);
         check_range("sources.change_timescale_s", ts, 1.0, 31_536_000.0)?;
         if let Some((cap, rate)) = s.bucket {
-            let b = Bucket::new(cap, rate)
-                .map_err(|e| ApiError::bad("sources.bucket", e.to_string()))?;
-            d.buckets.insert(s.host.clone(), b);
+            let bad = |e: routing::politeness::PolitenessError| {
+                ApiError::bad("sources.bucket", e.to_string())
+            };
+            // Declared again: the host keeps its tokens, pause and crawl
+            // delay (docs/decisions/0023-a-crawl-delay-allows-no-burst.md).
+            match d.buckets.get_mut(&s.host) {
+                Some(b) => b.redeclare(cap, rate).map_err(bad)?,
+                None => {
+                    let b = Bucket::new(cap, rate).map_err(bad)?;
+                    d.buckets.insert(s.host.clone(), b);
+                }
+            }
         }
         let prev = d.sources.get(&s.source);
         let rec = SourceRec {

@@ -1,0 +1,283 @@
+//! Timed events of a world file: the drought, a regime change, an adapter
+//! upgrade (buggy or correct), populations that drop out or register in a
+//! burst. Times are fractions of the run ([`Fraction`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{archetype_index, bad, Fraction, PlanError};
+use crate::archetype::ARCHETYPES;
+
+/// Browsers offline from `from` to `to` (fractions of the run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drought {
+    /// Start.
+    pub from: Fraction,
+    /// End (after `from`).
+    pub to: Fraction,
+}
+
+/// From `at`, `source` refuses `archetype` with plain failures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegimeChange {
+    /// Source index (below `sources.count`).
+    pub source: usize,
+    /// Archetype name.
+    pub archetype: String,
+    /// When.
+    pub at: Fraction,
+}
+
+/// From `at`, a share of devices upgrade to an adapter that scrapes
+/// `source` to a wrong hash: all at once, or rolled out evenly over `over`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterBug {
+    /// Source index (below `sources.count`).
+    pub source: usize,
+    /// When the rollout starts.
+    pub at: Fraction,
+    /// Share of the devices present from the start that upgrade, in (0, 1].
+    pub upgrade_share: f64,
+    /// How long the rollout takes, a fraction of the run (default 0: all
+    /// at `at`); `at + over` at most the run's end.
+    #[serde(default)]
+    pub over: Option<Fraction>,
+}
+
+/// From `at`, a share of devices upgrade to an adapter version that scrapes
+/// every source correctly: all at once, or rolled out evenly over `over`.
+/// What the router must do with it: nothing (no adapter event, no trust
+/// lost to the upgrade). Built as the adapter bug's control world is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdapterRollout {
+    /// When the rollout starts.
+    pub at: Fraction,
+    /// Share of the devices present from the start that upgrade, in (0, 1].
+    pub upgrade_share: f64,
+    /// How long the rollout takes, a fraction of the run (default 0: all
+    /// at `at`); `at + over` at most the run's end.
+    #[serde(default)]
+    pub over: Option<Fraction>,
+}
+
+/// A population drops out: `share` of the devices of `archetype` are
+/// offline from `from` to `to`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dropout {
+    /// Archetype name.
+    pub archetype: String,
+    /// Start.
+    pub from: Fraction,
+    /// End (after `from`).
+    pub to: Fraction,
+    /// Share of that archetype's devices, in (0, 1] (default 1).
+    #[serde(default = "all")]
+    pub share: f64,
+}
+
+fn all() -> f64 {
+    1.0
+}
+
+/// A new population registers in a burst: `count` devices of `archetype`
+/// come online within `within_s` seconds after `at`, then follow their
+/// archetype's sessions; `liar_share` of them write the liars' forged hash.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Burst {
+    /// Archetype name.
+    pub archetype: String,
+    /// Devices (1..=[`MAX_BURST`]).
+    pub count: usize,
+    /// When.
+    pub at: Fraction,
+    /// Spread of the arrivals, seconds (0..=3,600; default 60).
+    #[serde(default = "a_minute")]
+    pub within_s: f64,
+    /// Share of them that lie, in [0, 1] (default 0).
+    #[serde(default)]
+    pub liar_share: f64,
+}
+
+/// Most devices one burst brings.
+pub const MAX_BURST: usize = 100_000;
+
+fn a_minute() -> f64 {
+    60.0
+}
+
+/// Timed events (the first three at most once).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsPlan {
+    /// Every browser offline for a while.
+    #[serde(default)]
+    pub drought: Option<Drought>,
+    /// A source turns one archetype away.
+    #[serde(default)]
+    pub regime_change: Option<RegimeChange>,
+    /// A buggy adapter version rolls out.
+    #[serde(default)]
+    pub adapter_bug: Option<AdapterBug>,
+    /// A correct adapter version rolls out (not with `adapter_bug`).
+    #[serde(default)]
+    pub adapter_rollout: Option<AdapterRollout>,
+    /// Populations that drop out for a while (`[[events.dropout]]`).
+    #[serde(default)]
+    pub dropout: Vec<Dropout>,
+    /// Populations that register in a burst (`[[events.burst]]`).
+    #[serde(default)]
+    pub burst: Vec<Burst>,
+}
+
+impl EventsPlan {
+    /// Checks every event against a world of `count` sources. Errors:
+    /// [`PlanError::Key`] naming the key.
+    pub(super) fn check(&self, count: usize) -> Result<(), PlanError> {
+        if let Some(d) = &self.drought {
+            let from = d.from.check("events.drought.from")?;
+            let to = d.to.check("events.drought.to")?;
+            if to <= from {
+                return Err(bad(
+                    "events.drought.to",
+                    format!("{to} must come after from ({from})"),
+                ));
+            }
+        }
+        if let Some(r) = &self.regime_change {
+            r.at.check("events.regime_change.at")?;
+            if r.source >= count {
+                return Err(bad(
+                    "events.regime_change.source",
+                    format!("{} but sourcecount is {}", r.source, count),
+                ));
+            }
+            if !ARCHETYPES.contains(&r.archetype.as_str()) {
+                return Err(bad(
+                    "events.regime_change.archetype",
+                    format!("{:?}: use {}", r.archetype, ARCHETYPES.join(", ")),
+                ));
+            }
+        }
+        if let Some(b) = &self.adapter_bug {
+            b.at.check("events.adapter_bug.at")?;
+            if b.source >= count {
+                return Err(bad(
+                    "events.adapter_bug.source",
+                    format!("{} but sourcecount is {}", b.source, count),
+                ));
+            }
+            if !(b.upgrade_share > 0.0 && b.upgrade_share <= 1.0) {
+                return Err(bad(
+                    "events.adapter_bug.upgrade_share",
+                    format!("{} outside (0, 1]", b.upgrade_share),
+                ));
+            }
+            if let Some(over) = b.over {
+                let o = over.check("events.adapter_bug.over")?;
+                if b.at.value() + o > 1.0 + 1e-12 {
+                    return Err(bad(
+                        "events.adapter_bug.over",
+                        format!("at + over is {} (past the run's end)", b.at.value() + o),
+                    ));
+                }
+            }
+        }
+        self.check_rollout()?;
+        self.check_dropouts()?;
+        self.check_bursts()
+    }
+
+    fn check_rollout(&self) -> Result<(), PlanError> {
+        let Some(r) = &self.adapter_rollout else {
+            return Ok(());
+        };
+        if self.adapter_bug.is_some() {
+            return Err(bad(
+                "events.adapter_rollout",
+                "a world rolls out one adapter version: adapter_bug or adapter_rollout, not both",
+            ));
+        }
+        let at = r.at.check("events.adapter_rollout.at")?;
+        if !(r.upgrade_share > 0.0 && r.upgrade_share <= 1.0) {
+            return Err(bad(
+                "events.adapter_rollout.upgrade_share",
+                format!("{} outside (0, 1]", r.upgrade_share),
+            ));
+        }
+        if let Some(over) = r.over {
+            let o = over.check("events.adapter_rollout.over")?;
+            if at + o > 1.0 + 1e-12 {
+                return Err(bad(
+                    "events.adapter_rollout.over",
+                    format!("at + over is {} (past the run's end)", at + o),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The adapter upgrade, buggy or correct: its start, the share that
+    /// upgrades and how long the rollout takes.
+    pub fn upgrade(&self) -> Option<(Fraction, f64, Option<Fraction>)> {
+        let ev = self;
+        ev.adapter_bug
+            .as_ref()
+            .map(|b| (b.at, b.upgrade_share, b.over))
+            .or(ev
+                .adapter_rollout
+                .as_ref()
+                .map(|r| (r.at, r.upgrade_share, r.over)))
+    }
+
+    fn check_dropouts(&self) -> Result<(), PlanError> {
+        for d in &self.dropout {
+            archetype_index(&d.archetype, "events.dropout.archetype")?;
+            let from = d.from.check("events.dropout.from")?;
+            let to = d.to.check("events.dropout.to")?;
+            if to <= from {
+                return Err(bad(
+                    "events.dropout.to",
+                    format!("{to} must come after from ({from})"),
+                ));
+            }
+            if !(d.share > 0.0 && d.share <= 1.0) {
+                return Err(bad(
+                    "events.dropout.share",
+                    format!("{} outside (0, 1]", d.share),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn check_bursts(&self) -> Result<(), PlanError> {
+        for b in &self.burst {
+            archetype_index(&b.archetype, "events.burst.archetype")?;
+            b.at.check("events.burst.at")?;
+            if !(1..=MAX_BURST).contains(&b.count) {
+                return Err(bad(
+                    "events.burst.count",
+                    format!("{} outside 1..={MAX_BURST}", b.count),
+                ));
+            }
+            if !(b.within_s.is_finite() && (0.0..=3600.0).contains(&b.within_s)) {
+                return Err(bad(
+                    "events.burst.within_s",
+                    format!("{} outside [0, 3600] seconds", b.within_s),
+                ));
+            }
+            if !(0.0..=1.0).contains(&b.liar_share) {
+                return Err(bad(
+                    "events.burst.liar_share",
+                    format!("{} outside [0, 1]", b.liar_share),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
