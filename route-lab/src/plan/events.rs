@@ -153,7 +153,7 @@ impl EventsPlan {
             if r.source >= count {
                 return Err(bad(
                     "events.regime_change.source",
-                    format!("{} but sourcecount is {}", r.source, count),
+                    format!("{} but sources.count is {}", r.source, count),
                 ));
             }
             if !ARCHETYPES.contains(&r.archetype.as_str()) {
@@ -164,28 +164,20 @@ impl EventsPlan {
             }
         }
         if let Some(b) = &self.adapter_bug {
-            b.at.check("events.adapter_bug.at")?;
             if b.source >= count {
                 return Err(bad(
                     "events.adapter_bug.source",
-                    format!("{} but sourcecount is {}", b.source, count),
+                    format!("{} but sources.count is {}", b.source, count),
                 ));
             }
-            if !(b.upgrade_share > 0.0 && b.upgrade_share <= 1.0) {
-                return Err(bad(
+            check_upgrade(
+                (b.at, b.upgrade_share, b.over),
+                [
+                    "events.adapter_bug.at",
                     "events.adapter_bug.upgrade_share",
-                    format!("{} outside (0, 1]", b.upgrade_share),
-                ));
-            }
-            if let Some(over) = b.over {
-                let o = over.check("events.adapter_bug.over")?;
-                if b.at.value() + o > 1.0 + 1e-12 {
-                    return Err(bad(
-                        "events.adapter_bug.over",
-                        format!("at + over is {} (past the run's end)", b.at.value() + o),
-                    ));
-                }
-            }
+                    "events.adapter_bug.over",
+                ],
+            )?;
         }
         self.check_rollout()?;
         self.check_dropouts()?;
@@ -202,33 +194,23 @@ impl EventsPlan {
                 "a world rolls out one adapter version: adapter_bug or adapter_rollout, not both",
             ));
         }
-        let at = r.at.check("events.adapter_rollout.at")?;
-        if !(r.upgrade_share > 0.0 && r.upgrade_share <= 1.0) {
-            return Err(bad(
+        check_upgrade(
+            (r.at, r.upgrade_share, r.over),
+            [
+                "events.adapter_rollout.at",
                 "events.adapter_rollout.upgrade_share",
-                format!("{} outside (0, 1]", r.upgrade_share),
-            ));
-        }
-        if let Some(over) = r.over {
-            let o = over.check("events.adapter_rollout.over")?;
-            if at + o > 1.0 + 1e-12 {
-                return Err(bad(
-                    "events.adapter_rollout.over",
-                    format!("at + over is {} (past the run's end)", at + o),
-                ));
-            }
-        }
-        Ok(())
+                "events.adapter_rollout.over",
+            ],
+        )
     }
 
     /// The adapter upgrade, buggy or correct: its start, the share that
     /// upgrades and how long the rollout takes.
     pub fn upgrade(&self) -> Option<(Fraction, f64, Option<Fraction>)> {
-        let ev = self;
-        ev.adapter_bug
+        self.adapter_bug
             .as_ref()
             .map(|b| (b.at, b.upgrade_share, b.over))
-            .or(ev
+            .or(self
                 .adapter_rollout
                 .as_ref()
                 .map(|r| (r.at, r.upgrade_share, r.over)))
@@ -280,4 +262,27 @@ impl EventsPlan {
         }
         Ok(())
     }
+}
+
+/// Checks an upgrade's start, share and rollout time, `keys` naming them:
+/// the start a fraction of the run, the share in (0, 1], and the rollout
+/// over by the run's end. Errors: [`PlanError::Key`].
+fn check_upgrade(
+    (at, share, over): (Fraction, f64, Option<Fraction>),
+    keys: [&'static str; 3],
+) -> Result<(), PlanError> {
+    let start = at.check(keys[0])?;
+    if !(share > 0.0 && share <= 1.0) {
+        return Err(bad(keys[1], format!("{share} outside (0, 1]")));
+    }
+    if let Some(over) = over {
+        let o = over.check(keys[2])?;
+        if start + o > 1.0 + 1e-12 {
+            return Err(bad(
+                keys[2],
+                format!("at + over is {} (past the run's end)", start + o),
+            ));
+        }
+    }
+    Ok(())
 }

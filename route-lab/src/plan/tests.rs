@@ -424,3 +424,25 @@ fn a_correct_adapter_rollout_is_the_bugs_control_and_costs_nothing() {
         }
     }
 }
+
+#[test]
+fn an_event_on_a_missing_source_names_the_count_it_broke() {
+    for (text, key) in [
+        (
+            "[events.adapter_bug]\nsource = 10\nat = 0.5\nupgrade_share = 1\n",
+            "events.adapter_bug.source",
+        ),
+        (
+            "[events.regime_change]\nsource = 12\narchetype = \"browser\"\nat = 0.5\n",
+            "events.regime_change.source",
+        ),
+    ] {
+        match WorldPlan::parse(&format!("{BASE}{text}")) {
+            Err(PlanError::Key { key: k, reason }) => {
+                assert_eq!(k, key);
+                assert!(reason.ends_with("but sources.count is 10"), "{reason}");
+            }
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+}
