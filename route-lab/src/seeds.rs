@@ -200,77 +200,117 @@ fn better_than(better: Better, a: f64, b: f64) -> bool {
     }
 }
 
+/// The headlines of a world file that is not a shipped scenario
+/// (`route sim --world FILE`): what any world shows.
+pub const WORLD_HEADLINES: &[Headline] = &[
+    Headline {
+        scenario: "",
+        figure: "regret per 1,000 attempts",
+        better: Better::Lower,
+        read: regret_per_k,
+    },
+    Headline {
+        scenario: "",
+        figure: "politeness violations",
+        better: Better::Lower,
+        read: politeness,
+    },
+    Headline {
+        scenario: "",
+        figure: "correct-row fraction",
+        better: Better::Higher,
+        read: |c| Some(c.correct_fraction),
+    },
+];
+
 /// The rows of `runs` (one report per scenario and seed; a scenario's
 /// runs must share their contenders), in [`HEADLINES`] order, for the
-/// scenarios present.
+/// scenarios present; then, for each world that is not a shipped scenario
+/// (in the order of its first run), the [`WORLD_HEADLINES`].
 pub fn rows(runs: &[SimReport]) -> Vec<Row> {
-    let mut out = Vec::new();
-    for h in HEADLINES {
-        let per_seed: Vec<&SimReport> = runs.iter().filter(|r| r.scenario == h.scenario).collect();
-        let Some(first) = per_seed.first() else {
-            continue;
-        };
-        let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
-        // values[contender][seed], None where the run lacks the figure.
-        let values: Vec<Vec<Option<f64>>> = names
-            .iter()
-            .map(|n| {
-                per_seed
-                    .iter()
-                    .map(|r| r.contenders.iter().find(|c| &c.name == n).and_then(h.read))
-                    .collect()
-            })
-            .collect();
-        let router = names.iter().position(|n| n == "router");
-        let cells: Vec<Cell> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| Cell {
-                contender: n.clone(),
-                spread: Spread::of(values[i].iter().flatten().copied().collect()),
-                paired: router.filter(|&r| r != i).map(|r| {
-                    let mut p = Paired::default();
-                    for (a, b) in values[r].iter().zip(&values[i]) {
-                        if let (Some(a), Some(b)) = (a, b) {
-                            if better_than(h.better, *a, *b) {
-                                p.router_better += 1;
-                            } else if better_than(h.better, *b, *a) {
-                                p.router_worse += 1;
-                            } else {
-                                p.tied += 1;
-                            }
-                        }
-                    }
-                    p
-                }),
-            })
-            .collect();
-        let medians: Vec<Option<f64>> = cells
-            .iter()
-            .map(|c| c.spread.as_ref().map(|s| s.median))
-            .collect();
-        let best_value = medians.iter().flatten().copied().reduce(|a, b| {
-            if better_than(h.better, b, a) {
-                b
-            } else {
-                a
-            }
-        });
-        let best = names
-            .iter()
-            .zip(&medians)
-            .filter(|(_, m)| m.is_some() && *m == &best_value)
-            .map(|(n, _)| n.clone())
-            .collect();
-        out.push(Row {
-            scenario: h.scenario.to_string(),
-            figure: h.figure.to_string(),
-            better: h.better,
-            cells,
-            best,
-        });
+    let mut out: Vec<Row> = HEADLINES
+        .iter()
+        .filter_map(|h| row_of(h, h.scenario, runs))
+        .collect();
+    let mut worlds: Vec<&str> = Vec::new();
+    for r in runs {
+        let shipped = HEADLINES.iter().any(|h| h.scenario == r.scenario);
+        if !shipped && !worlds.contains(&r.scenario.as_str()) {
+            worlds.push(&r.scenario);
+        }
+    }
+    for w in worlds {
+        out.extend(WORLD_HEADLINES.iter().filter_map(|h| row_of(h, w, runs)));
     }
     out
+}
+
+/// Headline `h`'s row over the runs of `scenario`; `None` without runs.
+fn row_of(h: &Headline, scenario: &str, runs: &[SimReport]) -> Option<Row> {
+    let per_seed: Vec<&SimReport> = runs.iter().filter(|r| r.scenario == scenario).collect();
+    let first = per_seed.first()?;
+    let names: Vec<String> = first.contenders.iter().map(|c| c.name.clone()).collect();
+    // values[contender][seed], None where the run lacks the figure.
+    let values: Vec<Vec<Option<f64>>> = names
+        .iter()
+        .map(|n| {
+            per_seed
+                .iter()
+                .map(|r| r.contenders.iter().find(|c| &c.name == n).and_then(h.read))
+                .collect()
+        })
+        .collect();
+    let router = names.iter().position(|n| n == "router");
+    let cells: Vec<Cell> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Cell {
+            contender: n.clone(),
+            spread: Spread::of(values[i].iter().flatten().copied().collect()),
+            paired: router.filter(|&r| r != i).map(|r| {
+                let mut p = Paired::default();
+                for (a, b) in values[r].iter().zip(&values[i]) {
+                    if let (Some(a), Some(b)) = (a, b) {
+                        if better_than(h.better, *a, *b) {
+                            p.router_better += 1;
+                        } else if better_than(h.better, *b, *a) {
+                            p.router_worse += 1;
+                        } else {
+                            p.tied += 1;
+                        }
+                    }
+                }
+                p
+            }),
+        })
+        .collect();
+    let medians: Vec<Option<f64>> = cells
+        .iter()
+        .map(|c| c.spread.as_ref().map(|s| s.median))
+        .collect();
+    let best_value =
+        medians.iter().flatten().copied().reduce(
+            |a, b| {
+                if better_than(h.better, b, a) {
+                    b
+                } else {
+                    a
+                }
+            },
+        );
+    let best = names
+        .iter()
+        .zip(&medians)
+        .filter(|(_, m)| m.is_some() && *m == &best_value)
+        .map(|(n, _)| n.clone())
+        .collect();
+    Some(Row {
+        scenario: scenario.to_string(),
+        figure: h.figure.to_string(),
+        better: h.better,
+        cells,
+        best,
+    })
 }
 
 /// The `adapter-bug` check over seeds (`ROUTING.md` §3, the adapter-bug

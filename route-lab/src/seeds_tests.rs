@@ -204,3 +204,43 @@ fn a_summary_carries_the_seeds_size_and_wall_time() {
     assert_eq!(s.wall_s["router"], 4.0);
     assert!(s.adapter_check.is_none());
 }
+
+#[test]
+fn a_world_file_gets_the_worlds_headlines_after_the_scenarios() {
+    let robots = |seed, router_violations, greedy_violations| {
+        let mut r = contender("router", 5.0, 1000);
+        r.politeness_violations = router_violations;
+        let mut g = contender("greedy", 8.0, 1000);
+        g.politeness_violations = greedy_violations;
+        run("robots", seed, vec![r, g])
+    };
+    let runs = vec![
+        robots(1, 2, 3),
+        run("steady", 1, vec![contender("router", 4.0, 1000)]),
+        robots(2, 1, 1),
+    ];
+    let rows = rows(&runs);
+    let names: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| (r.scenario.as_str(), r.figure.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            ("steady", "regret per 1,000 attempts"),
+            ("steady", "politeness violations"),
+            ("robots", "regret per 1,000 attempts"),
+            ("robots", "politeness violations"),
+            ("robots", "correct-row fraction"),
+        ]
+    );
+    let polite = &rows[3];
+    assert_eq!(polite.best, vec!["router".to_string()]);
+    let greedy = &polite.cells[1];
+    assert_eq!(
+        greedy.spread.as_ref().map(|s| (s.min, s.max)),
+        Some((1.0, 3.0))
+    );
+    let p = greedy.paired.as_ref().expect("paired with the router");
+    assert_eq!((p.router_better, p.tied, p.router_worse), (1, 1, 0));
+}
