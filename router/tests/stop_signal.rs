@@ -6,10 +6,10 @@
 //! routerd running until its parent gave up.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
-use crate::support::routerd::{OPERATOR_KEY, TOKEN};
+use crate::support::routerd::{wait_bounded, OPERATOR_KEY, TOKEN};
 
 /// Starts routerd on `data`, SIGINT ignored on entry when `ignored`
 /// (`trap '' INT` before `exec`: the disposition survives the exec), and
@@ -37,22 +37,6 @@ fn start(data: &std::path::Path, ignored: bool) -> Child {
     child
 }
 
-/// Waits for `child` at most `bound` (a liveness bound, far above the
-/// milliseconds a stop takes); `None` when it is still running then, and
-/// then kills it.
-fn wait_at_most(child: &mut Child, bound: Duration) -> Option<ExitStatus> {
-    let until = Instant::now() + bound;
-    while Instant::now() < until {
-        if let Some(status) = child.try_wait().expect("waiting") {
-            return Some(status);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
-}
-
 fn stops_cleanly_on_an_immediate_sigint(ignored: bool) {
     for round in 0..12 {
         let dir = tempfile::tempdir().unwrap();
@@ -60,7 +44,7 @@ fn stops_cleanly_on_an_immediate_sigint(ignored: bool) {
         // At once, from this process: no `kill` process to start first.
         let pid = libc::pid_t::try_from(child.id()).expect("a pid");
         assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-        let status = wait_at_most(&mut child, Duration::from_secs(60));
+        let status = wait_bounded(&mut child, Duration::from_secs(60));
         let status = status.unwrap_or_else(|| {
             panic!(
                 "round {round}: routerd still ran 60 s after SIGINT (ignored on entry: {ignored})"

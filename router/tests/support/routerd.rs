@@ -283,21 +283,15 @@ impl Routerd {
         )
     }
 
-    /// Stops with SIGINT (graceful: a final snapshot) and waits, at most
-    /// a minute (a liveness bound, far above the milliseconds a stop
-    /// takes): a routerd that outlives it is killed and the test fails
-    /// saying so, instead of hanging until the runner's timeout.
+    /// Stops with SIGINT (graceful: a final snapshot) and waits for the
+    /// exit, at most a minute (a liveness bound, far above the milliseconds
+    /// a stop takes): a routerd that outlives it is killed and the test
+    /// fails saying so, instead of hanging until the runner's timeout.
     pub fn stop(mut self) {
         if let Some(c) = self.child.as_mut() {
             unsafe_kill(c.id(), "INT");
-            let until = std::time::Instant::now() + Duration::from_secs(60);
-            while c.try_wait().expect("waiting for routerd").is_none() {
-                if std::time::Instant::now() > until {
-                    let _ = c.kill();
-                    let _ = c.wait();
-                    panic!("routerd (pid {}) still ran 60 s after SIGINT", c.id());
-                }
-                std::thread::sleep(Duration::from_millis(5));
+            if wait_bounded(c, Duration::from_secs(60)).is_none() {
+                panic!("routerd (pid {}) still ran 60 s after SIGINT", c.id());
             }
         }
     }
@@ -309,6 +303,27 @@ impl Routerd {
             let _ = c.wait();
         }
     }
+}
+
+/// Waits for `child` to exit, on the exit itself (a thread blocked in
+/// `wait`), for at most `bound`; past it the child is killed, reaped, and
+/// `None` returned. The pid cannot be reused before the wait reaps it.
+pub fn wait_bounded(child: &mut Child, bound: Duration) -> Option<std::process::ExitStatus> {
+    let pid = libc::pid_t::try_from(child.id()).expect("a pid");
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        s.spawn(move || {
+            let _ = tx.send(child.wait().expect("waiting for the child"));
+        });
+        match rx.recv_timeout(bound) {
+            Ok(status) => Some(status),
+            Err(_) => {
+                // SAFETY: kill(2) with a pid of ours not yet reaped.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                None
+            }
+        }
+    })
 }
 
 fn unsafe_kill(pid: u32, sig: &str) {
