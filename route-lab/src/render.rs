@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::ledger::{Cause, LowerDevice};
-use crate::report::EventFigures;
+use crate::report::{ChangeFigures, EventFigures};
+use crate::world::ARCHETYPES;
 use crate::{ContenderReport, SimReport};
 
 use plot::Series;
@@ -165,6 +166,40 @@ fn bug_parts(e: &EventFigures, end_s: f64) -> Vec<String> {
     parts
 }
 
+/// One timed source change: what it shut and opened, and the attempts by
+/// those archetypes on its source before and after.
+fn change_part(c: &ChangeFigures) -> String {
+    let sum = |counts: &[u64; 4], names: &[String]| -> u64 {
+        ARCHETYPES
+            .iter()
+            .zip(counts)
+            .filter(|(a, _)| names.iter().any(|n| n == *a))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let mut line = format!(
+        "{} at {:.2} h (held {:.2} h, regret on it meanwhile {:.1})",
+        c.source,
+        c.at_s / 3600.0,
+        c.held_s / 3600.0,
+        c.regret_after.failures + c.regret_after.cost
+    );
+    for (verb, names) in [("shut", &c.shut), ("opened", &c.opened)] {
+        if names.is_empty() {
+            continue;
+        }
+        let _ = write!(
+            line,
+            ", {verb} {}: their attempts {} in the hour before, {} in the first hour after, {} while it held",
+            names.join("+"),
+            sum(&c.hour_before, names),
+            sum(&c.first_hour_after, names),
+            sum(&c.after, names)
+        );
+    }
+    line
+}
+
 /// The scenario's event figures per contender, one line each, and the
 /// control's line in `adapter-bug` (empty when none).
 pub fn event_lines(r: &SimReport) -> String {
@@ -188,6 +223,7 @@ pub fn event_lines(r: &SimReport) -> String {
             ));
         }
         parts.extend(bug_parts(e, r.hours * 3600.0));
+        parts.extend(e.changes.iter().map(change_part));
         for (pool, cap) in &c.budget.caps {
             parts.push(format!(
                 "{pool}: cap {cap}, windows over cap {}, max usage/cap {:.2}, late mean usage/cap {:.2}",

@@ -142,9 +142,39 @@ pub struct Budget {
     pub late_mean_ratio: BTreeMap<String, f64>,
 }
 
+/// Figures of one timed source change (`[[events.source_change]]`):
+/// what the change shut and opened, and how the contender's attempts on
+/// that source followed. Archetype arrays are in [`crate::world::ARCHETYPES`] order.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ChangeFigures {
+    /// The source's name.
+    pub source: String,
+    /// When the change came, seconds.
+    pub at_s: f64,
+    /// How long its truth held: to the source's next change or the run's end, seconds.
+    pub held_s: f64,
+    /// Archetypes the change shut out (a wall or a refusal; success was above 0 before).
+    pub shut: Vec<String>,
+    /// Archetypes the change let back in (success was 0 before, above 0 now).
+    pub opened: Vec<String>,
+    /// Attempts on the source per archetype in the hour before the change.
+    pub hour_before: [u64; 4],
+    /// Attempts on the source per archetype while the change held.
+    pub after: [u64; 4],
+    /// Attempts on the source per archetype in the first hour after the change.
+    pub first_hour_after: [u64; 4],
+    /// Regret (failure and cost parts, as [`RegretParts`]) on the source
+    /// while the change held.
+    #[serde(default)]
+    pub regret_after: RegretParts,
+}
+
 /// Figures of the scheduled event of a scenario.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventFigures {
+    /// Each timed source change, in time order (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ChangeFigures>,
     /// `regime-change`: attempts by the blocked archetype on the affected
     /// source after the change (an upper bound on the observations needed to re-route).
     pub blocked_attempts_after: Option<u64>,

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::archetype::{ARCH_LN_LATENCY, ARCH_LOGIT, BROWSER};
-use super::plan::{shared_host, SourceSet};
+use super::plan::{shared_host, PerArchetype, SourceChange, SourceSet};
 use super::rng::Stream;
 
 /// Hidden truth of one source.
@@ -44,6 +44,11 @@ pub struct SourceTruth {
     /// counted only as a politeness violation).
     #[serde(default)]
     pub retry_after_s: Option<f64>,
+    /// Archetypes it refuses with plain failures (HTTP 403, no gate class),
+    /// in [`crate::world::ARCHETYPES`] order; set by timed changes
+    /// (`[[events.source_change]]`'s `refuses`).
+    #[serde(default)]
+    pub refuses: [bool; 4],
     /// When the operator declares it, seconds.
     pub arrives_s: f64,
     /// Its targets: indexes into [`crate::World::targets`].
@@ -95,17 +100,7 @@ pub(crate) fn apply_sets(
         let Some(src) = sources.get_mut(set.source) else {
             continue;
         };
-        if let Some(p) = set.success {
-            for (a, p) in p.values().into_iter().enumerate() {
-                let p = p.clamp(1e-9, 1.0 - 1e-9);
-                src.logit[a] = (p / (1.0 - p)).ln();
-            }
-        }
-        if let Some(l) = set.latency_s {
-            for (a, l) in l.values().into_iter().enumerate() {
-                src.ln_latency[a] = l.ln();
-            }
-        }
+        write_truth(src, set.success, set.latency_s);
         src.needs_js = set.needs_js.unwrap_or(src.needs_js);
         src.cors_closed = set.cors_closed.unwrap_or(src.cors_closed);
         src.antibot = set.antibot.unwrap_or(src.antibot);
@@ -131,6 +126,107 @@ pub(crate) fn apply_sets(
             if set.retry_after_s.is_some() {
                 other.retry_after_s = set.retry_after_s;
             }
+        }
+    }
+}
+
+/// One source's truth from `from_s` on, until a later epoch of the same
+/// source (`[[events.source_change]]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceEpoch {
+    /// Index of the source.
+    pub source: usize,
+    /// From when, seconds.
+    pub from_s: f64,
+    /// Its whole truth from then on.
+    pub truth: SourceTruth,
+}
+
+/// The epochs that a world file's timed source changes make, in time
+/// order: each change applied, in time order, on the truth before it (a
+/// host's politeness reaching every source on the host), for a run that
+/// ends at `end` seconds. Entries are checked
+/// ([`crate::plan::WorldPlan::check`]) before this runs.
+pub(crate) fn timeline(
+    changes: &[SourceChange],
+    sources: &[SourceTruth],
+    end: f64,
+) -> Vec<SourceEpoch> {
+    let mut order: Vec<(f64, &SourceChange)> =
+        changes.iter().map(|c| (c.at.of_end(end), c)).collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.source.cmp(&b.1.source)));
+    let mut now: Vec<SourceTruth> = sources.to_vec();
+    let mut epochs: Vec<SourceEpoch> = Vec::new();
+    for (at, change) in order {
+        let Some(src) = now.get_mut(change.source) else {
+            continue;
+        };
+        apply_change(change, src);
+        let mut touched = vec![change.source];
+        if change.sets_host() {
+            let host = shared_host(change.source);
+            for (i, other) in now.iter_mut().enumerate() {
+                if shared_host(i) != host {
+                    continue;
+                }
+                if let Some(c) = change.crawl_delay_s {
+                    other.crawl_delay_s = (c > 0.0).then_some(c);
+                }
+                if let Some(r) = change.retry_after_s {
+                    other.retry_after_s = (r > 0.0).then_some(r);
+                }
+                if i != change.source {
+                    touched.push(i);
+                }
+            }
+        }
+        for i in touched {
+            // Two changes at one time on one host: the later entry's epoch
+            // replaces the earlier one's.
+            epochs.retain(|e| !(e.source == i && e.from_s == at));
+            epochs.push(SourceEpoch {
+                source: i,
+                from_s: at,
+                truth: now[i].clone(),
+            });
+        }
+    }
+    epochs
+}
+
+/// One change's keys written over a source's truth (its host's politeness
+/// is [`timeline`]'s).
+fn apply_change(change: &SourceChange, src: &mut SourceTruth) {
+    write_truth(src, change.success, change.latency_s);
+    src.needs_js = change.needs_js.unwrap_or(src.needs_js);
+    src.cors_closed = change.cors_closed.unwrap_or(src.cors_closed);
+    src.antibot = change.antibot.unwrap_or(src.antibot);
+    src.residential = change.residential.unwrap_or(src.residential);
+    if let Ok((refuses, allows)) = change.refusals() {
+        for a in refuses {
+            src.refuses[a] = true;
+        }
+        for a in allows {
+            src.refuses[a] = false;
+        }
+    }
+}
+
+/// Success probabilities written as logits, latencies as their logs.
+fn write_truth(
+    src: &mut SourceTruth,
+    success: Option<PerArchetype<f64>>,
+    latency_s: Option<PerArchetype<f64>>,
+) {
+    if let Some(p) = success {
+        for (a, p) in p.values().into_iter().enumerate() {
+            let p = p.clamp(1e-9, 1.0 - 1e-9);
+            src.logit[a] = (p / (1.0 - p)).ln();
+        }
+    }
+    if let Some(l) = latency_s {
+        for (a, l) in l.values().into_iter().enumerate() {
+            src.ln_latency[a] = l.ln();
         }
     }
 }
@@ -203,6 +299,7 @@ pub(crate) fn source_truth(
         bucket,
         crawl_delay_s: None,
         retry_after_s: None,
+        refuses: [false; 4],
         arrives_s,
         targets: first..targets.len(),
     }

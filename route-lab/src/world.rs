@@ -19,8 +19,8 @@ use super::plan::{archetype_index, PlanError, WorldPlan};
 use super::population::{build_devices, PopulationInput};
 use super::rng::{coin, coin_normal, mix64, Stream};
 use super::scenario::SimSpec;
-use super::source::{apply_sets, source_truth};
-pub use super::source::{SourceTruth, TargetTruth};
+use super::source::{apply_sets, source_truth, timeline};
+pub use super::source::{SourceEpoch, SourceTruth, TargetTruth};
 use super::SimError;
 
 pub use super::archetype::DeviceSpec;
@@ -34,8 +34,12 @@ pub use super::archetype::{
 pub struct World {
     /// What was asked for.
     pub spec: SimSpec,
-    /// Sources.
+    /// Sources, as they are at the start.
     pub sources: Vec<SourceTruth>,
+    /// Their later truths, in time order (`[[events.source_change]]`);
+    /// [`World::source_at`] reads them.
+    #[serde(default)]
+    pub changes: Vec<SourceEpoch>,
     /// Targets.
     pub targets: Vec<TargetTruth>,
     /// Devices.
@@ -185,9 +189,11 @@ impl World {
         let rollout = ev.adapter_rollout.as_ref().map(|r| (0, r.at.of_end(end)));
         let bug = bug.map(|(s, at, _)| (s, at)).or(rollout);
         let caps = budget_caps(spec, plan.budget.caps_share_of_demand, &sources);
+        let changes = timeline(&ev.source_change, &sources, end);
         Ok(World {
             spec: spec.clone(),
             sources,
+            changes,
             targets,
             devices,
             regime,
@@ -210,11 +216,21 @@ impl World {
         }
     }
 
+    /// Source `s`'s truth at `t_s`: its latest epoch begun by then, or its
+    /// truth at the start.
+    pub fn source_at(&self, s: usize, t_s: f64) -> &SourceTruth {
+        self.changes
+            .iter()
+            .rev()
+            .find(|e| e.source == s && e.from_s <= t_s)
+            .map_or(&self.sources[s], |e| &e.truth)
+    }
+
     /// True success probability of archetype `a` on source `s` at `t_s`
-    /// (0 behind a gate or a regime change). What the oracle knows.
+    /// (0 behind a gate, a regime change or a refusal). What the oracle knows.
     pub fn p_success(&self, s: usize, a: usize, t_s: f64) -> f64 {
-        let src = &self.sources[s];
-        if self.gate_class(s, a).is_some() {
+        let src = self.source_at(s, t_s);
+        if gate_class(src, a).is_some() || src.refuses[a] {
             return 0.0;
         }
         if let Some((rs, ra, from)) = self.regime {
@@ -230,18 +246,9 @@ impl World {
         }
     }
 
-    /// The gate class that refuses archetype `a` on source `s`, if any.
-    pub fn gate_class(&self, s: usize, a: usize) -> Option<&'static str> {
-        let src = &self.sources[s];
-        if src.needs_js && a == PLAIN {
-            Some("js_required")
-        } else if src.cors_closed && a == BROWSER {
-            Some("cors")
-        } else if src.antibot && a >= RENDER {
-            Some("antibot")
-        } else {
-            None
-        }
+    /// The gate class that refuses archetype `a` on source `s` at `t_s`, if any.
+    pub fn gate_class(&self, s: usize, a: usize, t_s: f64) -> Option<&'static str> {
+        gate_class(self.source_at(s, t_s), a)
     }
 
     /// The oracle's objective of archetype `a` on source `s` at `t_s`:
@@ -258,18 +265,19 @@ impl World {
         let s = self.targets[target].source;
         let a = dev.archetype;
         let key = [self.spec.seed, d as u64, target as u64, n];
-        let src = &self.sources[s];
+        let src = self.source_at(s, t_s);
         let jitter = (0.5 * coin_normal(&key)).exp();
         if dev.blocked.contains(&s) {
             return fail(10.0 * jitter, "network");
         }
-        if let Some(class) = self.gate_class(s, a) {
+        if let Some(class) = gate_class(src, a) {
             return fail(0.5 * jitter, class);
         }
-        if let Some((rs, ra, from)) = self.regime {
-            if rs == s && ra == a && t_s >= from {
-                return fail(1.0 * jitter, "http_403");
-            }
+        let regime = self
+            .regime
+            .is_some_and(|(rs, ra, from)| rs == s && ra == a && t_s >= from);
+        if regime || src.refuses[a] {
+            return fail(1.0 * jitter, "http_403");
         }
         let p = self.p_success(s, a, t_s);
         let latency_s = (src.ln_latency[a]).exp() * jitter;
@@ -285,12 +293,12 @@ impl World {
         }
     }
 
-    /// An attempt on `target` that its host refused with 429 (it came over
-    /// the host's true limit, and the host sends a Retry-After): a quick
-    /// failure carrying the host's Retry-After. `None` where the host
-    /// serves requests over its limit.
-    pub fn throttled(&self, target: usize) -> Option<Attempt> {
-        let src = &self.sources[self.targets[target].source];
+    /// An attempt on `target` at `t_s` that its host refused with 429 (it
+    /// came over the host's true limit, and the host sends a Retry-After):
+    /// a quick failure carrying the host's Retry-After. `None` where the
+    /// host serves requests over its limit.
+    pub fn throttled(&self, target: usize, t_s: f64) -> Option<Attempt> {
+        let src = self.source_at(self.targets[target].source, t_s);
         src.retry_after_s.map(|r| Attempt {
             ok: false,
             latency_s: 0.2,
@@ -335,7 +343,7 @@ impl World {
         (0..=now).rev().any(|v| content_hash(target, v, 0) == hash)
     }
 
-    /// The politeness capacity of the hosts, grants per second.
+    /// The politeness capacity of the hosts at the start, grants per second.
     pub fn polite_rate(&self) -> f64 {
         let hosts: BTreeMap<&str, f64> = self
             .sources
@@ -351,6 +359,19 @@ impl World {
             .sessions
             .iter()
             .any(|(a, b)| *a <= t_s && t_s < *b)
+    }
+}
+
+/// The gate class that refuses archetype `a` on `src`, if any.
+fn gate_class(src: &SourceTruth, a: usize) -> Option<&'static str> {
+    if src.needs_js && a == PLAIN {
+        Some("js_required")
+    } else if src.cors_closed && a == BROWSER {
+        Some("cors")
+    } else if src.antibot && a >= RENDER {
+        Some("antibot")
+    } else {
+        None
     }
 }
 

@@ -21,7 +21,7 @@ fn gates_zero_the_truth_and_fail_with_their_class() {
     let w = World::build(&SimSpec::new(Scenario::Steady, 50, 1.0, 1)).unwrap();
     for s in 0..w.sources.len() {
         for a in 0..4 {
-            if let Some(c) = w.gate_class(s, a) {
+            if let Some(c) = w.gate_class(s, a, 0.0) {
                 assert_eq!(w.p_success(s, a, 0.0), 0.0);
                 let d = w.devices.iter().position(|d| d.archetype == a).unwrap();
                 let t = w.sources[s].targets.start;

@@ -204,11 +204,12 @@ impl<'w> Driver<'w> {
             let Some(&k) = self.targets.get(&item.target) else {
                 continue;
             };
-            let host = &self.world.sources[self.world.targets[k].source].host;
-            if let Some(b) = self.shadow.get_mut(host) {
+            let src = self.world.source_at(self.world.targets[k].source, t);
+            if let Some(b) = self.shadow.get_mut(&src.host) {
+                b.retune(src.true_bucket(), t);
                 if !b.admit(t) {
                     self.acc.violations += 1;
-                    if self.world.throttled(k).is_some() {
+                    if self.world.throttled(k, t).is_some() {
                         self.throttled.insert(item.deposit_token.clone());
                     }
                 }

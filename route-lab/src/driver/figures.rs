@@ -54,6 +54,7 @@ impl Driver<'_> {
         let parts = self.acc.regret_by_kind.entry(kind.to_string()).or_default();
         parts.failures += fa - best.1;
         parts.cost += ca - best.2;
+        super::changes::count_regret(&mut self.acc.changes, s, t, (fa - best.1, ca - best.2));
         if let Some((rs, ra, from)) = w.regime {
             if rs == s && ra == a {
                 if t >= from {
@@ -343,6 +344,7 @@ impl Driver<'_> {
             let all = busy + self.acc.drought_wasted_conservative_s;
             ev.occupancy_during_conservative = (all > 0.0).then(|| busy / all);
         }
+        ev.changes = super::changes::finish(std::mem::take(&mut self.acc.changes));
         if w.regime.is_some() {
             ev.blocked_attempts_after = Some(self.acc.blocked_attempts_after);
             ev.blocked_attempts_hour_before = Some(self.acc.blocked_attempts_before);

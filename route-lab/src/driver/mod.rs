@@ -22,6 +22,7 @@ use super::store::LabStore;
 use super::world::{World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST};
 use super::SimError;
 
+mod changes;
 mod device;
 mod figures;
 pub mod port;
@@ -93,6 +94,8 @@ struct Acc {
     by_kind: BTreeMap<String, BTreeMap<String, u64>>,
     /// Regret's parts by work kind.
     regret_by_kind: BTreeMap<String, RegretParts>,
+    /// The timed source changes' figures.
+    changes: Vec<changes::ChangeCount>,
 }
 
 /// One contender's run over one world.
@@ -190,6 +193,7 @@ impl<'w> Driver<'w> {
             arrived: vec![false; world.sources.len()],
             acc: Acc {
                 last_grant: vec![None; world.targets.len()],
+                changes: changes::change_counts(world),
                 ..Acc::default()
             },
             retry_s: (world.spec.devices as f64 / 100.0).clamp(world.spec.tick_s, 45.0),
@@ -379,11 +383,16 @@ impl<'w> Driver<'w> {
                 .entry(archetype.to_string())
                 .or_default() += 1;
             let refused = self.throttled.remove(&item.deposit_token);
-            let attempt = match refused.then(|| self.world.throttled(k)).flatten() {
+            let attempt = match refused.then(|| self.world.throttled(k, t)).flatten() {
                 Some(a) => a,
                 None => self.world.attempt(d, k, t, n),
             };
             let done = t + attempt.latency_s;
+            let (s, a) = (
+                self.world.targets[k].source,
+                self.world.devices[d].archetype,
+            );
+            changes::count_attempt(&mut self.acc.changes, s, a, t);
             self.acc.busy_s += attempt.latency_s;
             if self.in_drought(t) {
                 self.acc.drought_busy_s += attempt.latency_s;
@@ -449,7 +458,7 @@ impl<'w> Driver<'w> {
             latency_ms: Some(run.attempt.latency_s * 1000.0),
             error_class: run.attempt.error_class.map(String::from),
             retry_after_s: run.attempt.retry_after_s,
-            crawl_delay_s: w.sources[source].crawl_delay_s,
+            crawl_delay_s: w.source_at(source, t).crawl_delay_s,
         };
         let req = DepositRequest {
             device_id: w.devices[d].id.clone(),

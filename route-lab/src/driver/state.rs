@@ -58,14 +58,58 @@ pub(super) struct Shadow {
 }
 
 impl Shadow {
-    pub(super) fn admit(&mut self, t: f64) -> bool {
+    /// The host's true limit as it is at `t` (a timed change may have
+    /// moved it): tokens refilled at the old rate up to `t`, then kept up
+    /// to the new capacity.
+    pub(super) fn retune(&mut self, (capacity, rate): (f64, f64), t: f64) {
+        if (capacity, rate) == (self.capacity, self.rate) {
+            return;
+        }
+        self.refill(t);
+        self.capacity = capacity;
+        self.rate = rate;
+        self.tokens = self.tokens.min(capacity);
+    }
+
+    fn refill(&mut self, t: f64) {
         self.tokens = (self.tokens + self.rate * (t - self.last).max(0.0)).min(self.capacity);
         self.last = self.last.max(t);
+    }
+
+    pub(super) fn admit(&mut self, t: f64) -> bool {
+        self.refill(t);
         if self.tokens >= 1.0 - 1e-9 {
             self.tokens -= 1.0;
             true
         } else {
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shadow;
+
+    #[test]
+    fn a_shadow_bucket_follows_a_host_whose_limit_changes() {
+        let mut b = Shadow {
+            capacity: 5.0,
+            rate: 2.0,
+            tokens: 5.0,
+            last: 0.0,
+        };
+        assert!((0..5).all(|_| b.admit(0.0)));
+        assert!(!b.admit(0.0));
+        // At t = 1 the host starts a 20 s crawl delay: the second of
+        // refill at the old rate is kept, up to the new capacity of one.
+        b.retune((1.0, 1.0 / 20.0), 1.0);
+        assert!(b.admit(1.0));
+        assert!(!b.admit(2.0));
+        assert!(!b.admit(20.0));
+        assert!(b.admit(21.0));
+        // The same limit again changes nothing.
+        b.retune((1.0, 1.0 / 20.0), 30.0);
+        assert_eq!((b.tokens, b.last), (0.0, 21.0));
     }
 }

@@ -1,9 +1,10 @@
 //! Timed events of a world file: the drought, a regime change, an adapter
 //! upgrade (buggy or correct), populations that drop out or register in a
-//! burst. Times are fractions of the run ([`Fraction`]).
+//! burst, sources that change (`changes`). Times are fractions of the run ([`Fraction`]).
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::{check_changes, SourceChange};
 use super::{archetype_index, bad, Fraction, PlanError};
 use crate::archetype::ARCHETYPES;
 
@@ -110,7 +111,8 @@ fn a_minute() -> f64 {
     60.0
 }
 
-/// Timed events (the first three at most once).
+/// Timed events (the first four at most once; a world needing more
+/// regime changes writes them as `source_change` entries).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EventsPlan {
@@ -132,6 +134,9 @@ pub struct EventsPlan {
     /// Populations that register in a burst (`[[events.burst]]`).
     #[serde(default)]
     pub burst: Vec<Burst>,
+    /// Sources that change mid-run (`[[events.source_change]]`).
+    #[serde(default)]
+    pub source_change: Vec<SourceChange>,
 }
 
 impl EventsPlan {
@@ -180,6 +185,7 @@ impl EventsPlan {
             )?;
         }
         self.check_rollout()?;
+        check_changes(&self.source_change, count)?;
         self.check_dropouts()?;
         self.check_bursts()
     }

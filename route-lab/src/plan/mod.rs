@@ -10,7 +10,8 @@
 //! drought, a source's regime change for one archetype, an adapter version
 //! that scrapes one source wrongly (or one that scrapes correctly), rolled
 //! out to a share of devices at once or gradually, populations that drop out for a while, populations
-//! that register in a burst); sources written out rather than drawn
+//! that register in a burst, sources whose walls, refusals and politeness
+//! change at any time); sources written out rather than drawn
 //! (`[[sources.set]]`: success, latency, walls, change rate, politeness,
 //! crawl delay, Retry-After); and budget caps as a share of the fleet's
 //! demand. Times are fractions of the run, written as a number or as
@@ -20,10 +21,12 @@ use serde::{Deserialize, Serialize};
 
 use super::archetype::ARCHETYPES;
 
+mod changes;
 mod events;
 mod fraction;
 mod sources;
 
+pub use changes::SourceChange;
 pub use events::{
     AdapterBug, AdapterRollout, Burst, Dropout, Drought, EventsPlan, RegimeChange, MAX_BURST,
 };

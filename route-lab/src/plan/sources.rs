@@ -89,29 +89,14 @@ impl SourceSet {
                 format!("{} but sources.count is {count}", self.source),
             ));
         }
-        if let Some(p) = self.success {
-            if p.values().iter().any(|x| !(0.0..=1.0).contains(x)) {
-                return Err(bad(
-                    "sources.set.success",
-                    format!("{:?}: each in [0, 1]", p.values()),
-                ));
-            }
-        }
+        check_shares(self.success, "sources.set.success")?;
         if let Some(l) = self.latency_s {
-            if l.values().iter().any(|x| !(*x > 0.0 && *x <= 3600.0)) {
-                return Err(bad(
-                    "sources.set.latency_s",
-                    format!("{:?}: each in (0, 3600] seconds", l.values()),
-                ));
+            for x in l.values() {
+                check_range(x, (0.0, 3600.0), false, "sources.set.latency_s")?;
             }
         }
         if let Some(h) = self.change_timescale_h {
-            if !(h > 0.0 && h <= 8760.0) {
-                return Err(bad(
-                    "sources.set.change_timescale_h",
-                    format!("{h} outside (0, 8760] hours"),
-                ));
-            }
+            check_range(h, (0.0, 8760.0), false, "sources.set.change_timescale_h")?;
         }
         if let Some(b) = self.bucket {
             if !((1.0..=1000.0).contains(&b.capacity) && b.per_s > 0.0 && b.per_s <= 1000.0) {
@@ -122,22 +107,42 @@ impl SourceSet {
             }
         }
         if let Some(c) = self.crawl_delay_s {
-            if !(c > 0.0 && c <= 300.0) {
-                return Err(bad(
-                    "sources.set.crawl_delay_s",
-                    format!("{c} outside (0, 300] seconds"),
-                ));
-            }
+            check_range(c, (0.0, 300.0), false, "sources.set.crawl_delay_s")?;
         }
         if let Some(r) = self.retry_after_s {
-            if !(r > 0.0 && r <= 3600.0) {
-                return Err(bad(
-                    "sources.set.retry_after_s",
-                    format!("{r} outside (0, 3600] seconds"),
-                ));
-            }
+            check_range(r, (0.0, 3600.0), false, "sources.set.retry_after_s")?;
         }
         Ok(())
+    }
+}
+
+/// Checks that `x` lies in `(lo, hi]`, or `[lo, hi]` where `from_lo`.
+/// Errors: [`PlanError::Key`] at `key`, giving the range.
+pub(super) fn check_range(
+    x: f64,
+    (lo, hi): (f64, f64),
+    from_lo: bool,
+    key: &'static str,
+) -> Result<(), PlanError> {
+    let above = if from_lo { x >= lo } else { x > lo };
+    if above && x <= hi {
+        return Ok(());
+    }
+    let open = if from_lo { '[' } else { '(' };
+    Err(bad(key, format!("{x} outside {open}{lo}, {hi}]")))
+}
+
+/// Checks that every archetype's success probability in `p` lies in
+/// [0, 1]. Errors: [`PlanError::Key`] at `key`.
+pub(super) fn check_shares(
+    p: Option<PerArchetype<f64>>,
+    key: &'static str,
+) -> Result<(), PlanError> {
+    match p {
+        Some(p) if p.values().iter().any(|x| !(0.0..=1.0).contains(x)) => {
+            Err(bad(key, format!("{:?}: each in [0, 1]", p.values())))
+        }
+        _ => Ok(()),
     }
 }
 

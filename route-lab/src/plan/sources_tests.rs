@@ -40,7 +40,7 @@ fn a_written_source_replaces_its_draw_and_nothing_else() {
     let s = &w.sources[6];
     for (a, p) in [(BROWSER, 0.9), (DESKTOP, 0.5), (RENDER, 0.25), (PLAIN, 0.1)] {
         assert!((w.p_success(6, a, 0.0) - p).abs() < 1e-12, "{a}");
-        assert!(w.gate_class(6, a).is_none());
+        assert!(w.gate_class(6, a, 0.0).is_none());
     }
     for (a, l) in [
         (BROWSER, 4.0f64),
@@ -70,12 +70,12 @@ fn a_written_source_replaces_its_draw_and_nothing_else() {
         assert_eq!(h.bucket, drawn.sources[i].bucket);
         assert_eq!(h.true_bucket(), (1.0, 1.0 / 30.0));
     }
-    let throttled = w.throttled(w.sources[2].targets.start).expect("a 429");
+    let throttled = w.throttled(w.sources[2].targets.start, 0.0).expect("a 429");
     assert_eq!(
         (throttled.error_class, throttled.retry_after_s),
         (Some("http_429"), Some(120.0))
     );
-    assert!(w.throttled(w.sources[6].targets.start).is_none());
+    assert!(w.throttled(w.sources[6].targets.start, 0.0).is_none());
     // Every other source, every target elsewhere and every device: the draw.
     for i in [0, 1, 4, 5, 7, 8, 9] {
         assert_eq!(w.sources[i], drawn.sources[i], "source {i}");
