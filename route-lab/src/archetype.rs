@@ -35,6 +35,9 @@ pub const CAPABILITIES: [&[&str]; 4] = [
 pub const ADAPTER_OK: &str = "3.2";
 /// The buggy adapter version of `adapter-bug`.
 pub const ADAPTER_BUGGY: &str = "3.3";
+/// The versions of the correct rollouts (`[[events.adapter_rollout]]`),
+/// the i-th entry's in time order; at most this many rollouts a world.
+pub const ADAPTER_LATER: [&str; 8] = ["3.4", "3.5", "3.6", "3.7", "3.8", "3.9", "3.10", "3.11"];
 /// The adapter id (one binding per source: `html-v1`).
 pub const ADAPTER_ID: &str = "html";
 
@@ -51,6 +54,10 @@ pub struct DeviceSpec {
     pub sessions: Vec<(f64, f64)>,
     /// When it upgrades to [`ADAPTER_BUGGY`], if ever.
     pub upgrade_at: Option<f64>,
+    /// Its correct upgrades: (when, index into [`ADAPTER_LATER`]), in the
+    /// order of the world's rollouts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollouts: Vec<(f64, usize)>,
     /// Sources unreachable from this device's network (it fails with `network`).
     pub blocked: Vec<usize>,
 }

@@ -23,10 +23,25 @@ pub(super) struct PopulationInput {
     pub liar_share: f64,
     /// (start, share, duration) of the buggy adapter's rollout.
     pub upgrade: Option<(f64, f64, f64)>,
+    /// (start, share, duration) of each correct rollout, in time order.
+    pub rollouts: Vec<(f64, f64, f64)>,
     /// (archetype, from, to, share) of each dropout.
     pub dropouts: Vec<(usize, f64, f64, f64)>,
     /// (archetype, count, at, within_s, liar_share) of each burst.
     pub bursts: Vec<(usize, usize, f64, f64, f64)>,
+}
+
+/// Which of `n` devices a rollout `(at, share, over)` reaches, and when: a
+/// share of them drawn at random, the j-th of k at at + over · j / k.
+fn rollout(rng: &mut Stream, n: usize, (at, share, over): (f64, f64, f64)) -> Vec<(usize, f64)> {
+    let mut all: Vec<usize> = (0..n).collect();
+    rng.shuffle(&mut all);
+    let k = (n as f64 * share).round() as usize;
+    all[..k]
+        .iter()
+        .enumerate()
+        .map(|(j, &i)| (i, at + over * j as f64 / k as f64))
+        .collect()
 }
 
 /// One device's online spells from `start` to `end` under `session`,
@@ -73,6 +88,7 @@ fn device(
         liar: false,
         sessions,
         upgrade_at: None,
+        rollouts: Vec::new(),
         blocked,
     }
 }
@@ -114,12 +130,13 @@ pub(super) fn build_devices(
         }
     }
     if let Some((at, share, over)) = input.upgrade {
-        let mut all: Vec<usize> = (0..devices.len()).collect();
-        rng.shuffle(&mut all);
-        let k = (all.len() as f64 * share).round() as usize;
-        // A gradual rollout: the j-th of k upgrades at at + over · j / k.
-        for (j, &i) in all[..k].iter().enumerate() {
-            devices[i].upgrade_at = Some(at + over * j as f64 / k as f64);
+        for (i, t) in rollout(rng, devices.len(), (at, share, over)) {
+            devices[i].upgrade_at = Some(t);
+        }
+    }
+    for (r, &plan) in input.rollouts.iter().enumerate() {
+        for (i, t) in rollout(rng, devices.len(), plan) {
+            devices[i].rollouts.push((t, r));
         }
     }
     for &(a, count, at, within, liar_share) in &input.bursts {

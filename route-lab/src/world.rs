@@ -25,8 +25,8 @@ use super::SimError;
 
 pub use super::archetype::DeviceSpec;
 pub use super::archetype::{
-    ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, ARCH_LN_LATENCY, ARCH_LOGIT, ARCH_SHARE,
-    BROWSER, CAPABILITIES, CLOUD_COST, DESKTOP, PLAIN, RENDER,
+    ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_LATER, ADAPTER_OK, ARCHETYPES, ARCH_LN_LATENCY, ARCH_LOGIT,
+    ARCH_SHARE, BROWSER, CAPABILITIES, CLOUD_COST, DESKTOP, PLAIN, RENDER,
 };
 
 /// The whole world of one run.
@@ -46,8 +46,9 @@ pub struct World {
     pub devices: Vec<DeviceSpec>,
     /// `regime-change`: (source, archetype, from seconds).
     pub regime: Option<(usize, usize, f64)>,
-    /// `adapter-bug`: (source, from seconds); a correct rollout
-    /// (`events.adapter_rollout`): (0, from seconds) with `bug_fixed`.
+    /// `adapter-bug`: (source, from seconds); without a bug, the first
+    /// correct rollout (`events.adapter_rollout`): (0, from seconds) with
+    /// `bug_fixed`.
     pub bug: Option<(usize, f64)>,
     /// `adapter-bug`'s control: the same world in every draw, but the
     /// upgraded adapter scrapes the bug's source correctly ([`World::without_bug`]).
@@ -138,6 +139,15 @@ fn population_input(
             let over = over.map_or(0.0, |o| o.of_end(end));
             (at.of_end(end), share, over)
         }),
+        rollouts: plan
+            .events
+            .rollouts()
+            .into_iter()
+            .map(|r| {
+                let over = r.over.map_or(0.0, |o| o.of_end(end));
+                (r.at.of_end(end), r.upgrade_share, over)
+            })
+            .collect(),
         dropouts,
         bursts,
     })
@@ -184,9 +194,13 @@ impl World {
             plan.regime_archetype()
                 .map(|a| (r.source, a, r.at.of_end(end)))
         });
-        // A correct rollout is built as the bug's control world: the
-        // upgrade's start kept, every hash genuine.
-        let rollout = ev.adapter_rollout.as_ref().map(|r| (0, r.at.of_end(end)));
+        // Without the bug, the first correct rollout is traced as the
+        // bug's control world is: trust from its start, every hash genuine.
+        let rollout = ev
+            .rollouts()
+            .first()
+            .filter(|_| bug.is_none())
+            .map(|r| (0, r.at.of_end(end)));
         let bug = bug.map(|(s, at, _)| (s, at)).or(rollout);
         let caps = budget_caps(spec, plan.budget.caps_share_of_demand, &sources);
         let changes = timeline(&ev.source_change, &sources, end);
@@ -351,6 +365,22 @@ impl World {
             .map(|s| (s.host.as_str(), s.true_bucket().1))
             .collect();
         hosts.values().sum()
+    }
+
+    /// The adapter version device `d` runs at `t_s`: its latest upgrade by
+    /// then (the buggy one, or a correct rollout's), else [`ADAPTER_OK`].
+    pub fn adapter_at(&self, d: usize, t_s: f64) -> &'static str {
+        let dev = &self.devices[d];
+        let bug = dev.upgrade_at.map(|t| (t, ADAPTER_BUGGY));
+        let later = dev
+            .rollouts
+            .iter()
+            .map(|&(t, i)| (t, ADAPTER_LATER.get(i).copied().unwrap_or(ADAPTER_OK)));
+        bug.into_iter()
+            .chain(later)
+            .filter(|(t, _)| *t <= t_s)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or(ADAPTER_OK, |(_, v)| v)
     }
 
     /// Whether device `d` is online at `t_s`.

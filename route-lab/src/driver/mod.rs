@@ -19,7 +19,7 @@ use super::report::{
     Budget, ContenderReport, DriftMark, EventFigures, RegretParts, Sample, Timing, WorkPerDecision,
 };
 use super::store::LabStore;
-use super::world::{World, ADAPTER_BUGGY, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST};
+use super::world::{World, ADAPTER_ID, ADAPTER_OK, ARCHETYPES, BROWSER, CLOUD_COST};
 use super::SimError;
 
 mod changes;
@@ -299,7 +299,8 @@ impl<'w> Driver<'w> {
                     self.at(b, Ev::Offline(i));
                 }
             }
-            if let Some(u) = d.upgrade_at {
+            let upgrades = d.upgrade_at.into_iter();
+            for u in upgrades.chain(d.rollouts.iter().map(|&(t, _)| t)) {
                 self.at(u, Ev::Upgrade(i));
             }
         }
@@ -330,7 +331,9 @@ impl<'w> Driver<'w> {
                 Ev::Online(d) => self.come_online(d, t),
                 Ev::Offline(d) => self.go_offline(d, t),
                 Ev::Upgrade(d) => {
-                    self.devs[d].version = ADAPTER_BUGGY;
+                    // Events run at whole milliseconds, rounded: the
+                    // upgrade that woke this one is at most half of one later.
+                    self.devs[d].version = self.world.adapter_at(d, t + 0.0005);
                     if self.devs[d].online {
                         self.register(d, t);
                     }

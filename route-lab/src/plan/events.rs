@@ -49,8 +49,12 @@ pub struct AdapterBug {
 
 /// From `at`, a share of devices upgrade to an adapter version that scrapes
 /// every source correctly: all at once, or rolled out evenly over `over`.
-/// What the router must do with it: nothing (no adapter event, no trust
-/// lost to the upgrade). Built as the adapter bug's control world is.
+/// The i-th entry in time order brings version
+/// [`crate::archetype::ADAPTER_LATER`]`[i]`; one that reaches devices
+/// running the buggy version fixes the bug on them. Without the bug, what
+/// the router must do with it is nothing (no adapter event, no trust lost
+/// to the upgrade), and the first rollout's start is where trust is traced
+/// from, as the adapter bug's control world does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AdapterRollout {
@@ -104,6 +108,9 @@ pub struct Burst {
     pub liar_share: f64,
 }
 
+/// Most correct rollouts one world has.
+pub const MAX_ROLLOUTS: usize = crate::archetype::ADAPTER_LATER.len();
+
 /// Most devices one burst brings.
 pub const MAX_BURST: usize = 100_000;
 
@@ -111,7 +118,7 @@ fn a_minute() -> f64 {
     60.0
 }
 
-/// Timed events (the first four at most once; a world needing more
+/// Timed events (the first three at most once; a world needing more
 /// regime changes writes them as `source_change` entries).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,9 +132,10 @@ pub struct EventsPlan {
     /// A buggy adapter version rolls out.
     #[serde(default)]
     pub adapter_bug: Option<AdapterBug>,
-    /// A correct adapter version rolls out (not with `adapter_bug`).
+    /// Correct adapter versions that roll out (`[[events.adapter_rollout]]`,
+    /// at most [`MAX_ROLLOUTS`], starting at distinct times).
     #[serde(default)]
-    pub adapter_rollout: Option<AdapterRollout>,
+    pub adapter_rollout: Vec<AdapterRollout>,
     /// Populations that drop out for a while (`[[events.dropout]]`).
     #[serde(default)]
     pub dropout: Vec<Dropout>,
@@ -191,35 +199,51 @@ impl EventsPlan {
     }
 
     fn check_rollout(&self) -> Result<(), PlanError> {
-        let Some(r) = &self.adapter_rollout else {
-            return Ok(());
-        };
-        if self.adapter_bug.is_some() {
+        if self.adapter_rollout.len() > MAX_ROLLOUTS {
             return Err(bad(
                 "events.adapter_rollout",
-                "a world rolls out one adapter version: adapter_bug or adapter_rollout, not both",
+                format!(
+                    "{} rollouts: at most {MAX_ROLLOUTS}",
+                    self.adapter_rollout.len()
+                ),
             ));
         }
-        check_upgrade(
-            (r.at, r.upgrade_share, r.over),
-            [
-                "events.adapter_rollout.at",
-                "events.adapter_rollout.upgrade_share",
-                "events.adapter_rollout.over",
-            ],
-        )
+        let mut starts = Vec::new();
+        for r in &self.adapter_rollout {
+            check_upgrade(
+                (r.at, r.upgrade_share, r.over),
+                [
+                    "events.adapter_rollout.at",
+                    "events.adapter_rollout.upgrade_share",
+                    "events.adapter_rollout.over",
+                ],
+            )?;
+            let at = r.at.value();
+            if starts.contains(&at.to_bits()) {
+                return Err(bad(
+                    "events.adapter_rollout.at",
+                    format!("two rollouts start at {at}: which version comes later is not said"),
+                ));
+            }
+            starts.push(at.to_bits());
+        }
+        Ok(())
     }
 
-    /// The adapter upgrade, buggy or correct: its start, the share that
-    /// upgrades and how long the rollout takes.
+    /// The buggy adapter's upgrade: its start, the share that upgrades and
+    /// how long the rollout takes.
     pub fn upgrade(&self) -> Option<(Fraction, f64, Option<Fraction>)> {
         self.adapter_bug
             .as_ref()
             .map(|b| (b.at, b.upgrade_share, b.over))
-            .or(self
-                .adapter_rollout
-                .as_ref()
-                .map(|r| (r.at, r.upgrade_share, r.over)))
+    }
+
+    /// The correct rollouts in time order (the i-th brings
+    /// [`crate::archetype::ADAPTER_LATER`]`[i]`).
+    pub fn rollouts(&self) -> Vec<&AdapterRollout> {
+        let mut r: Vec<&AdapterRollout> = self.adapter_rollout.iter().collect();
+        r.sort_by(|a, b| a.at.value().total_cmp(&b.at.value()));
+        r
     }
 
     fn check_dropouts(&self) -> Result<(), PlanError> {

@@ -8,8 +8,8 @@
 //! arrival waves); the population (the archetypes' shares and session
 //! processes, the share of browsers that lie); timed events (browsers'
 //! drought, a source's regime change for one archetype, an adapter version
-//! that scrapes one source wrongly (or one that scrapes correctly), rolled
-//! out to a share of devices at once or gradually, populations that drop out for a while, populations
+//! that scrapes one source wrongly and up to eight that scrape correctly,
+//! each rolled out to a share of devices at once or gradually, populations that drop out for a while, populations
 //! that register in a burst, sources whose walls, refusals and politeness
 //! change at any time); sources written out rather than drawn
 //! (`[[sources.set]]`: success, latency, walls, change rate, politeness,
@@ -29,6 +29,7 @@ mod sources;
 pub use changes::SourceChange;
 pub use events::{
     AdapterBug, AdapterRollout, Burst, Dropout, Drought, EventsPlan, RegimeChange, MAX_BURST,
+    MAX_ROLLOUTS,
 };
 pub use fraction::Fraction;
 pub use sources::{shared_host, BucketPlan, SourceSet};
@@ -267,8 +268,8 @@ impl WorldPlan {
         Ok(())
     }
 
-    /// The adapter upgrade, buggy or correct: its start, the share that
-    /// upgrades and how long the rollout takes.
+    /// The buggy adapter's upgrade: its start, the share that upgrades and
+    /// how long the rollout takes.
     pub fn upgrade(&self) -> Option<(Fraction, f64, Option<Fraction>)> {
         self.events.upgrade()
     }

@@ -357,25 +357,28 @@ fn a_world_with_a_burst_and_a_dropout_runs() {
 
 #[test]
 fn a_correct_adapter_rollout_is_the_bugs_control_and_costs_nothing() {
-    let rollout = "[events.adapter_rollout]\nat = \"1/4\"\nupgrade_share = 0.5\nover = \"1/4\"\n";
+    let rollout = "[[events.adapter_rollout]]\nat = \"1/4\"\nupgrade_share = 0.5\nover = \"1/4\"\n";
     let mut spec = SimSpec::new(Scenario::Steady, 40, 2.0, 6);
     spec.world = Some(WorldPlan::parse(&format!("{BASE}{rollout}")).unwrap());
     let w = World::build(&spec).unwrap();
     let end = spec.end_s();
-    let upgrades: Vec<f64> = w.devices.iter().filter_map(|d| d.upgrade_at).collect();
-    assert!(!upgrades.is_empty());
+    assert!(w.devices.iter().all(|d| d.upgrade_at.is_none()));
+    let upgrades: Vec<f64> = w
+        .devices
+        .iter()
+        .flat_map(|d| d.rollouts.iter().map(|&(t, _)| t))
+        .collect();
+    assert_eq!(upgrades.len(), 20, "half of the 40 devices");
     assert!(upgrades
         .iter()
         .all(|t| (end / 4.0..=end / 2.0 + 1e-9).contains(t)));
     assert!(w.bug_fixed && w.bug == Some((0, end / 4.0)));
     // Every hash the upgraded adapter writes is genuine.
     for d in 0..w.devices.len() {
+        let version = w.adapter_at(d, end);
         for k in 0..w.targets.len() {
             if !w.devices[d].liar {
-                assert_eq!(
-                    w.hash_kind(d, k, crate::archetype::ADAPTER_BUGGY),
-                    crate::world::HashKind::Genuine
-                );
+                assert_eq!(w.hash_kind(d, k, version), crate::world::HashKind::Genuine);
             }
         }
     }
@@ -394,28 +397,26 @@ fn a_correct_adapter_rollout_is_the_bugs_control_and_costs_nothing() {
         .count();
     assert_eq!(bug_losses, 0);
     assert!(ev.adapter_events.is_empty(), "{:?}", ev.adapter_events);
-    // One upgrade per world: both events are a contradiction.
-    let both =
-        format!("{BASE}{rollout}[events.adapter_bug]\nsource = 1\nat = 0.5\nupgrade_share = 0.5\n");
-    assert!(matches!(
-        WorldPlan::parse(&both),
-        Err(PlanError::Key {
-            key: "events.adapter_rollout",
-            ..
-        })
-    ));
     for (bad_text, key) in [
         (
-            "[events.adapter_rollout]\nat = 0.5\nupgrade_share = 0\n",
+            "[[events.adapter_rollout]]\nat = 0.5\nupgrade_share = 0\n",
             "events.adapter_rollout.upgrade_share",
         ),
         (
-            "[events.adapter_rollout]\nat = 0.75\nupgrade_share = 1\nover = 0.5\n",
+            "[[events.adapter_rollout]]\nat = 0.75\nupgrade_share = 1\nover = 0.5\n",
             "events.adapter_rollout.over",
         ),
         (
-            "[events.adapter_rollout]\nat = 1.5\nupgrade_share = 1\n",
+            "[[events.adapter_rollout]]\nat = 1.5\nupgrade_share = 1\n",
             "events.adapter_rollout.at",
+        ),
+        (
+            "[[events.adapter_rollout]]\nat = 0.5\nupgrade_share = 1\n[[events.adapter_rollout]]\nat = \"1/2\"\nupgrade_share = 0.5\n",
+            "events.adapter_rollout.at",
+        ),
+        (
+            &"[[events.adapter_rollout]]\nat = 0.5\nupgrade_share = 1\n".repeat(9),
+            "events.adapter_rollout",
         ),
     ] {
         match WorldPlan::parse(&format!("{BASE}{bad_text}")) {
@@ -423,6 +424,66 @@ fn a_correct_adapter_rollout_is_the_bugs_control_and_costs_nothing() {
             other => panic!("{bad_text}: {other:?}"),
         }
     }
+    // The old single-table form is refused by the parser, naming the key.
+    let table = format!("{BASE}[events.adapter_rollout]\nat = 0.5\nupgrade_share = 1\n");
+    assert!(
+        matches!(WorldPlan::parse(&table), Err(PlanError::Parse(m)) if m.contains("adapter_rollout"))
+    );
+}
+
+#[test]
+fn a_later_rollout_fixes_the_bug_on_the_devices_it_reaches() {
+    // The bug reaches half the devices at 1/4; a correct version reaches
+    // every device at 1/2; another a third of them at 3/4 (written first:
+    // the entries are taken in time order).
+    let text = format!(
+        "{BASE}[events.adapter_bug]\nsource = 1\nat = \"1/4\"\nupgrade_share = 0.5\n\
+         [[events.adapter_rollout]]\nat = 0.75\nupgrade_share = 0.3\n\
+         [[events.adapter_rollout]]\nat = 0.5\nupgrade_share = 1\n"
+    );
+    let mut spec = SimSpec::new(Scenario::Steady, 40, 2.0, 7);
+    spec.world = Some(WorldPlan::parse(&text).unwrap());
+    let w = World::build(&spec).unwrap();
+    let end = spec.end_s();
+    assert!(!w.bug_fixed && w.bug == Some((1, end / 4.0)));
+    let on_src1 = w.sources[1].targets.start;
+    let (mut buggy, mut later) = (0, 0);
+    for (d, dev) in w.devices.iter().enumerate() {
+        assert_eq!(
+            w.adapter_at(d, end / 4.0 - 1.0),
+            crate::archetype::ADAPTER_OK
+        );
+        assert_eq!(w.adapter_at(d, end / 2.0), "3.4", "every device at 1/2");
+        let at_3q = w.adapter_at(d, end);
+        assert!(at_3q == "3.4" || at_3q == "3.5");
+        later += usize::from(at_3q == "3.5");
+        if dev.upgrade_at.is_some() && !dev.liar {
+            buggy += 1;
+            let v = w.adapter_at(d, end * 3.0 / 8.0);
+            assert_eq!(v, crate::archetype::ADAPTER_BUGGY);
+            assert_eq!(w.hash_kind(d, on_src1, v), crate::world::HashKind::Buggy);
+            let v = w.adapter_at(d, end / 2.0);
+            assert_eq!(w.hash_kind(d, on_src1, v), crate::world::HashKind::Genuine);
+        }
+    }
+    assert_eq!(later, 12, "three tenths of 40");
+    assert!(buggy > 0);
+    let r = crate::simulate(&spec, &[crate::Contender::Router], &|_, _| {}).unwrap();
+    let ev = &r.contenders[0].event;
+    // The bug is found (its disagreement names the buggy version), and
+    // neither correct version is ever part of an adapter event.
+    assert!(
+        ev.adapter_events.iter().any(|(_, _, v, _)| v == "3.3"),
+        "{:?}",
+        ev.adapter_events
+    );
+    assert!(
+        ev.adapter_events
+            .iter()
+            .all(|(_, _, v, _)| v != "3.4" && v != "3.5"),
+        "{:?}",
+        ev.adapter_events
+    );
 }
 
 #[test]
