@@ -201,7 +201,8 @@ fn better_than(better: Better, a: f64, b: f64) -> bool {
 }
 
 /// The headlines of a world file that is not a shipped scenario
-/// (`route sim --world FILE`): what any world shows.
+/// (`route sim --world FILE`): what any world shows, and, where it has
+/// timed source changes, what they cost (rows no run has are left out).
 pub const WORLD_HEADLINES: &[Headline] = &[
     Headline {
         scenario: "",
@@ -221,7 +222,55 @@ pub const WORLD_HEADLINES: &[Headline] = &[
         better: Better::Higher,
         read: |c| Some(c.correct_fraction),
     },
+    Headline {
+        scenario: "",
+        figure: "attempts by archetypes a source change shut, while shut",
+        better: Better::Lower,
+        read: shut_attempts,
+    },
+    Headline {
+        scenario: "",
+        figure: "regret on changed sources while the changes held",
+        better: Better::Lower,
+        read: regret_after_changes,
+    },
 ];
+
+/// Over the world's timed source changes that shut an archetype out: the
+/// attempts by those archetypes on the source while the change held.
+/// `None` where no change shut one.
+fn shut_attempts(c: &ContenderReport) -> Option<f64> {
+    let shutting: Vec<_> = c
+        .event
+        .changes
+        .iter()
+        .filter(|f| !f.shut.is_empty())
+        .collect();
+    (!shutting.is_empty()).then(|| {
+        shutting
+            .iter()
+            .map(|f| {
+                crate::world::ARCHETYPES
+                    .iter()
+                    .zip(f.after)
+                    .filter(|(a, _)| f.shut.iter().any(|s| s == *a))
+                    .map(|(_, n)| n as f64)
+                    .sum::<f64>()
+            })
+            .sum()
+    })
+}
+
+/// Regret on each changed source while its change held, summed; `None`
+/// without timed source changes.
+fn regret_after_changes(c: &ContenderReport) -> Option<f64> {
+    let ch = &c.event.changes;
+    (!ch.is_empty()).then(|| {
+        ch.iter()
+            .map(|f| f.regret_after.failures + f.regret_after.cost)
+            .sum()
+    })
+}
 
 /// The rows of `runs` (one report per scenario and seed; a scenario's
 /// runs must share their contenders), in [`HEADLINES`] order, for the
@@ -240,7 +289,14 @@ pub fn rows(runs: &[SimReport]) -> Vec<Row> {
         }
     }
     for w in worlds {
-        out.extend(WORLD_HEADLINES.iter().filter_map(|h| row_of(h, w, runs)));
+        // A figure no run of the world has (no source change) is left out.
+        let has = |r: &Row| r.cells.iter().any(|c| c.spread.is_some());
+        out.extend(
+            WORLD_HEADLINES
+                .iter()
+                .filter_map(|h| row_of(h, w, runs))
+                .filter(has),
+        );
     }
     out
 }

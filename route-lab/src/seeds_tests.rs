@@ -244,3 +244,48 @@ fn a_world_file_gets_the_worlds_headlines_after_the_scenarios() {
     let p = greedy.paired.as_ref().expect("paired with the router");
     assert_eq!((p.router_better, p.tied, p.router_worse), (1, 1, 0));
 }
+
+#[test]
+fn a_world_with_source_changes_gets_their_two_rows() {
+    use crate::report::{ChangeFigures, RegretParts};
+    let with_changes = |seed, shut_after: u64, opened_after: u64| {
+        let mut r = contender("router", 5.0, 1000);
+        r.event.changes = vec![
+            ChangeFigures {
+                source: "src-6".into(),
+                shut: vec!["container_render".into(), "container_plain".into()],
+                // Attempts by the shut archetypes count; the others do not.
+                after: [100, 7, shut_after, 1],
+                regret_after: RegretParts {
+                    failures: 2.0,
+                    cost: 1.0,
+                },
+                ..ChangeFigures::default()
+            },
+            ChangeFigures {
+                source: "src-6".into(),
+                opened: vec!["container_render".into()],
+                after: [0, 0, opened_after, 0],
+                regret_after: RegretParts {
+                    failures: 4.0,
+                    cost: 0.5,
+                },
+                ..ChangeFigures::default()
+            },
+        ];
+        run("walls", seed, vec![r])
+    };
+    let rows = rows(&[with_changes(1, 10, 500), with_changes(2, 30, 900)]);
+    let figures: Vec<&str> = rows.iter().map(|r| r.figure.as_str()).collect();
+    assert_eq!(
+        &figures[3..],
+        [
+            "attempts by archetypes a source change shut, while shut",
+            "regret on changed sources while the changes held"
+        ]
+    );
+    let shut = rows[3].cells[0].spread.as_ref().expect("two seeds");
+    assert_eq!((shut.min, shut.max), (11.0, 31.0));
+    let regret = rows[4].cells[0].spread.as_ref().expect("two seeds");
+    assert_eq!((regret.min, regret.max), (7.5, 7.5));
+}
