@@ -16,6 +16,9 @@ pub use crate::options::{BootError, BootOptions, PinPlan};
 /// `plan.seat_layout()`, and the ambient Tokio runtime (`work-fleet-io-N`,
 /// A workers). Serial: a pump thread and the plan's cycle threads
 /// (`work-fleet-serial-0..C-1`, C = ⌊Q⌋ − H below the pinned tier).
+/// It returns once every one of those threads runs (and so carries its
+/// name in `/proc/self/task`, as [`Fleet::census`] lists it), not merely
+/// once each was spawned.
 ///
 /// Errors: [`BootError`]; nothing is left running on error.
 ///

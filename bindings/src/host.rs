@@ -77,9 +77,15 @@ impl Host {
         let handle = FleetHandle::new(host.clone(), binding);
         let waker = Arc::new(PostureWaker::new());
         waker.register_host(&host);
+        // Boot returns with the pump thread running (named, as the census
+        // says), not merely spawned: a thread that has not run yet still
+        // carries its parent's name in /proc.
+        let (up, pump_up) = crossbeam_channel::bounded::<()>(1);
         let pump = spawn_named(PUMP_THREAD_NAME, move || {
+            let _ = up.send(());
             shell.run().map(|p| (p.counts(), p.in_flight()))
         })?;
+        let _ = pump_up.recv();
         let running = Running {
             pump,
             deadline: opts.shutdown_deadline,

@@ -34,15 +34,26 @@ pub(crate) fn boot(plan: &Plan, opts: BootOptions, pins: PinPlan) -> Result<Flee
     let layout = plan.seat_layout();
     let workers = layout.ambient_workers.max(1) as usize;
     let counter = Arc::new(AtomicUsize::new(0));
+    // Each worker reports once it runs (named); boot waits for all of them,
+    // so the census and /proc agree the moment boot returns.
+    let (up, io_up) = crossbeam_channel::bounded::<()>(workers);
     let io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers)
         .thread_name_fn(move || io_thread_name(counter.fetch_add(1, Ordering::Relaxed)))
+        .on_thread_start(move || {
+            let _ = up.try_send(());
+        })
         .enable_time()
         .build()
         .map_err(|source| BootError::Runtime {
             which: "ambient I/O",
             source,
         })?;
+    for _ in 0..workers {
+        if io_up.recv().is_err() {
+            break;
+        }
+    }
 
     let hl = host_layout(plan, &opts);
     let keyed_seats: Vec<_> = hl
