@@ -6,6 +6,7 @@
 mod support;
 
 mod data_dir;
+mod device_rows;
 mod faults;
 mod held_polls;
 mod hostile;

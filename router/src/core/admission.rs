@@ -11,7 +11,7 @@ use super::{Live, Router, SharedStore};
 use crate::api::{ApiError, RegisterRequest, RegisterResponse};
 use crate::config::{check_id, check_label};
 use crate::ids;
-use crate::store::{Row, Table};
+use crate::store::{Row, Table, Write};
 
 /// The field of a [`Table::Devices`] row that holds a registered identity.
 pub const IDENTITY_FIELD: &str = "identity";
@@ -91,12 +91,14 @@ impl Router {
     }
 
     /// Writes a new identity's row to `store` ([`Table::Devices`], version
-    /// 0, under `"identity"`; a snapshot's summary row for the device,
-    /// written later with a higher version, replaces it). [`Router::open`]
-    /// restores an identity the last snapshot did not hold from it.
-    /// Needs only the store. Errors: `Store`.
+    /// 0, [`super::device_payload`]; the row a snapshot writes once the
+    /// device changed, with a higher version, replaces it), in one batch
+    /// with the deletion of any row its id still has: a departed identity
+    /// whose row the next snapshot was to delete, which would otherwise
+    /// keep its higher version and win over the new one. [`Router::open`]
+    /// restores the device from it. Needs only the store. Errors: `Store`.
     pub fn write_identity(store: &SharedStore, n: &NewIdentity) -> Result<(), ApiError> {
-        let payload = serde_json::json!({ IDENTITY_FIELD: &n.rec }).to_string();
+        let payload = super::device_payload(&n.rec).map_err(|e| ApiError::Store(e.to_string()))?;
         let row = Row {
             key: n.id.clone(),
             version: 0,
@@ -104,7 +106,10 @@ impl Router {
         };
         store
             .lock()
-            .upsert(Table::Devices, &[row])
+            .write_all(&[
+                Write::Delete(Table::Devices, std::slice::from_ref(&n.id)),
+                Write::Upsert(Table::Devices, &[row]),
+            ])
             .map_err(|e| ApiError::Store(e.to_string()))
     }
 
@@ -120,6 +125,10 @@ impl Router {
         if let Err(e) = written {
             return self.check(Err(e));
         }
+        // A departed identity registering anew before the snapshot that
+        // deletes its old row: that deletion would take the new row with
+        // it, so it is called off.
+        self.departed.retain(|id| *id != n.id);
         let (trust, state) = (n.rec.trust, n.rec.state);
         self.d.devices.insert(n.id.clone(), n.rec);
         self.live.insert(
@@ -307,27 +316,39 @@ impl Router {
     }
 }
 
-/// Restores into `d` every identity written at registration
-/// ([`IDENTITY_FIELD`] rows of [`Table::Devices`]) that the snapshot does
-/// not hold: a device registered after the last snapshot. Rows of devices
-/// the snapshot holds, and snapshot summary rows, change nothing. Errors:
-/// an identity row that does not parse, named.
-pub(super) fn restore_identities(
+/// Device rows read per page at a restart.
+const DEVICES_PAGE: usize = 4096;
+
+/// Restores into `d` every device from its row ([`IDENTITY_FIELD`] rows
+/// of [`Table::Devices`]: written at registration, then by every snapshot
+/// after the device changed), a page at a time, unmarked. A state row
+/// written before the devices had rows of their own holds them: a device
+/// it holds keeps that record (its row then is a summary, or an identity
+/// row no newer than it), and rows without an identity change nothing.
+/// Errors: a row that does not parse, named; the store's.
+pub(super) fn restore_devices(
     d: &mut super::state::Durable,
-    rows: Vec<Row>,
+    store: &mut dyn crate::store::Store,
 ) -> Result<(), super::OpenError> {
-    for row in rows {
-        if d.devices.contains_key(&row.key) {
-            continue;
-        }
-        let bad = |e: serde_json::Error| {
-            super::OpenError::BadState(format!("device row {}: {e}", row.key))
+    let mut after: Option<String> = None;
+    loop {
+        let page = store.load_page(Table::Devices, after.as_deref(), DEVICES_PAGE)?;
+        let Some(last) = page.last() else {
+            return Ok(());
         };
-        let v: serde_json::Value = serde_json::from_str(&row.payload).map_err(bad)?;
-        if let Some(identity) = v.get(IDENTITY_FIELD) {
-            let rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
-            d.devices.insert(row.key, rec);
+        after = Some(last.key.clone());
+        for row in page {
+            if d.devices.contains_key(&row.key) {
+                continue;
+            }
+            let bad = |e: serde_json::Error| {
+                super::OpenError::BadState(format!("device row {}: {e}", row.key))
+            };
+            let v: serde_json::Value = serde_json::from_str(&row.payload).map_err(bad)?;
+            if let Some(identity) = v.get(IDENTITY_FIELD) {
+                let rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
+                d.devices.restore(row.key, rec);
+            }
         }
     }
-    Ok(())
 }

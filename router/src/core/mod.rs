@@ -47,7 +47,7 @@ pub use lease::{state_name, tier_name};
 pub use lease_log::{PreparedLease, Restored};
 pub use refill::{RefillDecision, RefillInputs, RefillPlan};
 pub use settler::Settler;
-pub use snapshot::Snapshot;
+pub use snapshot::{device_payload, Rows, Snapshot};
 pub use tick::TickReport;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -205,10 +205,11 @@ pub struct Router {
     last_sweep_s: f64,
     /// New identities whose first registration is being written.
     registering: BTreeSet<String>,
-    /// Targets a snapshot carried that is not known to be written: name →
-    /// the latest such snapshot's version. Every snapshot carries them
-    /// again, so the newest state row never lacks a row (`snapshot.rs`).
-    unwritten_targets: HashMap<String, u64>,
+    /// Targets a snapshot carried that is not known to be written
+    /// (`snapshot.rs`).
+    unwritten_targets: snapshot::Unwritten,
+    /// Devices a snapshot carried that is not known to be written.
+    unwritten_devices: snapshot::Unwritten,
     dirty: bool,
     chooser: Option<Box<dyn Chooser>>,
     /// A settlement model replacing trust and quorum ([`Settler`]).
@@ -287,7 +288,7 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
         clusters: Clusters::new(0.5, 5),
         sources: imbl::OrdMap::new(),
         buckets: BTreeMap::new(),
-        devices: imbl::OrdMap::new(),
+        devices: Default::default(),
         targets: Default::default(),
         temperature: 1.0,
         applied_seq: 0,
@@ -359,7 +360,7 @@ impl Router {
         };
         let mut d = d;
         snapshot::restore_targets(&mut d, store.as_mut())?;
-        admission::restore_identities(&mut d, store.load(Table::Devices)?)?;
+        admission::restore_devices(&mut d, store.as_mut())?;
         let backend = store.backend();
         let last = store.last_seq()?;
         let verify_due = due::VerifyDue::from_open(d.targets.iter().flat_map(|(name, t)| {
@@ -402,7 +403,8 @@ impl Router {
             departed: Vec::new(),
             last_sweep_s: f64::MIN,
             registering: BTreeSet::new(),
-            unwritten_targets: HashMap::new(),
+            unwritten_targets: Default::default(),
+            unwritten_devices: Default::default(),
             verify_due,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;

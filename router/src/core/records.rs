@@ -123,6 +123,12 @@ impl Router {
         self.d.targets.table()
     }
 
+    /// Every device's durable record, shared (an O(1) clone of the
+    /// persistent map).
+    pub fn devices_table(&self) -> imbl::OrdMap<String, super::state::DeviceRec> {
+        self.d.devices.table()
+    }
+
     /// The operator's view of device `id`; `None` when no such identity is kept.
     pub fn device_view(&self, id: &str) -> Option<DeviceView> {
         let d = self.d.devices.get(id)?;

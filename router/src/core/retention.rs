@@ -86,7 +86,7 @@ impl Router {
     /// Marks `snap` written at `now_s`: returns the seq the deposit log
     /// may be pruned up to now ([`Written::record`]), if any.
     pub fn snapshot_written(&mut self, snap: &Snapshot, now_s: f64) -> Option<u64> {
-        self.targets_written(snap);
+        self.rows_written(snap);
         if let Some(b) = snap.bytes() {
             self.counters.snapshot_bytes = b;
         }

@@ -3,10 +3,13 @@
 //! written outside it in one atomic batch: the state row, one row per
 //! target changed since the last snapshot (the targets are not in the
 //! state row, so a snapshot's size follows the work since the last one,
-//! not the population), the devices' rows, and the deletions of the
+//! not the population), one row per device changed since then (the
+//! devices are not in the state row either), and the deletions of the
 //! departed devices' and ended leases' rows.
 //! Source: `ROUTING.md` §4; docs/router.md "Durability and restart".
 
+use super::admission::IDENTITY_FIELD;
+use super::state::DeviceRec;
 use super::{lease, Durable, OpenError, Router, SharedStore, SNAPSHOT_KEY};
 use crate::store::{Row, Store, StoreError, Table, Write};
 
@@ -27,21 +30,16 @@ impl Router {
     /// As [`Router::take_snapshot`] but ignoring the snapshot period (a
     /// clean stop writes everything, leases' open verifications included).
     pub fn take_snapshot_now(&mut self, now_s: f64) -> Option<Snapshot> {
-        if !self.dirty && self.d.targets.changed_len() == 0 {
+        if !self.dirty && self.d.targets.changed_len() == 0 && self.d.devices.changed_len() == 0 {
             return None;
         }
-        let mut changed_targets = self.d.targets.take_changed();
         let version = self.d.snapshot_seq + 1;
-        for name in &changed_targets {
-            self.unwritten_targets.insert(name.clone(), version);
-        }
-        // Names an earlier snapshot took and nobody has confirmed written.
-        for (name, v) in self.unwritten_targets.iter_mut() {
-            if *v < version {
-                *v = version;
-                changed_targets.push(name.clone());
-            }
-        }
+        let changed_targets = self
+            .unwritten_targets
+            .carry(self.d.targets.take_changed(), version);
+        let changed_devices = self
+            .unwritten_devices
+            .carry(self.d.devices.take_changed(), version);
         self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
         self.d.snapshot_seq += 1;
@@ -49,6 +47,7 @@ impl Router {
         Some(Snapshot {
             state: Box::new(self.d.clone()),
             changed_targets,
+            changed_devices,
             departed: std::mem::take(&mut self.departed),
             ended_leases: std::mem::take(&mut self.ended_leases),
             bytes: std::sync::OnceLock::new(),
@@ -59,14 +58,18 @@ impl Router {
     /// it to `store` in one atomic batch ([`crate::store::Store::write_all`]): one
     /// [`Table::Targets`] row per target changed since the last snapshot,
     /// the state as one [`Table::Meta`] row, one [`Table::Devices`] row
-    /// per device (identity, trust, state), all at the snapshot's version,
-    /// then the departed devices' and ended leases' rows deleted. A crash
+    /// per device changed since the last snapshot (its identity, trust and
+    /// state), all at the snapshot's version, then the departed devices' and ended leases' rows deleted. A crash
     /// leaves either all of it or none, so the state row never covers
-    /// deposits whose target rows are missing. Errors: the store's, or
+    /// deposits whose target or device rows are missing. Errors: the store's, or
     /// `BadValue` when the state does not serialize (the next snapshot
     /// carries the state again).
     pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {
-        let (targets, meta, devices) = snap.rows()?;
+        let Rows {
+            targets,
+            meta,
+            devices,
+        } = snap.rows()?;
         store.lock().write_all(&[
             Write::Upsert(Table::Targets, &targets),
             Write::Upsert(Table::Meta, &meta),
@@ -76,11 +79,12 @@ impl Router {
         ])
     }
 
-    /// `snap` was written: the target rows it carried are in the store, so
-    /// later snapshots need not carry them again (unless changed since).
-    pub(super) fn targets_written(&mut self, snap: &Snapshot) {
-        let version = snap.version();
-        self.unwritten_targets.retain(|_, v| *v > version);
+    /// `snap` was written: the target and device rows it carried are in
+    /// the store, so later snapshots need not carry them again (unless
+    /// changed since).
+    pub(super) fn rows_written(&mut self, snap: &Snapshot) {
+        self.unwritten_targets.written(snap.version());
+        self.unwritten_devices.written(snap.version());
     }
 
     /// Marks the state changed (a snapshot write failed: the next tick retries).
@@ -96,7 +100,7 @@ impl Router {
                 self.snapshot_failed(&snap);
                 return Err(e);
             }
-            self.targets_written(&snap);
+            self.rows_written(&snap);
         }
         Ok(())
     }
@@ -132,6 +136,8 @@ pub struct Snapshot {
     state: Box<Durable>,
     /// Targets changed since the last snapshot: the rows this one writes.
     changed_targets: Vec<String>,
+    /// Devices changed since the last snapshot: the rows this one writes.
+    changed_devices: Vec<String>,
     /// Departed devices whose rows this snapshot deletes.
     departed: Vec<String>,
     /// Ended leases whose rows this snapshot deletes (after the state that
@@ -162,6 +168,11 @@ impl Snapshot {
         &self.changed_targets
     }
 
+    /// The devices whose rows it writes (changed since the last snapshot).
+    pub fn changed_devices(&self) -> &[String] {
+        &self.changed_devices
+    }
+
     /// The departed devices whose rows it deletes.
     pub fn departed(&self) -> &[String] {
         &self.departed
@@ -180,8 +191,9 @@ impl Snapshot {
 
     /// The rows to write: one [`Table::Targets`] row per changed target,
     /// the [`Table::Meta`] snapshot row and one [`Table::Devices`] row per
-    /// device. Errors: `BadValue` when the state does not serialize.
-    pub fn rows(&self) -> Result<(Vec<Row>, Vec<Row>, Vec<Row>), StoreError> {
+    /// changed device ([`device_payload`]). Errors: `BadValue` when the
+    /// state does not serialize.
+    pub fn rows(&self) -> Result<Rows, StoreError> {
         let version = self.version();
         let bad = |e: serde_json::Error| StoreError::BadValue(format!("snapshot: {e}"));
         let mut targets = Vec::with_capacity(self.changed_targets.len());
@@ -194,31 +206,90 @@ impl Snapshot {
                 });
             }
         }
+        let mut devices = Vec::with_capacity(self.changed_devices.len());
+        for id in &self.changed_devices {
+            if let Some(rec) = self.state.devices.get(id) {
+                devices.push(Row {
+                    key: id.clone(),
+                    version,
+                    payload: device_payload(rec).map_err(bad)?,
+                });
+            }
+        }
         let payload = json_exact(&*self.state)?;
-        let rows_bytes: usize = targets.iter().map(|r| r.payload.len()).sum();
+        let rows_bytes: usize = targets
+            .iter()
+            .chain(&devices)
+            .map(|r| r.payload.len())
+            .sum();
         let _ = self.bytes.set((payload.len() + rows_bytes) as u64);
         let meta = vec![Row {
             key: SNAPSHOT_KEY.into(),
             version,
             payload,
         }];
-        let devices = self
-            .state
-            .devices
-            .iter()
-            .map(|(k, v)| Row {
-                key: k.clone(),
-                version,
-                payload: serde_json::json!({
-                    "archetype": v.archetype,
-                    "trust": v.trust,
-                    "state": lease::state_name(v.state),
-                    "deposits": v.deposits,
-                })
-                .to_string(),
-            })
-            .collect();
-        Ok((targets, meta, devices))
+        Ok(Rows {
+            targets,
+            meta,
+            devices,
+        })
+    }
+}
+
+/// The rows one snapshot writes, by table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rows {
+    /// One [`Table::Targets`] row per changed target.
+    pub targets: Vec<Row>,
+    /// The [`Table::Meta`] snapshot row.
+    pub meta: Vec<Row>,
+    /// One [`Table::Devices`] row per changed device.
+    pub devices: Vec<Row>,
+}
+
+/// A device's row: its whole record under [`IDENTITY_FIELD`] (what a
+/// restart reads back), beside its archetype, trust, state and deposits
+/// at the top level for an operator reading the table. Errors: the
+/// record does not serialize.
+pub fn device_payload(rec: &DeviceRec) -> Result<String, serde_json::Error> {
+    serde_json::to_string(&serde_json::json!({
+        IDENTITY_FIELD: rec,
+        "archetype": rec.archetype,
+        "trust": rec.trust,
+        "state": lease::state_name(rec.state),
+        "deposits": rec.deposits,
+    }))
+}
+
+/// Rows a snapshot carried whose write nobody has confirmed, for one
+/// table: each name with the version of the latest snapshot that carried
+/// it. Every snapshot carries them again, so the newest state row never
+/// lacks a row, even after a failed write.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Unwritten {
+    rows: std::collections::HashMap<String, u64>,
+}
+
+impl Unwritten {
+    /// The names snapshot `version` writes: those `changed` since the last
+    /// snapshot, and those an earlier one carried and nobody confirmed
+    /// written, each once.
+    pub(super) fn carry(&mut self, mut changed: Vec<String>, version: u64) -> Vec<String> {
+        for name in &changed {
+            self.rows.insert(name.clone(), version);
+        }
+        for (name, v) in self.rows.iter_mut() {
+            if *v < version {
+                *v = version;
+                changed.push(name.clone());
+            }
+        }
+        changed
+    }
+
+    /// Snapshot `version` was written: the names it carried are in the store.
+    pub(super) fn written(&mut self, version: u64) {
+        self.rows.retain(|_, v| *v > version);
     }
 }
 

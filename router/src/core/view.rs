@@ -208,7 +208,7 @@ impl Router {
     pub fn view_tables(&self) -> ViewTables {
         ViewTables {
             targets: self.d.targets.table(),
-            devices: self.d.devices.clone(),
+            devices: self.d.devices.table(),
             live: self.live.clone(),
         }
     }

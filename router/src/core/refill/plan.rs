@@ -95,7 +95,7 @@ impl Router {
         RefillInputs {
             now_s,
             live: self.live.clone(),
-            devices: self.d.devices.clone(),
+            devices: self.d.devices.table(),
             targets: self.d.targets.table(),
             sources: self.d.sources.clone(),
             in_flight: self.in_flight.clone(),

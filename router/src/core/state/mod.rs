@@ -14,8 +14,8 @@ use routing::trust::Clusters;
 use routing::trust::State as TrustState;
 use routing::verify::Verification;
 
-mod targets;
-pub use targets::Targets;
+mod tracked;
+pub use tracked::{Devices, Targets, Tracked};
 
 /// Durable identity and earned trust of one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -152,8 +152,12 @@ pub struct Durable {
     /// Politeness buckets per host.
     pub buckets: BTreeMap<String, Bucket>,
     /// Devices (durable identity and trust); a persistent map, so a
-    /// snapshot's clone shares it instead of copying it.
-    pub devices: imbl::OrdMap<String, DeviceRec>,
+    /// snapshot's clone shares it instead of copying it. Not in the state
+    /// row: each device has a row of its own, written when it changed
+    /// ([`Devices`]); a state row written before that holds them, and
+    /// they are read from it.
+    #[serde(default, skip_serializing)]
+    pub devices: Devices,
     /// Targets; a persistent map, as `devices`. Not in the state row: each
     /// target has a row of its own, written when it changed
     /// ([`Targets`]); a state row written before that holds them, and

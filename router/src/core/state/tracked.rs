@@ -1,40 +1,57 @@
-//! The targets table: every target's record in a persistent map, and the
-//! names of the records changed since the last snapshot took them, so a
-//! snapshot writes one row per changed target instead of every target
-//! (docs/router.md "Durability and restart"; the small box's memory and
-//! CPU, docs/router.md "The small box").
+//! A table kept in memory and written by changed rows: every record in a
+//! persistent map, and the keys of the records changed since the last
+//! snapshot took them, so a snapshot writes one row per changed record
+//! instead of every record (docs/router.md "Durability and restart"; the
+//! small box's memory and CPU, docs/router.md "The small box"). The
+//! targets and the devices are both kept this way ([`Targets`],
+//! [`Devices`]).
 //!
 //! Reads go through [`std::ops::Deref`] to the map; every change goes
-//! through [`Targets::get_mut`] or [`Targets::insert`], which mark the
-//! name, so no change can miss its row.
+//! through [`Tracked::get_mut`], [`Tracked::insert`] or
+//! [`Tracked::remove`], which mark the key, so no change can miss its row.
 
 use std::collections::HashSet;
 use std::ops::Deref;
 
 use serde::{Deserialize, Deserializer};
 
-use super::TargetRec;
+use super::{DeviceRec, TargetRec};
 
-/// The targets, keyed by name, with the names changed since
-/// [`Targets::take_changed`] last ran.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Targets {
-    map: imbl::OrdMap<String, TargetRec>,
+/// The targets, keyed by name.
+pub type Targets = Tracked<TargetRec>;
+
+/// The devices, keyed by id.
+pub type Devices = Tracked<DeviceRec>;
+
+/// Records of type `V` keyed by name, with the names changed since
+/// [`Tracked::take_changed`] last ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tracked<V: Clone> {
+    map: imbl::OrdMap<String, V>,
     changed: HashSet<String>,
 }
 
-impl Deref for Targets {
-    type Target = imbl::OrdMap<String, TargetRec>;
+impl<V: Clone> Default for Tracked<V> {
+    fn default() -> Self {
+        Tracked {
+            map: imbl::OrdMap::new(),
+            changed: HashSet::new(),
+        }
+    }
+}
+
+impl<V: Clone> Deref for Tracked<V> {
+    type Target = imbl::OrdMap<String, V>;
 
     fn deref(&self) -> &Self::Target {
         &self.map
     }
 }
 
-impl Targets {
+impl<V: Clone> Tracked<V> {
     /// The record of `name` to change, marking it changed; `None` when no
-    /// such target is kept (nothing is marked).
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut TargetRec> {
+    /// such record is kept (nothing is marked).
+    pub fn get_mut(&mut self, name: &str) -> Option<&mut V> {
         let rec = self.map.get_mut(name)?;
         if !self.changed.contains(name) {
             self.changed.insert(name.to_string());
@@ -43,19 +60,26 @@ impl Targets {
     }
 
     /// Inserts or replaces the record of `name`, marking it changed.
-    pub fn insert(&mut self, name: String, rec: TargetRec) {
+    pub fn insert(&mut self, name: String, rec: V) {
         self.changed.insert(name.clone());
         self.map.insert(name, rec);
     }
 
+    /// Removes the record of `name` and unmarks it (a removed record has
+    /// no row to write; its row is deleted by whoever removed it).
+    pub fn remove(&mut self, name: &str) -> Option<V> {
+        self.changed.remove(name);
+        self.map.remove(name)
+    }
+
     /// Puts a stored record back at a restart, unmarked (its row holds it).
-    pub fn restore(&mut self, name: String, rec: TargetRec) {
+    pub fn restore(&mut self, name: String, rec: V) {
         self.changed.remove(&name);
         self.map.insert(name, rec);
     }
 
     /// The map, shared (an O(1) clone of the persistent map).
-    pub fn table(&self) -> imbl::OrdMap<String, TargetRec> {
+    pub fn table(&self) -> imbl::OrdMap<String, V> {
         self.map.clone()
     }
 
@@ -71,14 +95,14 @@ impl Targets {
     }
 }
 
-/// Snapshots written before the targets had rows of their own held them in
-/// the state row: read as a map, every record marked changed, so the next
-/// snapshot writes them all as rows.
-impl<'de> Deserialize<'de> for Targets {
+/// Snapshots written before these records had rows of their own held them
+/// in the state row: read as a map, every record marked changed, so the
+/// next snapshot writes them all as rows.
+impl<'de, V: Clone + Deserialize<'de>> Deserialize<'de> for Tracked<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = imbl::OrdMap::<String, TargetRec>::deserialize(d)?;
+        let map = imbl::OrdMap::<String, V>::deserialize(d)?;
         let changed = map.keys().cloned().collect();
-        Ok(Targets { map, changed })
+        Ok(Tracked { map, changed })
     }
 }
 
@@ -132,6 +156,19 @@ mod tests {
         t.restore("d".into(), rec(4.0));
         assert!(t.take_changed().is_empty());
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn a_removal_unmarks_its_name_and_a_reinsertion_marks_it_again() {
+        let mut t = Targets::default();
+        t.insert("a".into(), rec(1.0));
+        t.insert("b".into(), rec(2.0));
+        assert_eq!(t.remove("a").map(|r| r.due_s), Some(1.0));
+        assert!(t.remove("missing").is_none());
+        assert_eq!(t.take_changed(), ["b"]);
+        assert!(!t.contains_key("a"));
+        t.insert("a".into(), rec(3.0));
+        assert_eq!(t.take_changed(), ["a"]);
     }
 
     #[test]
