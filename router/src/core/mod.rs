@@ -458,68 +458,6 @@ impl Router {
         self.store.clone()
     }
 
-    /// Trust of a known device.
-    pub fn trust(&self, device: &str) -> Option<f64> {
-        self.d.devices.get(device).map(|d| d.trust)
-    }
-
-    /// Devices known to the store (durable identities).
-    pub fn known_devices(&self) -> usize {
-        self.d.devices.len()
-    }
-
-    /// Devices live now.
-    pub fn live_devices(&self) -> usize {
-        self.live.len()
-    }
-
-    /// Open verifications over all targets.
-    pub fn open_verifications(&self) -> usize {
-        self.d
-            .targets
-            .values()
-            .map(|t| t.verification.open().len())
-            .sum()
-    }
-
-    /// The open price window: its start (seconds, the router's clock) and
-    /// each pool's usage in it so far (units of the metering table). A tick
-    /// that closes the window moves the start and empties the usage.
-    pub fn price_window(&self) -> (f64, &BTreeMap<String, f64>) {
-        (self.d.window_start_s, &self.d.usage)
-    }
-
-    /// Settled rows.
-    pub fn settled_rows(&self) -> usize {
-        self.d
-            .targets
-            .values()
-            .filter(|t| t.verification.settled().is_some())
-            .count()
-    }
-
-    /// The settled content hash of a target, if settled.
-    pub fn settled(&self, target: &str) -> Option<&str> {
-        self.d
-            .targets
-            .get(target)
-            .and_then(|t| t.verification.settled())
-    }
-
-    /// Targets known.
-    pub fn targets(&self) -> usize {
-        self.d.targets.len()
-    }
-
-    /// Current price of each pool.
-    pub fn prices(&self) -> BTreeMap<String, f64> {
-        self.d
-            .pools
-            .iter()
-            .map(|(k, p)| (k.clone(), p.price()))
-            .collect()
-    }
-
     /// Takes the events emitted since the last call.
     pub fn drain_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
