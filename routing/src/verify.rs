@@ -137,12 +137,47 @@ pub struct Vote {
     pub origin: Option<Origin>,
 }
 
-/// The verification state of one row.
+/// The verification state of one row: none until its first vote or open
+/// verification, then held out of line. A router holds one per target
+/// and most targets never have one, so an untouched row costs one
+/// pointer, not the 72 bytes of its vectors (docs/router.md, "The small
+/// box"). Serialized as the state itself (an untouched row as the empty
+/// state), as it always was.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Verification(Option<Box<State>>);
+
+/// What a row holds once touched.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Verification {
+struct State {
     votes: Vec<Vote>,
     open: Vec<(String, f64)>,
     settled: Option<String>,
+}
+
+/// The state of an untouched row.
+static UNTOUCHED: State = State {
+    votes: Vec::new(),
+    open: Vec::new(),
+    settled: None,
+};
+
+impl State {
+    fn is_untouched(&self) -> bool {
+        self.votes.is_empty() && self.open.is_empty() && self.settled.is_none()
+    }
+}
+
+impl Serialize for Verification {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.st().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Verification {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let st = State::deserialize(d)?;
+        Ok(Verification((!st.is_untouched()).then(|| Box::new(st))))
+    }
 }
 
 impl Verification {
@@ -151,42 +186,144 @@ impl Verification {
         Verification::default()
     }
 
-    /// Appends `vote`, growing the votes one slot at a time: a row holds a
-    /// handful, and a vector's first push would reserve room for four (a
-    /// router holds a row per target: docs/router.md, "The small box").
-    fn add_vote(&mut self, vote: Vote) {
-        self.votes.reserve_exact(1);
-        self.votes.push(vote);
+    fn st(&self) -> &State {
+        self.0.as_deref().unwrap_or(&UNTOUCHED)
+    }
+
+    /// Applies `f` to the state, held out of line while it is touched and
+    /// dropped again once it is back to untouched.
+    fn edit<R>(&mut self, f: impl FnOnce(&mut State) -> R) -> R {
+        let st = self.0.get_or_insert_with(Default::default);
+        let r = f(st);
+        if st.is_untouched() {
+            self.0 = None;
+        }
+        r
     }
 
     /// The settled hash, if any.
     pub fn settled(&self) -> Option<&str> {
-        self.settled.as_deref()
+        self.st().settled.as_deref()
     }
 
     /// Votes so far (the first observation counts as a vote).
     pub fn votes(&self) -> &[Vote] {
-        &self.votes
+        &self.st().votes
     }
 
     /// Open verifications: (device, expires at, seconds).
     pub fn open(&self) -> &[(String, f64)] {
-        &self.open
+        &self.st().open
     }
 
     /// Drops open verifications whose expiry is ≤ `now_s`; returns how many
     /// expired (so verification always terminates).
     pub fn expire(&mut self, now_s: f64) -> usize {
-        let before = self.open.len();
-        self.open.retain(|(_, at)| *at > now_s);
-        before - self.open.len()
+        if self.0.is_none() {
+            return 0;
+        }
+        self.edit(|s| s.expire(now_s))
     }
 
     /// Whether `device` may open a verification now: not settled, fewer than
     /// `max_open` open (after expiry at `now_s`), and the device neither
     /// voted nor holds one. Reads only.
     pub fn can_open(&self, device: &str, now_s: f64, config: &VerifyConfig) -> bool {
-        self.check_open(device, now_s, config).is_ok()
+        self.st().check_open(device, now_s, config).is_ok()
+    }
+
+    /// Opens a verification for `device` at `now_s`, expiring after the TTL.
+    /// Errors: [`VerifyError`] (nothing changed).
+    pub fn begin(
+        &mut self,
+        device: &str,
+        now_s: f64,
+        config: &VerifyConfig,
+    ) -> Result<(), VerifyError> {
+        config.check()?;
+        self.st().check_open(device, now_s, config)?;
+        self.edit(|s| s.begin(device, now_s, config))
+    }
+
+    /// Releases `device`'s open verification without a vote (a protest).
+    pub fn release(&mut self, device: &str) {
+        if self.0.is_some() {
+            self.edit(|s| s.release(device));
+        }
+    }
+
+    /// Counts `device`'s vote for `hash` (its τ `tau`) from an identity of
+    /// unknown origin: [`Verification::vote_from`] with `None`.
+    pub fn vote(
+        &mut self,
+        device: &str,
+        hash: &str,
+        tau: f64,
+        config: &VerifyConfig,
+    ) -> Result<VoteOutcome, VerifyError> {
+        self.vote_from(device, hash, tau, None, 0.0, config)
+    }
+
+    /// Counts `device`'s vote for `hash` (its τ `tau`, its identity's
+    /// `origin`, relatedness judged at `now_s`), closing its open
+    /// verification if any; it replaces the votes of identities related
+    /// to it (one voter, its newest vote). τ ≥ τ_hi settles
+    /// alone; otherwise the agreeing votes settle when `quorum` of them
+    /// are from unrelated identities ([`crate::trust::independent`]) that
+    /// hold at least `quorum_credentials` credentials between them
+    /// (unweighted: trust raises the quorum demanded, never a vote's
+    /// weight). Errors: [`VerifyError::Settled`],
+    /// [`VerifyError::AlreadyInvolved`] for a second vote,
+    /// [`VerifyError::BadConfig`] (nothing changed on any error).
+    pub fn vote_from(
+        &mut self,
+        device: &str,
+        hash: &str,
+        tau: f64,
+        origin: Option<Origin>,
+        now_s: f64,
+        config: &VerifyConfig,
+    ) -> Result<VoteOutcome, VerifyError> {
+        self.edit(|s| s.vote_from(device, hash, tau, origin, now_s, config))
+    }
+
+    /// Records `device`'s vote for `hash` without applying the settlement
+    /// rule (a model outside this type decides, then calls
+    /// [`Verification::settle_inferred`]) and closes its open verification.
+    /// Errors: [`VerifyError::Settled`], [`VerifyError::AlreadyInvolved`]
+    /// (nothing changed).
+    pub fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
+        self.edit(|s| s.record(device, hash, tau))
+    }
+
+    /// Settles the open row on `hash` by an outside model's decision
+    /// ([`SettledBy::Inferred`]). Errors: [`VerifyError::Settled`].
+    pub fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
+        self.edit(|s| s.settle_inferred(hash))
+    }
+
+    /// Reopens a settled row for a new round (its content changed: a
+    /// re-observation disagreed). Votes are cleared; open ones stay.
+    pub fn reopen(&mut self) {
+        if self.0.is_some() {
+            self.edit(State::reopen);
+        }
+    }
+}
+
+/// The rules, on a touched row (see [`Verification`]'s methods).
+impl State {
+    /// Grows the votes one slot at a time: a row holds a handful, and a
+    /// vector's first push would reserve room for four.
+    fn add_vote(&mut self, vote: Vote) {
+        self.votes.reserve_exact(1);
+        self.votes.push(vote);
+    }
+
+    fn expire(&mut self, now_s: f64) -> usize {
+        let before = self.open.len();
+        self.open.retain(|(_, at)| *at > now_s);
+        before - self.open.len()
     }
 
     fn check_open(
@@ -213,9 +350,7 @@ impl Verification {
         Ok(())
     }
 
-    /// Opens a verification for `device` at `now_s`, expiring after the TTL.
-    /// Errors: [`VerifyError`] (nothing changed).
-    pub fn begin(
+    fn begin(
         &mut self,
         device: &str,
         now_s: f64,
@@ -229,35 +364,11 @@ impl Verification {
         Ok(())
     }
 
-    /// Releases `device`'s open verification without a vote (a protest).
-    pub fn release(&mut self, device: &str) {
+    fn release(&mut self, device: &str) {
         self.open.retain(|(d, _)| d != device);
     }
 
-    /// Counts `device`'s vote for `hash` (its τ `tau`) from an identity of
-    /// unknown origin: [`Verification::vote_from`] with `None`.
-    pub fn vote(
-        &mut self,
-        device: &str,
-        hash: &str,
-        tau: f64,
-        config: &VerifyConfig,
-    ) -> Result<VoteOutcome, VerifyError> {
-        self.vote_from(device, hash, tau, None, 0.0, config)
-    }
-
-    /// Counts `device`'s vote for `hash` (its τ `tau`, its identity's
-    /// `origin`, relatedness judged at `now_s`), closing its open
-    /// verification if any; it replaces the votes of identities related
-    /// to it (one voter, its newest vote). τ ≥ τ_hi settles
-    /// alone; otherwise the agreeing votes settle when `quorum` of them
-    /// are from unrelated identities ([`crate::trust::independent`]) that
-    /// hold at least `quorum_credentials` credentials between them
-    /// (unweighted: trust raises the quorum demanded, never a vote's
-    /// weight). Errors: [`VerifyError::Settled`],
-    /// [`VerifyError::AlreadyInvolved`] for a second vote,
-    /// [`VerifyError::BadConfig`].
-    pub fn vote_from(
+    fn vote_from(
         &mut self,
         device: &str,
         hash: &str,
@@ -320,12 +431,7 @@ impl Verification {
         Ok(VoteOutcome::Pending { agreeing })
     }
 
-    /// Records `device`'s vote for `hash` without applying the settlement
-    /// rule (a model outside this type decides, then calls
-    /// [`Verification::settle_inferred`]) and closes its open verification.
-    /// Errors: [`VerifyError::Settled`], [`VerifyError::AlreadyInvolved`]
-    /// (nothing changed).
-    pub fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
+    fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
@@ -346,9 +452,7 @@ impl Verification {
         Ok(())
     }
 
-    /// Settles the open row on `hash` by an outside model's decision
-    /// ([`SettledBy::Inferred`]). Errors: [`VerifyError::Settled`].
-    pub fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
+    fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
@@ -359,9 +463,7 @@ impl Verification {
         })
     }
 
-    /// Reopens a settled row for a new round (its content changed: a
-    /// re-observation disagreed). Votes are cleared; open ones stay.
-    pub fn reopen(&mut self) {
+    fn reopen(&mut self) {
         self.settled = None;
         self.votes.clear();
     }
@@ -395,6 +497,35 @@ mod tests {
         assert_eq!(v.record("c", "h1", 0.5), Err(VerifyError::Settled));
         v.reopen();
         assert!(v.votes().is_empty() && v.settled().is_none());
+    }
+
+    #[test]
+    fn an_untouched_row_holds_nothing_out_of_line_and_its_json_is_unchanged() {
+        let c = VerifyConfig::default();
+        let json = serde_json::to_string(&Verification::new()).unwrap();
+        assert_eq!(json, r#"{"votes":[],"open":[],"settled":null}"#);
+        assert_eq!(
+            serde_json::from_str::<Verification>(&json).unwrap(),
+            Verification::new()
+        );
+        // Opened, then released or expired: untouched again.
+        let mut v = Verification::new();
+        v.begin("a", 0.0, &c).unwrap();
+        assert_ne!(v, Verification::new());
+        v.release("a");
+        assert_eq!(v, Verification::new());
+        v.begin("a", 0.0, &c).unwrap();
+        assert_eq!(v.expire(c.ttl_s), 1);
+        assert_eq!(v, Verification::new());
+        // A refused vote leaves nothing behind.
+        let bad = VerifyConfig { quorum: 0, ..c };
+        assert_eq!(v.vote("a", "h", 0.5, &bad), Err(VerifyError::BadConfig));
+        assert_eq!(v, Verification::new());
+        // A touched row round-trips through its JSON.
+        v.vote("a", "h", 0.5, &c).unwrap();
+        let back: Verification = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+        assert_eq!(back, v);
+        assert_eq!(back.votes().len(), 1);
     }
 
     fn from(network: &str, at: f64) -> Option<Origin> {

@@ -177,7 +177,7 @@ impl Router {
         if let Some(d) = self.d.devices.get(&req.device_id) {
             // A known identity carries earned trust: only its holder resumes it.
             let presented = req.device_secret.as_deref().unwrap_or("");
-            if !ids::same(&ids::digest(presented), &d.secret_digest) {
+            if !d.secret_digest.matches(presented) {
                 return Err(ApiError::Unauthorized(
                     "device secret: a known device id is resumed only with the secret it was given"
                         .into(),
@@ -247,7 +247,7 @@ impl Router {
                     adapter_version: req.adapter_version.clone(),
                     trust: routing::trust::INITIAL,
                     state: TrustState::Normal,
-                    secret_digest: ids::digest(&secret),
+                    secret_digest: ids::SecretDigest::of(&secret),
                     registered_at: now_s,
                     credential,
                     network,
@@ -266,7 +266,7 @@ impl Router {
         };
         rec.capabilities = req.capabilities.clone();
         rec.adapter_version = req.adapter_version.clone();
-        rec.secret_digest = ids::digest(&secret);
+        rec.secret_digest = ids::SecretDigest::of(&secret);
         rec.last_seen_s = now_s;
         let (trust, state) = (rec.trust, rec.state);
         self.live.insert(
@@ -300,7 +300,7 @@ impl Router {
             .devices
             .get(device)
             .ok_or_else(|| ApiError::UnknownDevice(device.chars().take(64).collect()))?;
-        if !ids::same(&ids::digest(secret), &rec.secret_digest) {
+        if !rec.secret_digest.matches(secret) {
             return Err(ApiError::Unauthorized("device secret".into()));
         }
         if matches!(rec.state, TrustState::Suspended | TrustState::Revoked) {

@@ -30,8 +30,8 @@ pub struct DeviceRec {
     pub trust: f64,
     /// Trust state (operator states are sticky).
     pub state: TrustState,
-    /// SHA-256 of its current device secret.
-    pub secret_digest: String,
+    /// SHA-256 of its current device secret (written as 64 hex characters).
+    pub secret_digest: crate::ids::SecretDigest,
     /// First registration, seconds.
     pub registered_at: f64,
     /// The registration credential it first registered with (its name).
