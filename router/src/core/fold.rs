@@ -509,7 +509,7 @@ impl Router {
 /// count as one at `now_s` ([`routing::trust::Origin::related`]; unknown
 /// ids are related to nothing).
 fn related_in(
-    devices: &imbl::OrdMap<String, super::state::DeviceRec>,
+    devices: &crate::core::state::Table<crate::core::state::DeviceRec>,
     a: &str,
     b: &str,
     rule: &routing::trust::Relation,

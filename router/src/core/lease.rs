@@ -32,7 +32,7 @@ fn check_lease(req: &LeaseRequest) -> Result<(), ApiError> {
 /// state where the target has one.
 fn candidates<'a>(
     head: &'a [super::Queued],
-    targets: &'a imbl::OrdMap<String, super::state::TargetRec>,
+    targets: &'a crate::core::state::Table<crate::core::state::TargetRec>,
     value_scale: f64,
 ) -> Vec<Candidate<'a>> {
     const NO_LIVE: [&str; 0] = [];

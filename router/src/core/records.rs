@@ -86,7 +86,7 @@ pub struct SettledPage {
 /// 1..=[`SETTLED_PAGE_MAX`]) whose names sort after `after` (all when
 /// `None`), walking `targets` (a clone taken from [`Router::targets_table`]).
 pub fn settled_page(
-    targets: &imbl::OrdMap<String, super::state::TargetRec>,
+    targets: &crate::core::state::Table<crate::core::state::TargetRec>,
     after: Option<&str>,
     limit: usize,
 ) -> SettledPage {
@@ -123,7 +123,7 @@ pub fn settled_page(
 
 impl Router {
     /// The targets table as an O(1) clone, for [`settled_page`] outside the lock.
-    pub fn targets_table(&self) -> imbl::OrdMap<String, super::state::TargetRec> {
+    pub fn targets_table(&self) -> crate::core::state::Table<crate::core::state::TargetRec> {
         self.d.targets.table()
     }
 
@@ -191,7 +191,7 @@ impl Router {
 
     /// Every device's durable record, shared (an O(1) clone of the
     /// persistent map).
-    pub fn devices_table(&self) -> imbl::OrdMap<String, super::state::DeviceRec> {
+    pub fn devices_table(&self) -> crate::core::state::Table<crate::core::state::DeviceRec> {
         self.d.devices.table()
     }
 
@@ -232,12 +232,12 @@ mod tests {
     use crate::core::state::TargetRec;
     use routing::verify::Verification;
 
-    fn rec(settled: Option<&str>) -> TargetRec {
+    fn rec(settled: Option<&str>) -> std::sync::Arc<TargetRec> {
         let mut verification = Verification::new();
         if let Some(h) = settled {
             verification.settle_inferred(h).unwrap();
         }
-        TargetRec {
+        std::sync::Arc::new(TargetRec {
             source: "s".into(),
             listing: false,
             observations: vec![],
@@ -245,7 +245,7 @@ mod tests {
             last_attempt_s: None,
             due_s: 0.0,
             churn: Default::default(),
-        }
+        })
     }
 
     /// Pages walk every target once, in name order, and return exactly the settled rows.

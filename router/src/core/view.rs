@@ -354,8 +354,8 @@ impl Router {
 /// share their nodes) and walked outside it. A view completed from them is
 /// exact as of the moment they were taken.
 pub struct ViewTables {
-    targets: imbl::OrdMap<String, super::state::TargetRec>,
-    devices: imbl::OrdMap<String, super::state::DeviceRec>,
+    targets: crate::core::state::Table<crate::core::state::TargetRec>,
+    devices: crate::core::state::Table<crate::core::state::DeviceRec>,
     live: imbl::OrdMap<String, super::Live>,
 }
 

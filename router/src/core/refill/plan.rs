@@ -13,7 +13,7 @@ use routing::policy::Tier;
 use routing::trust::State as TrustState;
 
 use super::{Planned, RefillPlan};
-use crate::core::state::{DeviceRec, SourceRec, TargetRec};
+use crate::core::state::{DeviceRec, SourceRec, Table, TargetRec};
 use crate::core::{Live, Router};
 
 /// What the refill at one time reads of the router's state: clones taken
@@ -24,8 +24,8 @@ use crate::core::{Live, Router};
 pub struct RefillInputs {
     now_s: f64,
     live: imbl::OrdMap<String, Live>,
-    devices: imbl::OrdMap<String, DeviceRec>,
-    targets: imbl::OrdMap<String, TargetRec>,
+    devices: Table<DeviceRec>,
+    targets: Table<TargetRec>,
     sources: imbl::OrdMap<String, SourceRec>,
     in_flight: imbl::HashMap<String, u32>,
     max_open: u32,
@@ -44,10 +44,7 @@ const FILLERS_AHEAD_PER_SLOT: usize = 4;
 
 /// The archetypes with at least one live device that is not suspended or
 /// revoked, in order.
-fn live_archetypes(
-    live: &imbl::OrdMap<String, Live>,
-    devices: &imbl::OrdMap<String, DeviceRec>,
-) -> Vec<String> {
+fn live_archetypes(live: &imbl::OrdMap<String, Live>, devices: &Table<DeviceRec>) -> Vec<String> {
     let set: BTreeSet<&str> = live
         .keys()
         .filter_map(|k| devices.get(k))
@@ -60,9 +57,9 @@ fn live_archetypes(
 /// What deciding target `name` at `tier` reads of the state at `now_s`;
 /// `None` for an unknown target or source.
 pub(super) fn planned(
-    targets: &imbl::OrdMap<String, TargetRec>,
+    targets: &Table<TargetRec>,
     sources: &imbl::OrdMap<String, SourceRec>,
-    devices: &imbl::OrdMap<String, DeviceRec>,
+    devices: &Table<DeviceRec>,
     name: &str,
     tier: Tier,
     now_s: f64,
