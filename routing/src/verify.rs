@@ -5,6 +5,8 @@
 //! Source: `ROUTING.md` §3 Assignment policy, step 2; relatedness:
 //! [`crate::trust::Origin`].
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -127,8 +129,9 @@ pub enum VoteOutcome {
 pub struct Vote {
     /// Device id.
     pub device: String,
-    /// Content hash it observed.
-    pub hash: String,
+    /// Content hash it observed (shared with whoever else holds the same
+    /// observation's hash: the router's observation and the settled row).
+    pub hash: Arc<str>,
     /// Its τ when it voted.
     pub tau: f64,
     /// Where its identity came from (`None`: unknown, related to no other
@@ -151,7 +154,7 @@ pub struct Verification(Option<Box<State>>);
 struct State {
     votes: Vec<Vote>,
     open: Vec<(String, f64)>,
-    settled: Option<String>,
+    settled: Option<Arc<str>>,
 }
 
 /// The state of an untouched row.
@@ -257,7 +260,7 @@ impl Verification {
     pub fn vote(
         &mut self,
         device: &str,
-        hash: &str,
+        hash: impl Into<Arc<str>>,
         tau: f64,
         config: &VerifyConfig,
     ) -> Result<VoteOutcome, VerifyError> {
@@ -278,13 +281,14 @@ impl Verification {
     pub fn vote_from(
         &mut self,
         device: &str,
-        hash: &str,
+        hash: impl Into<Arc<str>>,
         tau: f64,
         origin: Option<Origin>,
         now_s: f64,
         config: &VerifyConfig,
     ) -> Result<VoteOutcome, VerifyError> {
-        self.edit(|s| s.vote_from(device, hash, tau, origin, now_s, config))
+        let hash = hash.into();
+        self.edit(|s| s.vote_from(device, &hash, tau, origin, now_s, config))
     }
 
     /// Records `device`'s vote for `hash` without applying the settlement
@@ -292,14 +296,24 @@ impl Verification {
     /// [`Verification::settle_inferred`]) and closes its open verification.
     /// Errors: [`VerifyError::Settled`], [`VerifyError::AlreadyInvolved`]
     /// (nothing changed).
-    pub fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
-        self.edit(|s| s.record(device, hash, tau))
+    pub fn record(
+        &mut self,
+        device: &str,
+        hash: impl Into<Arc<str>>,
+        tau: f64,
+    ) -> Result<(), VerifyError> {
+        let hash = hash.into();
+        self.edit(|s| s.record(device, &hash, tau))
     }
 
     /// Settles the open row on `hash` by an outside model's decision
     /// ([`SettledBy::Inferred`]). Errors: [`VerifyError::Settled`].
-    pub fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
-        self.edit(|s| s.settle_inferred(hash))
+    pub fn settle_inferred(
+        &mut self,
+        hash: impl Into<Arc<str>>,
+    ) -> Result<VoteOutcome, VerifyError> {
+        let hash = hash.into();
+        self.edit(|s| s.settle_inferred(&hash))
     }
 
     /// Reopens a settled row for a new round (its content changed: a
@@ -371,7 +385,7 @@ impl State {
     fn vote_from(
         &mut self,
         device: &str,
-        hash: &str,
+        hash: &Arc<str>,
         tau: f64,
         origin: Option<Origin>,
         now_s: f64,
@@ -402,12 +416,12 @@ impl State {
         }
         self.add_vote(Vote {
             device: device.to_string(),
-            hash: hash.to_string(),
+            hash: hash.clone(),
             tau,
             origin,
         });
         if tau >= config.tau_hi {
-            self.settled = Some(hash.to_string());
+            self.settled = Some(hash.clone());
             return Ok(VoteOutcome::Settled {
                 hash: hash.to_string(),
                 by: SettledBy::Trusted,
@@ -416,13 +430,13 @@ impl State {
         let origins: Vec<Option<&Origin>> = self
             .votes
             .iter()
-            .filter(|v| v.hash == hash)
+            .filter(|v| v.hash == *hash)
             .map(|v| v.origin.as_ref())
             .collect();
         let (agreeing, credentials) = independent(&origins, &config.relation, now_s);
         let agreeing = agreeing as u32;
         if agreeing >= config.quorum && credentials as u32 >= config.quorum_credentials {
-            self.settled = Some(hash.to_string());
+            self.settled = Some(hash.clone());
             return Ok(VoteOutcome::Settled {
                 hash: hash.to_string(),
                 by: SettledBy::Quorum,
@@ -431,7 +445,7 @@ impl State {
         Ok(VoteOutcome::Pending { agreeing })
     }
 
-    fn record(&mut self, device: &str, hash: &str, tau: f64) -> Result<(), VerifyError> {
+    fn record(&mut self, device: &str, hash: &Arc<str>, tau: f64) -> Result<(), VerifyError> {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
@@ -441,7 +455,7 @@ impl State {
         self.release(device);
         self.add_vote(Vote {
             device: device.to_string(),
-            hash: hash.to_string(),
+            hash: hash.clone(),
             tau: if tau.is_finite() {
                 tau.clamp(0.0, 1.0)
             } else {
@@ -452,11 +466,11 @@ impl State {
         Ok(())
     }
 
-    fn settle_inferred(&mut self, hash: &str) -> Result<VoteOutcome, VerifyError> {
+    fn settle_inferred(&mut self, hash: &Arc<str>) -> Result<VoteOutcome, VerifyError> {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
-        self.settled = Some(hash.to_string());
+        self.settled = Some(hash.clone());
         Ok(VoteOutcome::Settled {
             hash: hash.to_string(),
             by: SettledBy::Inferred,

@@ -4,6 +4,8 @@
 //! Source: `ROUTING.md` §3 (Gates are learned, Trust, Prices, Politeness,
 //! Assignment policy) and §4.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use routing::field::Address;
@@ -268,16 +270,19 @@ impl Router {
     /// whether the content changed (or was seen for the first time).
     fn fold_observation(&mut self, l: &Logged, target: &TargetRec, t: f64) -> bool {
         let req = &l.req;
-        let (true, Some(hash)) = (req.outcome.ok, req.outcome.content_hash.clone()) else {
+        let (true, Some(hash)) = (req.outcome.ok, req.outcome.content_hash.as_deref()) else {
             if let Some(tr) = self.d.targets.get_mut(&req.target) {
                 tr.verification.release(&l.device);
             }
             return false;
         };
+        // One copy of the content hash, shared by the observation, its
+        // vote and the settled row.
+        let hash: Arc<str> = Arc::from(hash);
         let t_h = t / 3600.0;
         let cooling = target.churn.cooling(t_h);
         let last_any = target.observations.last().cloned();
-        let changed = last_any.as_ref().is_none_or(|o| o.hash != hash);
+        let changed = last_any.as_ref().is_none_or(|o| *o.hash != *hash);
         let source_name = target.source.clone();
         if let Some(prev) = &last_any {
             if let Some(s) = self.d.sources.get_mut(&source_name) {
@@ -347,7 +352,7 @@ impl Router {
     /// (trusted or quorum), or, with a [`super::Settler`], the vote is
     /// recorded and the model decides. Returns how the row settled, if it
     /// did now.
-    fn vote_on_row(&mut self, l: &Logged, hash: &str, t: f64) -> Option<SettledBy> {
+    fn vote_on_row(&mut self, l: &Logged, hash: &Arc<str>, t: f64) -> Option<SettledBy> {
         let target = &l.req.target;
         let (my_trust, my_origin) = self
             .d
@@ -356,7 +361,7 @@ impl Router {
             .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
         let vc = self.verify_config();
         let tr = self.d.targets.get_mut(target)?;
-        if tr.verification.settled().is_some_and(|s| s != hash) {
+        if tr.verification.settled().is_some_and(|s| s != &**hash) {
             tr.verification.reopen();
             if let Some(s) = self.settler.as_mut() {
                 s.reopen(target);
@@ -364,12 +369,14 @@ impl Router {
         }
         let outcome = if let Some(s) = self.settler.as_mut() {
             s.observe(target, &l.device, hash, t);
-            tr.verification.record(&l.device, hash, my_trust).ok()?;
+            tr.verification
+                .record(&l.device, hash.clone(), my_trust)
+                .ok()?;
             let h = s.decide(target)?;
-            tr.verification.settle_inferred(&h)
+            tr.verification.settle_inferred(h.as_str())
         } else if tr.verification.settled().is_none() {
             tr.verification
-                .vote_from(&l.device, hash, my_trust, my_origin, t, &vc)
+                .vote_from(&l.device, hash.clone(), my_trust, my_origin, t, &vc)
         } else {
             return None;
         };
@@ -382,7 +389,7 @@ impl Router {
     /// One pairwise trust event against the most recent earlier observation
     /// by another device, with the adapter-disagreement clustering.
     fn trust_event(&mut self, l: &Logged, other: &Observation, hash: &str, source: &str, t: f64) {
-        let agree = other.hash == hash;
+        let agree = *other.hash == *hash;
         let volatility = self
             .d
             .sources

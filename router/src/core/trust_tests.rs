@@ -177,12 +177,31 @@ fn a_target_keeps_its_newest_observations_and_no_spare_room() {
         let obs = &r.d.targets["ad-0"].observations;
         assert_eq!(obs.len(), (n + 1).min(keep), "after {} observations", n + 1);
         assert_eq!(obs.capacity(), obs.len(), "after {} observations", n + 1);
-        let hashes: Vec<String> = obs.iter().map(|o| o.hash.clone()).collect();
+        let hashes: Vec<String> = obs.iter().map(|o| o.hash.to_string()).collect();
         let want: Vec<String> = ((n + 1).saturating_sub(keep)..=n)
             .map(|k| format!("h-{k}"))
             .collect();
         assert_eq!(hashes, want, "the newest, oldest first");
     }
+}
+
+/// An observation's content hash is held once: its vote shares it.
+#[test]
+fn an_observation_and_its_vote_share_one_copy_of_the_hash() {
+    let mut r = router();
+    let mut secrets = BTreeMap::new();
+    register(&mut r, &mut secrets, "a", "1.0");
+    let mut seq = 0;
+    observe(&mut r, &mut seq, "a", "1.0", 0, "h-shared");
+    let t = &r.d.targets["ad-0"];
+    let obs = t.observations.last().expect("observed");
+    let votes = t.verification.votes();
+    assert_eq!(votes.len(), 1);
+    assert_eq!(&*votes[0].hash, "h-shared");
+    assert!(
+        std::sync::Arc::ptr_eq(&votes[0].hash, &obs.hash),
+        "the vote holds its own copy of the hash"
+    );
 }
 
 /// Rows written before observations carried their adapter still load: the

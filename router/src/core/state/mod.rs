@@ -98,8 +98,9 @@ impl SourceRec {
 pub struct Observation {
     /// Device id.
     pub device: String,
-    /// Content hash seen.
-    pub hash: String,
+    /// Content hash seen (one copy, shared with the row's vote and, once
+    /// settled on it, the settled hash).
+    pub hash: std::sync::Arc<str>,
     /// Time, seconds.
     pub t_s: f64,
     /// Adapter id the observation was scraped with (empty in rows written
