@@ -29,8 +29,9 @@ pub const SMALL_MAX: usize = 32;
 pub enum Children<N> {
     /// At most [`SMALL_MAX`], sorted by label, no spare capacity.
     Small(Vec<(Box<str>, Arc<N>)>),
-    /// More than [`SMALL_MAX`].
-    Large(BTreeMap<Box<str>, Arc<N>>),
+    /// More than [`SMALL_MAX`]; boxed, so the map costs a cell with few
+    /// children nothing (the enum is one vector's 24 bytes, not 32).
+    Large(Box<BTreeMap<Box<str>, Arc<N>>>),
 }
 
 impl<N> Default for Children<N> {
@@ -93,7 +94,7 @@ impl<N> Children<N> {
                     v.insert(at, (label.into(), Arc::default()));
                 } else {
                     let m: BTreeMap<_, _> = std::mem::take(v).into_iter().collect();
-                    *self = Children::Large(m);
+                    *self = Children::Large(Box::new(m));
                 }
             }
         }
@@ -144,7 +145,7 @@ impl<N> Children<N> {
     /// last child (as a `BTreeMap` built from the same pairs would).
     fn from_pairs(mut pairs: Vec<(Box<str>, Arc<N>)>) -> Children<N> {
         if pairs.len() > SMALL_MAX {
-            return Children::Large(pairs.into_iter().collect());
+            return Children::Large(Box::new(pairs.into_iter().collect()));
         }
         // A stable sort keeps repeated labels in arrival order; keep the last.
         pairs.sort_by(|a, b| a.0.cmp(&b.0));
@@ -254,6 +255,8 @@ mod tests {
 
     #[test]
     fn a_small_map_holds_no_spare_room() {
+        // The enum is one vector wide: every cell of the field holds one.
+        assert_eq!(std::mem::size_of::<Children>(), 24);
         let mut c = Children::default();
         for k in ["b", "a", "c"] {
             c.get_or_insert_default(k);
@@ -310,7 +313,7 @@ mod tests {
             })
             .collect();
         let small = Children::from_pairs(pairs.clone());
-        let large = Children::Large(pairs.into_iter().collect());
+        let large = Children::Large(Box::new(pairs.into_iter().collect()));
         assert!(matches!(small, Children::Small(_)));
         assert_eq!(small, large);
     }
