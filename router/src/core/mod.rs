@@ -360,7 +360,7 @@ impl Router {
         };
         let mut d = d;
         snapshot::restore_targets(&mut d, store.as_mut())?;
-        admission::restore_devices(&mut d, store.as_mut())?;
+        snapshot::restore_devices(&mut d, store.as_mut())?;
         let backend = store.backend();
         let last = store.last_seq()?;
         let verify_due = due::VerifyDue::from_open(d.targets.iter().flat_map(|(name, t)| {

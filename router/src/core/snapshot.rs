@@ -106,27 +106,64 @@ impl Router {
     }
 }
 
-/// Target rows read per page at a restart.
-const TARGETS_PAGE: usize = 4096;
+/// Rows read per page at a restart.
+const RESTORE_PAGE: usize = 4096;
 
-/// Reads the targets' own rows into `d`, a page at a time; a row replaces
-/// what an older state row held of its target.
-///
-/// Errors: [`OpenError::BadState`] when a row is unreadable; the store's.
-pub(super) fn restore_targets(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+/// Calls `each` on every row of `table`, in key order, a page of
+/// [`RESTORE_PAGE`] rows at a time, so a restart never holds a large
+/// table's rows at once. Errors: the store's, or the first of `each`'s.
+pub(super) fn each_row(
+    store: &mut dyn Store,
+    table: Table,
+    mut each: impl FnMut(Row) -> Result<(), OpenError>,
+) -> Result<(), OpenError> {
     let mut after: Option<String> = None;
     loop {
-        let page = store.load_page(Table::Targets, after.as_deref(), TARGETS_PAGE)?;
+        let page = store.load_page(table, after.as_deref(), RESTORE_PAGE)?;
         let Some(last) = page.last() else {
             return Ok(());
         };
         after = Some(last.key.clone());
         for row in page {
-            let rec: super::state::TargetRec = serde_json::from_str(&row.payload)
-                .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
-            d.targets.restore(row.key, rec);
+            each(row)?;
         }
     }
+}
+
+/// Reads the targets' own rows into `d`; a row replaces what an older
+/// state row held of its target.
+///
+/// Errors: [`OpenError::BadState`] when a row is unreadable; the store's.
+pub(super) fn restore_targets(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+    each_row(store, Table::Targets, |row| {
+        let rec: super::state::TargetRec = serde_json::from_str(&row.payload)
+            .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
+        d.targets.restore(row.key, rec);
+        Ok(())
+    })
+}
+
+/// Restores into `d` every device from its row ([`IDENTITY_FIELD`] rows
+/// of [`Table::Devices`]: written at registration, then by every snapshot
+/// after the device changed), a page at a time, unmarked. A state row
+/// written before the devices had rows of their own holds them: a device
+/// it holds keeps that record (its row then is a summary, or an identity
+/// row no newer than it), and rows without an identity change nothing.
+/// Errors: a row that does not parse, named; the store's.
+pub(super) fn restore_devices(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+    each_row(store, Table::Devices, |row| {
+        if d.devices.contains_key(&row.key) {
+            return Ok(());
+        }
+        let bad =
+            |e: serde_json::Error| OpenError::BadState(format!("device row {}: {e}", row.key));
+        let v: serde_json::Value = serde_json::from_str(&row.payload).map_err(bad)?;
+        if let Some(identity) = v.get(IDENTITY_FIELD) {
+            let rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
+            d.devices.restore(row.key, rec);
+        }
+        Ok(())
+    })
 }
 
 /// One snapshot: a clone of the durable state at the moment it was taken
