@@ -288,7 +288,7 @@ impl Field {
     ) -> Result<Work, FieldError> {
         check_finite(residual)?;
         let work = self.edit(address, option, dimension, &mut |n| {
-            n.prior_residual = residual
+            n.set_prior_residual(residual)
         })?;
         self.record(|| Edit::SetPrior {
             address: address.clone(),
@@ -311,7 +311,9 @@ impl Field {
         weight: f64,
     ) -> Result<Work, FieldError> {
         check_finite(weight)?;
-        let work = self.edit(address, option, dimension, &mut |n| n.weight = Some(weight))?;
+        let work = self.edit(address, option, dimension, &mut |n| {
+            n.set_weight(Some(weight))
+        })?;
         self.record(|| Edit::SetWeight {
             address: address.clone(),
             option: option.to_string(),

@@ -14,34 +14,102 @@ use super::gauss::Natural;
 
 /// A cell of one tree: prior residual, weight, own evidence and caches.
 ///
+/// The prior residual and the weight are held out of line, and only when
+/// one of them is set ([`Node::prior_residual`], [`Node::weight`]): most
+/// cells (a target's, an environment's) have neither, and a field holds
+/// several cells per observed target (docs/router.md, "The small box").
+///
 /// Serialized compactly (a snapshot holds one per cell of every tree):
 /// fields at their defaults are left out and the caches are never
 /// written, since [`super::Field::restore`] recomputes them; older
-/// snapshots that carry them still read.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+/// snapshots that carry them still read. The JSON is as it was when the
+/// prior and weight were fields of their own.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(from = "NodeRepr")]
 pub struct Node {
-    /// Prior mean of δ at this cell (default 0).
-    #[serde(default, skip_serializing_if = "is_positive_zero")]
-    pub prior_residual: f64,
-    /// Weight at the root, or weight residual at a deeper prefix (None = default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub weight: Option<f64>,
+    /// Prior residual and weight, when either is set.
+    prior: Option<Box<Prior>>,
     /// The cell's own evidence (observations and compacted subtrees).
-    #[serde(default, skip_serializing_if = "is_flat")]
     pub own: Natural,
     /// Cached: `own` plus every child's message.
-    #[serde(default, skip_serializing)]
     pub inner: Natural,
     /// Cached: the message this node sends its parent.
-    #[serde(default, skip_serializing)]
     pub message: Natural,
     /// Children by label, shared: a clone of the field copies the roots
     /// and shares every subtree, and an edit copies only the nodes on its
     /// path that a clone still shares (`Arc::make_mut`). The router clones
     /// the field under its lock and reads the clone outside it.
     /// Held compactly ([`Children`]): most cells have one child or a few.
-    #[serde(default, skip_serializing_if = "Children::is_empty")]
     pub children: Children<Node>,
+}
+
+/// A cell's prior residual and weight (see [`Node`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+struct Prior {
+    residual: f64,
+    weight: Option<f64>,
+}
+
+/// A [`Node`] as written: the prior and weight as fields of their own.
+#[derive(Deserialize)]
+struct NodeRepr {
+    #[serde(default)]
+    prior_residual: f64,
+    #[serde(default)]
+    weight: Option<f64>,
+    #[serde(default)]
+    own: Natural,
+    #[serde(default)]
+    inner: Natural,
+    #[serde(default)]
+    message: Natural,
+    #[serde(default)]
+    children: Children<Node>,
+}
+
+impl From<NodeRepr> for Node {
+    fn from(r: NodeRepr) -> Node {
+        let mut n = Node {
+            prior: None,
+            own: r.own,
+            inner: r.inner,
+            message: r.message,
+            children: r.children,
+        };
+        n.set_prior(Prior {
+            residual: r.prior_residual,
+            weight: r.weight,
+        });
+        n
+    }
+}
+
+impl Serialize for Node {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let residual = self.prior_residual();
+        let weight = self.weight();
+        let present = [
+            !is_positive_zero(&residual),
+            weight.is_some(),
+            !is_flat(&self.own),
+            !self.children.is_empty(),
+        ];
+        let mut st = s.serialize_struct("Node", present.iter().filter(|p| **p).count())?;
+        if present[0] {
+            st.serialize_field("prior_residual", &residual)?;
+        }
+        if let Some(w) = weight {
+            st.serialize_field("weight", &w)?;
+        }
+        if present[2] {
+            st.serialize_field("own", &self.own)?;
+        }
+        if present[3] {
+            st.serialize_field("children", &self.children)?;
+        }
+        st.end()
+    }
 }
 
 /// Whether `x` is +0.0 exactly (bit for bit: a −0.0 is written).
@@ -87,9 +155,38 @@ pub struct Posterior {
 }
 
 impl Node {
+    /// Prior mean of δ at this cell (default 0).
+    pub fn prior_residual(&self) -> f64 {
+        self.prior.as_ref().map_or(0.0, |p| p.residual)
+    }
+
+    /// Weight at the root, or weight residual at a deeper prefix (`None`:
+    /// the default).
+    pub fn weight(&self) -> Option<f64> {
+        self.prior.as_ref().and_then(|p| p.weight)
+    }
+
+    /// Sets the prior mean of δ at this cell.
+    pub fn set_prior_residual(&mut self, residual: f64) {
+        let weight = self.weight();
+        self.set_prior(Prior { residual, weight });
+    }
+
+    /// Sets the weight (`None`: the default).
+    pub fn set_weight(&mut self, weight: Option<f64>) {
+        let residual = self.prior_residual();
+        self.set_prior(Prior { residual, weight });
+    }
+
+    /// Holds `p` out of line, or nothing when it is the default (+0.0
+    /// exactly, bit for bit, and no weight).
+    fn set_prior(&mut self, p: Prior) {
+        self.prior = (!is_positive_zero(&p.residual) || p.weight.is_some()).then(|| Box::new(p));
+    }
+
     /// Recomputes this node's message from `inner` (residual and variance of its δ).
     fn refresh_message(&mut self, variance: f64) {
-        self.message = self.inner.through_up(self.prior_residual, variance);
+        self.message = self.inner.through_up(self.prior_residual(), variance);
     }
 
     /// Applies `edit` to the node at `labels` (created on the way), then
@@ -156,8 +253,8 @@ impl Node {
         work: &mut Work,
     ) -> Posterior {
         work.cells_visited += 1;
-        let mut belief = Natural::from_moments(self.prior_residual, root_var).product(self.inner);
-        let mut weight = self.weight.unwrap_or(default_weight);
+        let mut belief = Natural::from_moments(self.prior_residual(), root_var).product(self.inner);
+        let mut weight = self.weight().unwrap_or(default_weight);
         let mut path_means = Vec::with_capacity(labels.len() + 1);
         path_means.push(belief.mean());
         let mut node = Some(self);
@@ -168,9 +265,9 @@ impl Node {
                     work.cells_visited += 1;
                     let cavity = belief.quotient(c.message);
                     belief = cavity
-                        .through_down(c.prior_residual, vars[i])
+                        .through_down(c.prior_residual(), vars[i])
                         .product(c.inner);
-                    weight += c.weight.unwrap_or(0.0);
+                    weight += c.weight().unwrap_or(0.0);
                 }
                 _ => belief = belief.through_down(0.0, vars[i]),
             }
@@ -212,5 +309,43 @@ impl Node {
                 None => false,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The JSON is the one the separate fields gave: defaults left out,
+    /// a −0.0 residual written, the caches never written but read.
+    #[test]
+    fn a_cell_writes_and_reads_its_prior_and_weight_as_before() {
+        let mut n = Node::default();
+        assert_eq!(serde_json::to_string(&n).unwrap(), "{}");
+        n.set_weight(Some(2.5));
+        assert_eq!(serde_json::to_string(&n).unwrap(), r#"{"weight":2.5}"#);
+        n.set_prior_residual(-0.0);
+        assert_eq!(
+            serde_json::to_string(&n).unwrap(),
+            r#"{"prior_residual":-0.0,"weight":2.5}"#
+        );
+        n.set_weight(None);
+        n.set_prior_residual(0.0);
+        assert_eq!(n, Node::default(), "back to defaults holds nothing");
+        let old = r#"{"prior_residual":0.5,"own":{"precision":1.0,"information":2.0},
+            "inner":{"precision":3.0,"information":4.0},"children":{"a":{"weight":1.0}}}"#;
+        let n: Node = serde_json::from_str(old).unwrap();
+        assert_eq!((n.prior_residual(), n.weight()), (0.5, None));
+        assert_eq!(n.inner.precision, 3.0, "an old snapshot's cache reads");
+        assert_eq!(n.children.get("a").and_then(|c| c.weight()), Some(1.0));
+        let back: Node = serde_json::from_str(&serde_json::to_string(&n).unwrap()).unwrap();
+        assert_eq!((back.prior_residual(), back.own), (0.5, n.own));
+        assert_eq!(back.children, n.children);
+    }
+
+    /// A cell with neither prior nor weight holds one pointer for both.
+    #[test]
+    fn a_cell_is_eighty_bytes() {
+        assert_eq!(std::mem::size_of::<Node>(), 80);
     }
 }
