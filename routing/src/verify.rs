@@ -243,8 +243,8 @@ impl Verification {
         now_s: f64,
         config: &VerifyConfig,
     ) -> Result<(), VerifyError> {
-        config.check()?;
-        self.st().check_open(device, now_s, config)?;
+        // A refusal leaves an untouched row untouched (`edit` drops the
+        // empty state again).
         self.edit(|s| s.begin(device, now_s, config))
     }
 

@@ -46,7 +46,9 @@ fn an_untouched_row_holds_nothing_out_of_line_and_its_json_is_unchanged() {
     v.begin("a", 0.0, &c).unwrap();
     assert_eq!(v.expire(c.ttl_s), 1);
     assert_eq!(v, Verification::new());
-    // A refused vote leaves nothing behind.
+    // A refused opening or vote leaves nothing behind.
+    assert_eq!(v.begin("a", f64::NAN, &c), Err(VerifyError::BadTime));
+    assert_eq!(v, Verification::new());
     let bad = VerifyConfig { quorum: 0, ..c };
     assert_eq!(v.vote("a", "h", 0.5, &bad), Err(VerifyError::BadConfig));
     assert_eq!(v, Verification::new());
