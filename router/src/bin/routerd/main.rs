@@ -17,11 +17,7 @@ use router::http::{app, wall_clock, ManualClock, Shell};
 use router::store::Store;
 use router::Router;
 
-/// mimalloc: the router allocates many small, short-lived objects per
-/// decision (receipts); measured with `examples/core_bench.rs`.
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
+mod alloc;
 mod facts;
 mod replica;
 mod stop;
@@ -194,6 +190,11 @@ struct ServeArgs {
     /// it (plus `--store-timeout-s` when it died inside a write).
     #[arg(long, default_value_t = 6.0, requires = "replica_id")]
     lead_ttl_s: f64,
+    /// Milliseconds the allocator keeps freed memory before it gives it
+    /// back to the system (0..=60,000; 0: at once). What it keeps counts
+    /// against a memory limit ("The small box", docs/router.md).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=60_000))]
+    purge_delay_ms: u32,
 }
 
 /// Parses `CAPACITY,PER_S`: a capacity ≥ 1 and a refill > 0, both finite.
@@ -503,6 +504,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 fn serve(args: ServeArgs) -> Result<()> {
+    alloc::set_purge_delay_ms(args.purge_delay_ms);
     let (drain, timeouts) = serve_limits(&args)?;
     if let Some(name) = args.replica_id.clone() {
         return replica::serve_replica(args, name, drain, timeouts);
