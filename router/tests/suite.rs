@@ -13,6 +13,7 @@ mod hostile;
 mod http;
 mod identities;
 mod lease_restart;
+mod load_devices;
 mod operator_reads;
 mod pg_connection;
 mod replicas;

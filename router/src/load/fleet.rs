@@ -131,13 +131,12 @@ fn backoff(r: &Result<(u16, Value, f64), String>, left: Duration) -> Duration {
 /// each item, waits out refusals.
 async fn device(
     http: Http,
-    base: Arc<str>,
-    id: String,
-    secret: String,
-    archetype: usize,
+    (base, token): (Arc<str>, Arc<str>),
+    (index, id, secret): (usize, String, String),
     spec: FleetSpec,
     deadline: Instant,
 ) -> Driven {
+    let archetype = index % 4;
     let mut t = Driven::default();
     let mut rng = Pick::new(
         id.bytes()
@@ -158,6 +157,18 @@ async fn device(
             Ok((200, l, _)) => l,
             _ => {
                 *t.errors.entry(kind(&r)).or_default() += 1;
+                if let Ok((status, body, _)) = &r {
+                    if super::lapsed(*status, body) {
+                        // Not live: register again, with the secret kept.
+                        let again = super::registration_body(index, &token, Some(&secret));
+                        let url = format!("{base}/v1/register");
+                        match post(&http, &url, &again, deadline + GRACE).await {
+                            Ok((200, _, _)) => t.registered_again += 1,
+                            r => *t.errors.entry(kind(&r)).or_default() += 1,
+                        }
+                        continue;
+                    }
+                }
                 tokio::time::sleep(backoff(&r, left)).await;
                 continue;
             }
@@ -210,10 +221,11 @@ async fn device(
 }
 
 /// Runs every device of `devices` (id, secret; archetype `i % 4`) against
-/// `base` until `deadline` on a runtime of `threads` workers; their
-/// tallies. Errors: the runtime cannot start.
+/// `base` until `deadline` on a runtime of `threads` workers (a device
+/// told it is not live registers again with `token`); their tallies.
+/// Errors: the runtime cannot start.
 pub(super) fn run_fleet(
-    base: &str,
+    (base, token): (&str, &str),
     devices: &[(String, String)],
     spec: FleetSpec,
     threads: usize,
@@ -224,7 +236,7 @@ pub(super) fn run_fleet(
         .enable_all()
         .build()
         .map_err(|e| format!("the fleet's runtime: {e}"))?;
-    let base: Arc<str> = Arc::from(base);
+    let (base, token): (Arc<str>, Arc<str>) = (Arc::from(base), Arc::from(token));
     rt.block_on(async move {
         let tasks: Vec<_> = devices
             .iter()
@@ -232,10 +244,8 @@ pub(super) fn run_fleet(
             .map(|(i, (id, secret))| {
                 tokio::spawn(device(
                     client(),
-                    base.clone(),
-                    id.clone(),
-                    secret.clone(),
-                    i % 4,
+                    (base.clone(), token.clone()),
+                    (i, id.clone(), secret.clone()),
                     spec,
                     deadline,
                 ))

@@ -17,7 +17,10 @@ mod population;
 pub use fleet::FleetSpec;
 pub use measure::{check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
-pub use population::{population_facts, register_in_process, success_deposit, LOAD_ARCHETYPES};
+pub use population::{
+    lapsed, population_facts, register_in_process, registration_body, success_deposit,
+    LOAD_ARCHETYPES,
+};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -90,6 +93,10 @@ pub struct LoadReport {
     pub items: u64,
     /// Deposits acknowledged.
     pub deposits: u64,
+    /// Registrations sent again during the run by devices told `404
+    /// unknown_device` (their liveness lapsed, as it does when registering
+    /// the population takes longer than the lease TTL), and answered 200.
+    pub registered_again: u64,
     /// Deposits acknowledged per second.
     pub deposits_per_s: f64,
     /// Requests refused (4xx/5xx) or failed.
@@ -264,15 +271,30 @@ pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let mut devices = Vec::with_capacity(spec.devices);
     let t0 = Instant::now();
     for i in 0..spec.devices {
-        let id = format!("load-dev-{i}");
-        let body = json!({"device_id": id, "archetype": LOAD_ARCHETYPES[i % 4], "adapter_version": "1", "registration_token": spec.registration_token});
+        let body = registration_body(i, &spec.registration_token, None);
         let (s, v) = post(&a, &format!("{}/v1/register", spec.base), &body, None)?;
         if s != 200 {
             return Err(format!("registration refused: {v}"));
         }
-        devices.push((id, v["device_secret"].as_str().unwrap_or("").to_string()));
+        let secret = v["device_secret"].as_str().unwrap_or("").to_string();
+        devices.push((format!("load-dev-{i}"), secret));
     }
     Ok((devices, t0.elapsed().as_secs_f64()))
+}
+
+/// Registers load device `index` again at `base` with the `secret` it
+/// holds and the registration `token`, as a device told `404
+/// unknown_device` does ([`lapsed`]): it resumes its identity and its
+/// trust. Returns (status, JSON body). Errors: no answer.
+pub fn resume(
+    agent: &ureq::Agent,
+    base: &str,
+    token: &str,
+    index: usize,
+    secret: &str,
+) -> Result<(u16, Value), String> {
+    let body = registration_body(index, token, Some(secret));
+    post(agent, &format!("{base}/v1/register"), &body, None)
 }
 
 /// What one load thread (or, in fleet mode, one device) measured.
@@ -288,6 +310,8 @@ struct Driven {
     acked: Vec<String>,
     /// Items granted.
     items: u64,
+    /// Registrations sent again after `404 unknown_device`, answered 200.
+    registered_again: u64,
     /// Refusals and failures by kind (`STATUS kind` or `transport`).
     errors: std::collections::BTreeMap<String, u64>,
 }
@@ -301,9 +325,12 @@ fn error_kind(r: &Result<(u16, Value), String>) -> String {
 }
 
 /// One load thread: leases for its devices in turn until `deadline`,
-/// depositing every item granted.
+/// depositing every item granted. `mine` are devices `first..` of the
+/// population; one told it is not live registers again with its secret
+/// (`token`: the registration token).
 fn drive(
-    mine: &[(String, String)],
+    (first, mine): (usize, &[(String, String)]),
+    token: &str,
     bases: &[String],
     seen: &AtomicU64,
     deadline: Instant,
@@ -326,6 +353,15 @@ fn drive(
         let us = t0.elapsed().as_micros() as u64;
         let Ok((200, l)) = r else {
             *d.errors.entry(error_kind(&r)).or_default() += 1;
+            if let Ok((status, body)) = &r {
+                if lapsed(*status, body) {
+                    let index = first + (i - 1) % mine.len();
+                    match resume(&a, base, token, index, secret) {
+                        Ok((200, _)) => d.registered_again += 1,
+                        r => *d.errors.entry(error_kind(&r)).or_default() += 1,
+                    }
+                }
+            }
             continue;
         };
         d.leases.push(us);
@@ -363,8 +399,14 @@ fn drive_all(
     if let Some(fleet) = spec.fleet {
         return std::thread::scope(|scope| {
             let probe = scope.spawn(|| probe_metrics(&spec.base, deadline));
-            let results = fleet::run_fleet(&spec.base, devices, fleet, spec.threads, deadline)
-                .unwrap_or_default();
+            let results = fleet::run_fleet(
+                (&spec.base, &spec.registration_token),
+                devices,
+                fleet,
+                spec.threads,
+                deadline,
+            )
+            .unwrap_or_default();
             (results, probe.join().unwrap_or_default(), (Vec::new(), 0))
         });
     }
@@ -378,9 +420,13 @@ fn drive_all(
                 probe_field(bases, seen, deadline)
             }
         });
+        let token = &spec.registration_token;
         let handles: Vec<_> = devices
             .chunks(chunk)
-            .map(|mine| scope.spawn(move || drive(mine, bases, seen, deadline)))
+            .enumerate()
+            .map(|(c, mine)| {
+                scope.spawn(move || drive((c * chunk, mine), token, bases, seen, deadline))
+            })
             .collect();
         let results: Vec<Driven> = handles
             .into_iter()
@@ -461,6 +507,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         fleet: spec.fleet.is_some(),
         deposits,
         deposits_per_s: deposits as f64 / spec.seconds,
+        registered_again: results.iter().map(|r| r.registered_again).sum(),
         errors: results.iter().flat_map(|r| r.errors.values()).sum(),
         errors_by_kind: results.iter().flat_map(|r| r.errors.iter()).fold(
             Default::default(),

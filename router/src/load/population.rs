@@ -38,6 +38,30 @@ pub fn population_facts(targets: usize, sources: usize) -> Facts {
 pub const LOAD_ARCHETYPES: [&str; 4] =
     ["browser", "desktop", "container_render", "container_plain"];
 
+/// The registration of load device `index` (`load-dev-K`, archetype
+/// [`LOAD_ARCHETYPES`]`[K % 4]`) as JSON for `POST /v1/register`; with its
+/// `secret`, the registration of a known device that resumes its identity
+/// (after its liveness lapsed: `404 unknown_device`).
+pub fn registration_body(index: usize, token: &str, secret: Option<&str>) -> serde_json::Value {
+    let mut body = serde_json::json!({
+        "device_id": format!("load-dev-{index}"),
+        "archetype": LOAD_ARCHETYPES[index % 4],
+        "adapter_version": "1",
+        "registration_token": token,
+    });
+    if let Some(secret) = secret {
+        body["device_secret"] = secret.into();
+    }
+    body
+}
+
+/// Whether an answer says the device is not live (`404
+/// unknown_device`): its lease TTL lapsed since it last registered or
+/// leased, and a device registers again then, with the secret it holds.
+pub fn lapsed(status: u16, body: &serde_json::Value) -> bool {
+    status == 404 && body["error"] == "unknown_device"
+}
+
 /// Registers `devices` devices `load-dev-K` in process at `now_s`, over
 /// [`LOAD_ARCHETYPES`] in turn, as [`seed`] does over HTTP: their ids and
 /// secrets. Errors: the router's refusal of a registration.
