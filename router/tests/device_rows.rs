@@ -239,3 +239,52 @@ fn a_departed_id_registered_anew_before_the_next_snapshot_keeps_its_new_row() {
     assert_eq!(digest, &want["comes-back"].secret_digest);
     assert!(!secret.is_empty());
 }
+
+/// The names records repeat (a device's credential and network, an
+/// observation's device, adapter and version) are one copy each, before
+/// and after a restart: the restart shares what it reads
+/// (docs/router.md, "The small box").
+#[test]
+fn records_share_their_names_and_a_restart_shares_them_again() {
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, devices) = seeded(dir.path(), 4);
+    let mut t = 3.0;
+    while r
+        .targets_table()
+        .values()
+        .filter(|rec| rec.observations.iter().any(|o| *o.device == *devices[0].0))
+        .count()
+        < 2
+    {
+        assert!(t < 100.0, "the device was never granted two targets");
+        work(&mut r, &devices[0], t);
+        t += 1.0;
+    }
+    r.persist(t).unwrap();
+    let check = |r: &Router| {
+        let targets = r.targets_table();
+        let mine: Vec<_> = targets
+            .values()
+            .flat_map(|rec| rec.observations.iter())
+            .filter(|o| *o.device == *devices[0].0)
+            .collect();
+        assert!(mine.len() >= 2);
+        for o in &mine[1..] {
+            assert!(Arc::ptr_eq(&o.device, &mine[0].device), "one device id");
+            assert!(Arc::ptr_eq(&o.adapter, &mine[0].adapter), "one adapter");
+            assert!(Arc::ptr_eq(&o.adapter_version, &mine[0].adapter_version));
+        }
+        let table = r.devices_table();
+        let recs: Vec<_> = table.values().collect();
+        for d in &recs[1..] {
+            assert!(
+                Arc::ptr_eq(&d.credential, &recs[0].credential),
+                "one credential"
+            );
+        }
+    };
+    check(&r);
+    drop(r);
+    check(&open(dir.path(), t + 1.0));
+}

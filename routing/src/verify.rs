@@ -127,8 +127,9 @@ pub enum VoteOutcome {
 /// One vote on a row's content.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Vote {
-    /// Device id.
-    pub device: String,
+    /// Device id (shared with whoever else holds the same name: the
+    /// router's observations of the same device).
+    pub device: Arc<str>,
     /// Content hash it observed (shared with whoever else holds the same
     /// observation's hash: the router's observation and the settled row).
     pub hash: Arc<str>,
@@ -153,7 +154,7 @@ pub struct Verification(Option<Box<State>>);
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 struct State {
     votes: Vec<Vote>,
-    open: Vec<(String, f64)>,
+    open: Vec<(Arc<str>, f64)>,
     settled: Option<Arc<str>>,
 }
 
@@ -215,7 +216,7 @@ impl Verification {
     }
 
     /// Open verifications: (device, expires at, seconds).
-    pub fn open(&self) -> &[(String, f64)] {
+    pub fn open(&self) -> &[(Arc<str>, f64)] {
         &self.st().open
     }
 
@@ -239,13 +240,14 @@ impl Verification {
     /// Errors: [`VerifyError`] (nothing changed).
     pub fn begin(
         &mut self,
-        device: &str,
+        device: impl Into<Arc<str>>,
         now_s: f64,
         config: &VerifyConfig,
     ) -> Result<(), VerifyError> {
+        let device = device.into();
         // A refusal leaves an untouched row untouched (`edit` drops the
         // empty state again).
-        self.edit(|s| s.begin(device, now_s, config))
+        self.edit(|s| s.begin(&device, now_s, config))
     }
 
     /// Releases `device`'s open verification without a vote (a protest).
@@ -259,7 +261,7 @@ impl Verification {
     /// unknown origin: [`Verification::vote_from`] with `None`.
     pub fn vote(
         &mut self,
-        device: &str,
+        device: impl Into<Arc<str>>,
         hash: impl Into<Arc<str>>,
         tau: f64,
         config: &VerifyConfig,
@@ -280,15 +282,15 @@ impl Verification {
     /// [`VerifyError::BadConfig`] (nothing changed on any error).
     pub fn vote_from(
         &mut self,
-        device: &str,
+        device: impl Into<Arc<str>>,
         hash: impl Into<Arc<str>>,
         tau: f64,
         origin: Option<Origin>,
         now_s: f64,
         config: &VerifyConfig,
     ) -> Result<VoteOutcome, VerifyError> {
-        let hash = hash.into();
-        self.edit(|s| s.vote_from(device, &hash, tau, origin, now_s, config))
+        let (device, hash) = (device.into(), hash.into());
+        self.edit(|s| s.vote_from(&device, &hash, tau, origin, now_s, config))
     }
 
     /// Records `device`'s vote for `hash` without applying the settlement
@@ -298,12 +300,12 @@ impl Verification {
     /// (nothing changed).
     pub fn record(
         &mut self,
-        device: &str,
+        device: impl Into<Arc<str>>,
         hash: impl Into<Arc<str>>,
         tau: f64,
     ) -> Result<(), VerifyError> {
-        let hash = hash.into();
-        self.edit(|s| s.record(device, &hash, tau))
+        let (device, hash) = (device.into(), hash.into());
+        self.edit(|s| s.record(&device, &hash, tau))
     }
 
     /// Settles the open row on `hash` by an outside model's decision
@@ -352,8 +354,8 @@ impl State {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
-        if self.votes.iter().any(|v| v.device == device)
-            || self.open.iter().any(|(d, _)| d == device)
+        if self.votes.iter().any(|v| *v.device == *device)
+            || self.open.iter().any(|(d, _)| **d == *device)
         {
             return Err(VerifyError::AlreadyInvolved);
         }
@@ -366,7 +368,7 @@ impl State {
 
     fn begin(
         &mut self,
-        device: &str,
+        device: &Arc<str>,
         now_s: f64,
         config: &VerifyConfig,
     ) -> Result<(), VerifyError> {
@@ -374,17 +376,17 @@ impl State {
         self.check_open(device, now_s, config)?;
         self.expire(now_s);
         self.open.reserve_exact(1);
-        self.open.push((device.to_string(), now_s + config.ttl_s));
+        self.open.push((device.clone(), now_s + config.ttl_s));
         Ok(())
     }
 
     fn release(&mut self, device: &str) {
-        self.open.retain(|(d, _)| d != device);
+        self.open.retain(|(d, _)| **d != *device);
     }
 
     fn vote_from(
         &mut self,
-        device: &str,
+        device: &Arc<str>,
         hash: &Arc<str>,
         tau: f64,
         origin: Option<Origin>,
@@ -395,7 +397,7 @@ impl State {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
-        if self.votes.iter().any(|v| v.device == device) {
+        if self.votes.iter().any(|v| *v.device == **device) {
             return Err(VerifyError::AlreadyInvolved);
         }
         self.release(device);
@@ -415,7 +417,7 @@ impl State {
             });
         }
         self.add_vote(Vote {
-            device: device.to_string(),
+            device: device.clone(),
             hash: hash.clone(),
             tau,
             origin,
@@ -445,16 +447,16 @@ impl State {
         Ok(VoteOutcome::Pending { agreeing })
     }
 
-    fn record(&mut self, device: &str, hash: &Arc<str>, tau: f64) -> Result<(), VerifyError> {
+    fn record(&mut self, device: &Arc<str>, hash: &Arc<str>, tau: f64) -> Result<(), VerifyError> {
         if self.settled.is_some() {
             return Err(VerifyError::Settled);
         }
-        if self.votes.iter().any(|v| v.device == device) {
+        if self.votes.iter().any(|v| *v.device == **device) {
             return Err(VerifyError::AlreadyInvolved);
         }
         self.release(device);
         self.add_vote(Vote {
-            device: device.to_string(),
+            device: device.clone(),
             hash: hash.clone(),
             tau: if tau.is_finite() {
                 tau.clamp(0.0, 1.0)

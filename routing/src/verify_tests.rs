@@ -74,11 +74,11 @@ fn related_voters_keep_one_vote_per_row() {
     let vc = VerifyConfig::default();
     let mut v = Verification::new();
     for i in 0..100 {
-        let out = v.vote_from(&format!("d{i}"), "forged", 0.5, from("n1", 0.0), 10.0, &vc);
+        let out = v.vote_from(format!("d{i}"), "forged", 0.5, from("n1", 0.0), 10.0, &vc);
         assert_eq!(out, Ok(VoteOutcome::Pending { agreeing: 1 }));
     }
     assert_eq!(v.votes().len(), 1);
-    assert_eq!(v.votes()[0].device, "d99");
+    assert_eq!(&*v.votes()[0].device, "d99");
     let out = v.vote_from("far", "forged", 0.5, from("n2", 1000.0), 1001.0, &vc);
     assert_eq!(out, Ok(VoteOutcome::Pending { agreeing: 2 }));
     assert_eq!(v.votes().len(), 2);

@@ -309,12 +309,17 @@ impl Router {
             .observations
             .iter()
             .rev()
-            .find(|o| o.device != l.device)
+            .find(|o| *o.device != *l.device)
             .cloned();
         if let (Some(other), false, true) = (other, cooling, self.cfg.trust_enabled) {
             self.trust_event(l, &other, &hash, &source_name, t);
         }
         let settled_by = self.vote_on_row(l, &hash, t);
+        let (device, adapter, adapter_version) = (
+            self.names.intern(&l.device),
+            self.names.intern(&req.adapter_id),
+            self.names.intern(&req.adapter_version),
+        );
         if let Some(tr) = self.d.targets.get_mut(&req.target) {
             // The oldest goes before the newest comes, and the vector grows
             // one slot at a time up to the few kept (a first push would
@@ -326,11 +331,11 @@ impl Router {
                 tr.observations.reserve_exact(1);
             }
             tr.observations.push(Observation {
-                device: l.device.clone(),
+                device,
                 hash: hash.clone(),
                 t_s: t,
-                adapter: req.adapter_id.clone(),
-                adapter_version: req.adapter_version.clone(),
+                adapter,
+                adapter_version,
             });
         }
         if let Some(by) = settled_by {
@@ -360,6 +365,7 @@ impl Router {
             .get(&l.device)
             .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
         let vc = self.verify_config();
+        let device = self.names.intern(&l.device);
         let tr = self.d.targets.get_mut(target)?;
         if tr.verification.settled().is_some_and(|s| s != &**hash) {
             tr.verification.reopen();
@@ -370,13 +376,13 @@ impl Router {
         let outcome = if let Some(s) = self.settler.as_mut() {
             s.observe(target, &l.device, hash, t);
             tr.verification
-                .record(&l.device, hash.clone(), my_trust)
+                .record(device, hash.clone(), my_trust)
                 .ok()?;
             let h = s.decide(target)?;
             tr.verification.settle_inferred(h.as_str())
         } else if tr.verification.settled().is_none() {
             tr.verification
-                .vote_from(&l.device, hash.clone(), my_trust, my_origin, t, &vc)
+                .vote_from(device, hash.clone(), my_trust, my_origin, t, &vc)
         } else {
             return None;
         };
@@ -428,8 +434,8 @@ impl Router {
         }
         let mut restorations = Vec::new();
         for (key, device, moved) in [
-            (&me_key, &l.device, na - a),
-            (&other_key, &other.device, nb - b),
+            (&me_key, l.device.as_str(), na - a),
+            (&other_key, &*other.device, nb - b),
         ] {
             let r = self.d.clusters.record(key, device, moved);
             if !r.is_empty() {
@@ -470,16 +476,16 @@ impl Router {
             adapter: if other.adapter.is_empty() {
                 l.req.adapter_id.clone()
             } else {
-                other.adapter.clone()
+                other.adapter.to_string()
             },
             version: if other.adapter_version.is_empty() {
                 self.d
                     .devices
-                    .get(&other.device)
+                    .get(&*other.device)
                     .map(|d| d.adapter_version.clone())
                     .unwrap_or_default()
             } else {
-                other.adapter_version.clone()
+                other.adapter_version.to_string()
             },
         };
         (me_key, other_key)

@@ -401,6 +401,7 @@ impl Router {
         for g in grants {
             let token = ids::token();
             if g.tier == Tier::Verification {
+                let device = self.names.intern(device);
                 if let Some(t) = self.d.targets.get_mut(&g.target) {
                     if t.verification.begin(device, now_s, &vc).is_ok() {
                         self.verify_due.push(&g.target, now_s + vc.ttl_s);

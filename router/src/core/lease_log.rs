@@ -279,13 +279,10 @@ impl Router {
             if it.tier != Tier::Verification {
                 continue;
             }
+            let device = self.names.intern(&row.device);
             if let Some(t) = self.d.targets.get_mut(&it.target) {
-                let held = t.verification.open().iter().any(|(d, _)| *d == row.device);
-                if !held
-                    && t.verification
-                        .begin(&row.device, row.granted_s, &vc)
-                        .is_ok()
-                {
+                let held = t.verification.open().iter().any(|(d, _)| *d == device);
+                if !held && t.verification.begin(device, row.granted_s, &vc).is_ok() {
                     self.verify_due.push(&it.target, row.granted_s + vc.ttl_s);
                 }
             }

@@ -25,6 +25,7 @@ mod identity_tests;
 mod lease;
 mod lease_log;
 pub mod limits;
+mod names;
 mod records;
 mod refill;
 pub mod reports;
@@ -217,6 +218,8 @@ pub struct Router {
     last_snapshot_s: f64,
     /// When each open verification lapses, soonest first.
     verify_due: due::VerifyDue,
+    /// The names observations share (device, adapter, version).
+    names: names::Names,
 }
 
 /// Seconds an expired lease id is remembered (to answer `lease_expired`).
@@ -359,8 +362,9 @@ impl Router {
             Some(row) => restored(&cfg, &row, now_s)?,
         };
         let mut d = d;
-        snapshot::restore_targets(&mut d, store.as_mut())?;
-        snapshot::restore_devices(&mut d, store.as_mut())?;
+        let mut names = names::Names::default();
+        snapshot::restore_targets(&mut d, store.as_mut(), &mut names)?;
+        snapshot::restore_devices(&mut d, store.as_mut(), &mut names)?;
         let backend = store.backend();
         let last = store.last_seq()?;
         let verify_due = due::VerifyDue::from_open(d.targets.iter().flat_map(|(name, t)| {
@@ -406,6 +410,7 @@ impl Router {
             unwritten_targets: Default::default(),
             unwritten_devices: Default::default(),
             verify_due,
+            names,
         };
         let pending = r.store.lock().deposits_after(r.d.applied_seq)?;
         for entry in pending {

@@ -9,6 +9,7 @@
 //! Source: `ROUTING.md` §4; docs/router.md "Durability and restart".
 
 use super::admission::IDENTITY_FIELD;
+use super::names::Names;
 use super::state::DeviceRec;
 use super::{lease, Durable, OpenError, Router, SharedStore, SNAPSHOT_KEY};
 use crate::store::{Row, Store, StoreError, Table, Write};
@@ -40,6 +41,7 @@ impl Router {
         let changed_devices = self
             .unwritten_devices
             .carry(self.d.devices.take_changed(), version);
+        self.names.prune();
         self.last_snapshot_s = now_s;
         self.d.t_s = now_s;
         self.d.snapshot_seq += 1;
@@ -134,10 +136,19 @@ pub(super) fn each_row(
 /// state row held of its target.
 ///
 /// Errors: [`OpenError::BadState`] when a row is unreadable; the store's.
-pub(super) fn restore_targets(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+pub(super) fn restore_targets(
+    d: &mut Durable,
+    store: &mut dyn Store,
+    names: &mut Names,
+) -> Result<(), OpenError> {
     each_row(store, Table::Targets, |row| {
-        let rec: super::state::TargetRec = serde_json::from_str(&row.payload)
+        let mut rec: super::state::TargetRec = serde_json::from_str(&row.payload)
             .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
+        for o in &mut rec.observations {
+            o.device = names.intern(&o.device);
+            o.adapter = names.intern(&o.adapter);
+            o.adapter_version = names.intern(&o.adapter_version);
+        }
         d.targets.restore(row.key, rec);
         Ok(())
     })
@@ -150,7 +161,11 @@ pub(super) fn restore_targets(d: &mut Durable, store: &mut dyn Store) -> Result<
 /// it holds keeps that record (its row then is a summary, or an identity
 /// row no newer than it), and rows without an identity change nothing.
 /// Errors: a row that does not parse, named; the store's.
-pub(super) fn restore_devices(d: &mut Durable, store: &mut dyn Store) -> Result<(), OpenError> {
+pub(super) fn restore_devices(
+    d: &mut Durable,
+    store: &mut dyn Store,
+    names: &mut Names,
+) -> Result<(), OpenError> {
     each_row(store, Table::Devices, |row| {
         if d.devices.contains_key(&row.key) {
             return Ok(());
@@ -159,7 +174,9 @@ pub(super) fn restore_devices(d: &mut Durable, store: &mut dyn Store) -> Result<
             |e: serde_json::Error| OpenError::BadState(format!("device row {}: {e}", row.key));
         let v: serde_json::Value = serde_json::from_str(&row.payload).map_err(bad)?;
         if let Some(identity) = v.get(IDENTITY_FIELD) {
-            let rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
+            let mut rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
+            rec.credential = names.intern(&rec.credential);
+            rec.network = rec.network.map(|n| names.intern(&n));
             d.devices.restore(row.key, rec);
         }
         Ok(())

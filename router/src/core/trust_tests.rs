@@ -155,7 +155,7 @@ fn an_observation_keeps_the_adapter_version_it_was_made_with() {
         );
     }
     let obs = &r.d.targets["ad-0"].observations;
-    let versions: Vec<&str> = obs.iter().map(|o| o.adapter_version.as_str()).collect();
+    let versions: Vec<&str> = obs.iter().map(|o| &*o.adapter_version).collect();
     assert_eq!(&versions[versions.len() - 3..], ["1.0", "2.0", "1.0"]);
 }
 
@@ -204,13 +204,47 @@ fn an_observation_and_its_vote_share_one_copy_of_the_hash() {
     );
 }
 
+/// Observations by one device share its id, adapter and version with
+/// each other, whatever target they observed: one copy each, held while
+/// an observation holds it, and the JSON is plain strings as before.
+#[test]
+fn observations_share_their_device_adapter_and_version() {
+    use std::sync::Arc;
+    let mut r = router();
+    let mut secrets = BTreeMap::new();
+    register(&mut r, &mut secrets, "a", "1.0");
+    let mut seq = 0;
+    observe(&mut r, &mut seq, "a", "1.0", 0, "h-0");
+    observe(&mut r, &mut seq, "a", "1.0", 1, "h-1");
+    r.take_snapshot_now(1e6)
+        .expect("a snapshot (it prunes the names)");
+    let first = r.d.targets["ad-0"].observations[0].clone();
+    let second = r.d.targets["ad-1"].observations[0].clone();
+    assert!(Arc::ptr_eq(&first.device, &second.device), "one device id");
+    assert!(
+        Arc::ptr_eq(&first.adapter, &second.adapter),
+        "one adapter id"
+    );
+    assert!(
+        Arc::ptr_eq(&first.adapter_version, &second.adapter_version),
+        "one version"
+    );
+    assert_eq!(
+        (&*first.device, &*first.adapter, &*first.adapter_version),
+        ("a", "html", "1.0")
+    );
+    let json = serde_json::to_value(&first).unwrap();
+    assert_eq!(json["device"], "a");
+    assert_eq!(json["adapter_version"], "1.0");
+}
+
 /// Rows written before observations carried their adapter still load: the
 /// two fields read empty, and the device's current adapter stands in.
 #[test]
 fn an_observation_row_without_its_adapter_loads_with_empty_fields() {
     let o: Observation = serde_json::from_str(r#"{"device":"a","hash":"h","t_s":1.5}"#).unwrap();
-    assert_eq!(o.adapter, "");
-    assert_eq!(o.adapter_version, "");
+    assert_eq!(&*o.adapter, "");
+    assert_eq!(&*o.adapter_version, "");
     let back: Observation = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
     assert_eq!(back, o);
 }

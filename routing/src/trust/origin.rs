@@ -53,11 +53,13 @@ impl Relation {
 /// Where one identity came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Origin {
-    /// The registration credential's name (never its secret).
-    pub credential: String,
+    /// The registration credential's name (never its secret); shared
+    /// with the identity's record and every vote it casts.
+    pub credential: std::sync::Arc<str>,
     /// The network it first registered from ([`network_of`]); `None`:
     /// registered in process by the host, vouched for by the host's code.
-    pub network: Option<String>,
+    /// Shared as the credential is.
+    pub network: Option<std::sync::Arc<str>>,
     /// When it first registered, seconds on the router's clock.
     pub registered_at_s: f64,
 }
@@ -127,7 +129,7 @@ pub fn independent(origins: &[Option<&Origin>], rule: &Relation, now_s: f64) -> 
     }
     let mut credentials: Vec<&str> = kept
         .iter()
-        .map(|o| o.map_or("", |o| o.credential.as_str()))
+        .map(|o| o.map_or("", |o| &*o.credential))
         .collect();
     credentials.sort_unstable();
     credentials.dedup();
@@ -141,7 +143,7 @@ mod tests {
     fn o(credential: &str, network: Option<&str>, at: f64) -> Origin {
         Origin {
             credential: credential.into(),
-            network: network.map(str::to_string),
+            network: network.map(Into::into),
             registered_at_s: at,
         }
     }

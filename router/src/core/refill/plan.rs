@@ -69,7 +69,7 @@ pub(super) fn planned(
     let last_tau = t
         .observations
         .last()
-        .and_then(|o| devices.get(&o.device))
+        .and_then(|o| devices.get(&*o.device))
         .map(|d| d.trust)
         .unwrap_or(0.5);
     Some(Planned {

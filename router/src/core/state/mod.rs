@@ -34,13 +34,15 @@ pub struct DeviceRec {
     pub secret_digest: crate::ids::SecretDigest,
     /// First registration, seconds.
     pub registered_at: f64,
-    /// The registration credential it first registered with (its name).
+    /// The registration credential it first registered with (its name;
+    /// one copy shared by the identities that share it).
     #[serde(default = "default_credential")]
-    pub credential: String,
+    pub credential: std::sync::Arc<str>,
     /// The network it first registered from
-    /// ([`routing::trust::network_of`]); `None`: registered in process.
+    /// ([`routing::trust::network_of`]; shared as the credential is);
+    /// `None`: registered in process.
     #[serde(default)]
-    pub network: Option<String>,
+    pub network: Option<std::sync::Arc<str>>,
     /// Last sign of life, seconds: its last registration, or the end of
     /// its last live scope (leases renew it); 0 in rows written before it
     /// was kept (the registration time is read then).
@@ -53,8 +55,8 @@ pub struct DeviceRec {
     pub note: Option<String>,
 }
 
-fn default_credential() -> String {
-    crate::credentials::DEFAULT_NAME.to_string()
+fn default_credential() -> std::sync::Arc<str> {
+    crate::credentials::DEFAULT_NAME.into()
 }
 
 impl DeviceRec {
@@ -93,11 +95,14 @@ impl SourceRec {
     }
 }
 
-/// One observation of a target.
+/// One observation of a target. Its names are shared with every other
+/// observation that names the same device, adapter or version (the
+/// router's `Names`), as its hash is with the row's vote; the JSON is
+/// plain strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     /// Device id.
-    pub device: String,
+    pub device: std::sync::Arc<str>,
     /// Content hash seen (one copy, shared with the row's vote and, once
     /// settled on it, the settled hash).
     pub hash: std::sync::Arc<str>,
@@ -105,14 +110,19 @@ pub struct Observation {
     pub t_s: f64,
     /// Adapter id the observation was scraped with (empty in rows written
     /// before it was recorded: the device's current adapter is read then).
-    #[serde(default)]
-    pub adapter: String,
+    #[serde(default = "no_name")]
+    pub adapter: std::sync::Arc<str>,
     /// Adapter version the observation was scraped with; a device that
     /// upgrades later does not change what its earlier observations ran
     /// (`ROUTING.md` §3 Trust: disagreements cluster by the version that
     /// produced them). Empty in rows written before it was recorded.
-    #[serde(default)]
-    pub adapter_version: String,
+    #[serde(default = "no_name")]
+    pub adapter_version: std::sync::Arc<str>,
+}
+
+/// An observation's name absent from a row written before it was kept.
+fn no_name() -> std::sync::Arc<str> {
+    std::sync::Arc::from("")
 }
 
 /// Observations kept per target (most recent last).
