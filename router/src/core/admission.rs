@@ -259,7 +259,7 @@ impl Router {
                 now_s,
             }));
         }
-        let Some(rec) = self.d.devices.get_mut(&req.device_id) else {
+        let Some(mut rec) = self.d.devices.get_mut(&req.device_id) else {
             return Err(ApiError::UnknownDevice(
                 req.device_id.chars().take(64).collect(),
             ));

@@ -183,7 +183,7 @@ fn apply_caps(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), A
 /// The operator's device states: suspended, revoked or cleared.
 fn apply_device_states(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for (dev, state) in &f.device_states {
-        let rec = d
+        let mut rec = d
             .devices
             .get_mut(dev)
             .ok_or_else(|| ApiError::bad("device_states", format!("unknown device `{dev}`")))?;

@@ -104,7 +104,7 @@ impl Router {
             .change_timescale_s
             .clamp(self.cfg.reobserve_s.0, self.cfg.reobserve_s.1);
         let mut compact = false;
-        if let Some(tr) = self.d.targets.get_mut(&req.target) {
+        if let Some(mut tr) = self.d.targets.get_mut(&req.target) {
             tr.last_attempt_s = Some(t);
             tr.due_s = if req.outcome.ok {
                 t + cadence
@@ -126,7 +126,7 @@ impl Router {
                 let _ = self.d.field.compact(&task);
             }
         }
-        if let Some(dev) = self.d.devices.get_mut(&l.device) {
+        if let Some(mut dev) = self.d.devices.get_mut(&l.device) {
             dev.deposits += 1;
         }
         self.d.applied_seq = self.d.applied_seq.max(seq);
@@ -271,7 +271,7 @@ impl Router {
     fn fold_observation(&mut self, l: &Logged, target: &TargetRec, t: f64) -> bool {
         let req = &l.req;
         let (true, Some(hash)) = (req.outcome.ok, req.outcome.content_hash.as_deref()) else {
-            if let Some(tr) = self.d.targets.get_mut(&req.target) {
+            if let Some(mut tr) = self.d.targets.get_mut(&req.target) {
                 tr.verification.release(&l.device);
             }
             return false;
@@ -296,7 +296,7 @@ impl Router {
                     .d
                     .targets
                     .get_mut(&req.target)
-                    .is_some_and(|tr| tr.churn.record_change(t_h));
+                    .is_some_and(|mut tr| tr.churn.record_change(t_h));
                 if started {
                     self.emit(Event::ChurnCooldown {
                         t_s: t,
@@ -320,7 +320,7 @@ impl Router {
             self.names.intern(&req.adapter_id),
             self.names.intern(&req.adapter_version),
         );
-        if let Some(tr) = self.d.targets.get_mut(&req.target) {
+        if let Some(mut tr) = self.d.targets.get_mut(&req.target) {
             // The oldest goes before the newest comes, and the vector grows
             // one slot at a time up to the few kept (a first push would
             // reserve four, a ninth double to sixteen): one `TargetRec` per
@@ -366,7 +366,7 @@ impl Router {
             .map_or((0.5, None), |d| (d.trust, Some(d.origin())));
         let vc = self.verify_config();
         let device = self.names.intern(&l.device);
-        let tr = self.d.targets.get_mut(target)?;
+        let mut tr = self.d.targets.get_mut(target)?;
         if tr.verification.settled().is_some_and(|s| s != &**hash) {
             tr.verification.reopen();
             if let Some(s) = self.settler.as_mut() {
@@ -497,7 +497,7 @@ impl Router {
     }
 
     pub(super) fn set_trust(&mut self, device: &str, tau: f64, t: f64) {
-        let Some(d) = self.d.devices.get_mut(device) else {
+        let Some(mut d) = self.d.devices.get_mut(device) else {
             return;
         };
         d.trust = if tau.is_finite() {
@@ -506,8 +506,10 @@ impl Router {
             0.5
         };
         let next = TrustState::classify(d.state, d.trust);
-        if next != d.state {
-            d.state = next;
+        let moved = next != d.state;
+        d.state = next;
+        drop(d);
+        if moved {
             let state = state_name(next).to_string();
             self.emit(Event::DeviceState {
                 t_s: t,

@@ -402,7 +402,7 @@ impl Router {
             let token = ids::token();
             if g.tier == Tier::Verification {
                 let device = self.names.intern(device);
-                if let Some(t) = self.d.targets.get_mut(&g.target) {
+                if let Some(mut t) = self.d.targets.get_mut(&g.target) {
                     if t.verification.begin(device, now_s, &vc).is_ok() {
                         self.verify_due.push(&g.target, now_s + vc.ttl_s);
                     }
@@ -515,7 +515,7 @@ impl Router {
             &req.deposit_token,
             now_s,
         )?;
-        if let Some(t) = self.d.targets.get_mut(&req.target) {
+        if let Some(mut t) = self.d.targets.get_mut(&req.target) {
             t.verification.release(device);
         }
         self.close_item(&req.lease_id, index);

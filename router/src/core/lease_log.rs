@@ -146,7 +146,7 @@ impl Router {
             return;
         };
         for (i, it) in lease.items.iter().enumerate() {
-            if let Some(t) = self.d.targets.get_mut(&it.target) {
+            if let Some(mut t) = self.d.targets.get_mut(&it.target) {
                 t.verification.release(&lease.device);
             }
             self.close_item(lease_id, i);
@@ -233,7 +233,7 @@ impl Router {
                 out.ended += 1;
             } else if row.expires_s < now_s {
                 for it in items.iter().filter(|i| !i.done) {
-                    if let Some(t) = self.d.targets.get_mut(&it.target) {
+                    if let Some(mut t) = self.d.targets.get_mut(&it.target) {
                         t.verification.release(&row.device);
                     }
                 }
@@ -280,7 +280,7 @@ impl Router {
                 continue;
             }
             let device = self.names.intern(&row.device);
-            if let Some(t) = self.d.targets.get_mut(&it.target) {
+            if let Some(mut t) = self.d.targets.get_mut(&it.target) {
                 let held = t.verification.open().iter().any(|(d, _)| *d == device);
                 if !held && t.verification.begin(device, row.granted_s, &vc).is_ok() {
                     self.verify_due.push(&it.target, row.granted_s + vc.ttl_s);

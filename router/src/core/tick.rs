@@ -109,7 +109,7 @@ impl Router {
             .collect();
         for (id, at) in &ended {
             self.live.remove(id);
-            if let Some(d) = self.d.devices.get_mut(id) {
+            if let Some(mut d) = self.d.devices.get_mut(id) {
                 d.last_seen_s = d.last_seen_s.max(*at);
             }
         }
@@ -141,7 +141,7 @@ impl Router {
             if let Some(l) = self.leases.get(&id).cloned() {
                 for (i, it) in l.items.iter().enumerate() {
                     if !it.done {
-                        if let Some(t) = self.d.targets.get_mut(&it.target) {
+                        if let Some(mut t) = self.d.targets.get_mut(&it.target) {
                             t.verification.release(&l.device);
                         }
                         self.close_item(&id, i);
@@ -177,7 +177,7 @@ impl Router {
             .collect();
         let mut expired_v = Vec::new();
         for name in due {
-            if let Some(t) = self.d.targets.get_mut(&name) {
+            if let Some(mut t) = self.d.targets.get_mut(&name) {
                 let n = t.verification.expire(now_s);
                 if n > 0 {
                     expired_v.push((name, n));

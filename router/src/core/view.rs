@@ -214,20 +214,9 @@ impl Router {
     }
 
     /// Prometheus text exposition (version 0.0.4) of the counters and
-    /// gauges: [`Router::metrics_parts`] completed at once.
+    /// gauges. Every figure is kept as it changes, so writing them walks
+    /// no table: O(1) in the targets and devices.
     pub fn metrics_text(&self) -> String {
-        let (mut text, tables) = self.metrics_parts();
-        text.push_str(&tables.metrics());
-        text
-    }
-
-    /// The exposition without the gauges that walk whole tables, and those
-    /// tables ([`ViewTables::metrics`] writes the rest outside the lock).
-    pub fn metrics_parts(&self) -> (String, ViewTables) {
-        (self.metrics_counted(), self.view_tables())
-    }
-
-    fn metrics_counted(&self) -> String {
         let mut out = String::new();
         self.write_counters(&mut out);
         self.write_families_and_gauges(&mut out);
@@ -337,6 +326,7 @@ impl Router {
         }
         let _ = writeln!(out, "# HELP router_registrations_pending New identities whose first registration is waiting for its durable write.\n# TYPE router_registrations_pending gauge\nrouter_registrations_pending {}", self.registering.len());
         let _ = writeln!(out, "# HELP router_known_devices Devices known (identities kept, live or not).\n# TYPE router_known_devices gauge\nrouter_known_devices {}", self.d.devices.len());
+        let _ = writeln!(out, "# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {}", self.d.targets.tally());
         let _ = writeln!(out, "# HELP router_live_devices Live devices.\n# TYPE router_live_devices gauge\nrouter_live_devices {}", self.live.len());
         let _ = writeln!(out, "# HELP router_outstanding_leases Leases held until they expire or every item is settled (empty leases are not kept).\n# TYPE router_outstanding_leases gauge\nrouter_outstanding_leases {}", self.leases.len());
         let _ = writeln!(out, "# HELP router_reports_waiting Device reports (Retry-After, crawl delay, gate-class failures) holding only their reporter's work until another device corroborates them.\n# TYPE router_reports_waiting gauge\nrouter_reports_waiting {}", self.d.reports.waiting());
@@ -392,16 +382,5 @@ impl ViewTables {
         view.targets = self.targets.len();
         view.settled = settled;
         view.open_verifications = open;
-    }
-
-    /// The gauges of `/metrics` that count whole tables: open
-    /// verifications (Prometheus text, version 0.0.4).
-    pub fn metrics(&self) -> String {
-        let open: usize = self
-            .targets
-            .values()
-            .map(|t| t.verification.open().len())
-            .sum();
-        format!("# HELP router_open_verifications Open verifications.\n# TYPE router_open_verifications gauge\nrouter_open_verifications {open}\n")
     }
 }

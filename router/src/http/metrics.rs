@@ -12,8 +12,7 @@ use axum::response::{IntoResponse, Response};
 use super::Shell;
 
 pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
-    let (mut text, tables) = s.router.lock().metrics_parts();
-    text.push_str(&tables.metrics());
+    let mut text = s.router.lock().metrics_text();
     let pending = s.pending.load(std::sync::atomic::Ordering::Relaxed);
     text.push_str(&format!(
         "# HELP router_deposits_pending Deposits accepted and not yet answered (waiting for or in the store); at router_deposit_queue_cap a deposit is refused (503 overloaded).\n# TYPE router_deposits_pending gauge\nrouter_deposits_pending {pending}\n# HELP router_deposit_queue_cap Most deposits pending at once (--deposit-queue).\n# TYPE router_deposit_queue_cap gauge\nrouter_deposit_queue_cap {}\n",

@@ -15,7 +15,7 @@ use routing::trust::State as TrustState;
 use routing::verify::Verification;
 
 mod tracked;
-pub use tracked::{Devices, Table, Targets, Tracked};
+pub use tracked::{Devices, RecMut, Table, Tally, Targets, Tracked};
 
 /// Durable identity and earned trust of one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@
 //! [`Tracked::remove`], which mark the key, so no change can miss its row.
 
 use std::collections::HashSet;
-use std::ops::Deref;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer};
@@ -23,6 +23,29 @@ pub type Targets = Tracked<TargetRec>;
 
 /// The devices, keyed by id.
 pub type Devices = Tracked<DeviceRec>;
+
+/// What a record adds to its table's tally ([`Tracked::tally`]): a count
+/// kept exact as records change, so a gauge over the whole table costs
+/// nothing to read instead of a walk of every record (`/metrics`' open
+/// verifications; docs/router.md, "The small box").
+pub trait Tally {
+    /// This record's share of the tally.
+    fn tally(&self) -> usize;
+}
+
+/// A target counts its open verifications.
+impl Tally for TargetRec {
+    fn tally(&self) -> usize {
+        self.verification.open().len()
+    }
+}
+
+/// A device counts nothing.
+impl Tally for DeviceRec {
+    fn tally(&self) -> usize {
+        0
+    }
+}
 
 /// A shared read of a [`Tracked`] map: records by name, each behind its
 /// own pointer ([`Tracked::table`]).
@@ -42,6 +65,8 @@ pub type Table<V> = imbl::OrdMap<String, Arc<V>>;
 pub struct Tracked<V: Clone> {
     map: imbl::OrdMap<String, Arc<V>>,
     changed: HashSet<String>,
+    /// Σ [`Tally::tally`] over the records.
+    tally: usize,
 }
 
 impl<V: Clone> Default for Tracked<V> {
@@ -49,7 +74,37 @@ impl<V: Clone> Default for Tracked<V> {
         Tracked {
             map: imbl::OrdMap::new(),
             changed: HashSet::new(),
+            tally: 0,
         }
+    }
+}
+
+/// A record being changed ([`Tracked::get_mut`]): when it is dropped its
+/// share of the table's tally is brought up to date.
+pub struct RecMut<'a, V: Tally> {
+    rec: &'a mut V,
+    tally: &'a mut usize,
+    before: usize,
+}
+
+impl<V: Tally> Deref for RecMut<'_, V> {
+    type Target = V;
+
+    fn deref(&self) -> &V {
+        self.rec
+    }
+}
+
+impl<V: Tally> DerefMut for RecMut<'_, V> {
+    fn deref_mut(&mut self) -> &mut V {
+        self.rec
+    }
+}
+
+impl<V: Tally> Drop for RecMut<'_, V> {
+    fn drop(&mut self) {
+        // The table's tally includes this record's share from before.
+        *self.tally = *self.tally + self.rec.tally() - self.before;
     }
 }
 
@@ -61,36 +116,55 @@ impl<V: Clone> Deref for Tracked<V> {
     }
 }
 
-impl<V: Clone> Tracked<V> {
+impl<V: Clone + Tally> Tracked<V> {
     /// The record of `name` to change, marking it changed; `None` when no
-    /// such record is kept (nothing is marked).
-    pub fn get_mut(&mut self, name: &str) -> Option<&mut V> {
+    /// such record is kept (nothing is marked). The table's tally follows
+    /// the change when the guard is dropped.
+    pub fn get_mut(&mut self, name: &str) -> Option<RecMut<'_, V>> {
         let rec = self.map.get_mut(name)?;
         if !self.changed.contains(name) {
             self.changed.insert(name.to_string());
         }
-        Some(Arc::make_mut(rec))
+        let rec = Arc::make_mut(rec);
+        let before = rec.tally();
+        Some(RecMut {
+            rec,
+            tally: &mut self.tally,
+            before,
+        })
     }
 
     /// Inserts or replaces the record of `name`, marking it changed.
     pub fn insert(&mut self, name: String, rec: V) {
         self.changed.insert(name.clone());
-        self.map.insert(name, Arc::new(rec));
+        self.put(name, rec);
     }
 
     /// Removes the record of `name` and unmarks it (a removed record has
     /// no row to write; its row is deleted by whoever removed it).
     pub fn remove(&mut self, name: &str) -> Option<V> {
         self.changed.remove(name);
-        self.map
-            .remove(name)
-            .map(|rec| Arc::try_unwrap(rec).unwrap_or_else(|shared| (*shared).clone()))
+        let rec = self.map.remove(name)?;
+        self.tally -= rec.tally();
+        Some(Arc::try_unwrap(rec).unwrap_or_else(|shared| (*shared).clone()))
     }
 
     /// Puts a stored record back at a restart, unmarked (its row holds it).
     pub fn restore(&mut self, name: String, rec: V) {
         self.changed.remove(&name);
-        self.map.insert(name, Arc::new(rec));
+        self.put(name, rec);
+    }
+
+    fn put(&mut self, name: String, rec: V) {
+        self.tally += rec.tally();
+        if let Some(old) = self.map.insert(name, Arc::new(rec)) {
+            self.tally -= old.tally();
+        }
+    }
+
+    /// Σ [`Tally::tally`] over the records, kept as they change: O(1).
+    pub fn tally(&self) -> usize {
+        self.tally
     }
 
     /// The map, shared (an O(1) clone of the persistent map).
@@ -113,11 +187,16 @@ impl<V: Clone> Tracked<V> {
 /// Snapshots written before these records had rows of their own held them
 /// in the state row: read as a map, every record marked changed, so the
 /// next snapshot writes them all as rows.
-impl<'de, V: Clone + Deserialize<'de>> Deserialize<'de> for Tracked<V> {
+impl<'de, V: Clone + Tally + Deserialize<'de>> Deserialize<'de> for Tracked<V> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let map = imbl::OrdMap::<String, Arc<V>>::deserialize(d)?;
         let changed = map.keys().cloned().collect();
-        Ok(Tracked { map, changed })
+        let tally = map.values().map(|r| r.tally()).sum();
+        Ok(Tracked {
+            map,
+            changed,
+            tally,
+        })
     }
 }
 
@@ -186,14 +265,75 @@ mod tests {
         assert_eq!(t.take_changed(), ["a"]);
     }
 
+    /// A target with verifications opened by `devices` devices (as many
+    /// as the rule lets open).
+    fn with_open(devices: usize) -> TargetRec {
+        let mut r = rec(0.0);
+        let vc = routing::verify::VerifyConfig {
+            max_open: 8,
+            ..Default::default()
+        };
+        for i in 0..devices {
+            r.verification.begin(format!("d{i}"), 0.0, &vc).unwrap();
+        }
+        r
+    }
+
+    fn walked(t: &Targets) -> usize {
+        t.values().map(|r| r.verification.open().len()).sum()
+    }
+
+    proptest::proptest! {
+        /// Whatever inserts, changes, removals and restores come, the kept
+        /// tally is what a walk of every record counts.
+        #[test]
+        fn the_tally_is_what_a_walk_counts(
+            ops in proptest::collection::vec((0u8..5, 0usize..6, 0usize..4), 1..60)
+        ) {
+            let mut t = Targets::default();
+            let vc = routing::verify::VerifyConfig { max_open: 8, ..Default::default() };
+            for (op, key, n) in ops {
+                let name = format!("t{key}");
+                match op {
+                    0 => t.insert(name, with_open(n)),
+                    1 => {
+                        t.remove(&name);
+                    }
+                    2 => t.restore(name, with_open(n)),
+                    3 => {
+                        if let Some(mut r) = t.get_mut(&name) {
+                            let _ = r.verification.begin(format!("x{n}"), 0.0, &vc);
+                        }
+                    }
+                    _ => {
+                        if let Some(mut r) = t.get_mut(&name) {
+                            r.verification.expire(1e9);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(t.tally(), walked(&t));
+            }
+            // A clone shares the records; a change to one side leaves the
+            // other's tally as it was.
+            let before = t.tally();
+            let mut copy = t.clone();
+            if let Some(name) = copy.keys().next().cloned() {
+                copy.get_mut(&name).unwrap().verification.expire(1e9);
+            }
+            proptest::prop_assert_eq!(t.tally(), before);
+            proptest::prop_assert_eq!(copy.tally(), walked(&copy));
+        }
+    }
+
     #[test]
     fn an_old_state_row_marks_every_target_it_held() {
         let mut old = imbl::OrdMap::new();
         old.insert("x".to_string(), rec(1.0));
-        old.insert("y".to_string(), rec(2.0));
+        old.insert("y".to_string(), with_open(2));
         let json = serde_json::to_string(&old).unwrap();
         let mut t: Targets = serde_json::from_str(&json).unwrap();
         assert_eq!(t.len(), 2);
+        assert_eq!(t.tally(), 2, "the open verifications it held");
         assert_eq!(sorted(t.take_changed()), ["x", "y"]);
     }
 }
