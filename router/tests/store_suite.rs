@@ -21,7 +21,10 @@ use backends::*;
 
 #[path = "store_suite/deposits.rs"]
 mod deposits;
+// Payloads of a mebibyte and more (some streamed into their rows).
+mod payloads;
 use deposits::{deposit_batches, deposit_log, retention};
+use payloads::{large_payload, streamed_payload};
 
 // ---------------------------------------------------------------- helpers
 
@@ -380,29 +383,6 @@ fn schema_too_new(b: &dyn Backend) {
     }
 }
 
-fn large_payload(b: &dyn Backend) {
-    let mut s = b.open().unwrap();
-    // 1 MiB of JSON text with multi-byte characters in it.
-    let mut big = String::from("{\"blob\":\"");
-    while big.len() < (1 << 20) - 16 {
-        big.push_str("abcdefghij0123456789ßü€");
-    }
-    big.push_str("\"}");
-    assert!(big.len() >= 1 << 20 || big.len() > (1 << 20) - 64);
-    s.upsert(Table::Meta, &[row("field", 1, &big)]).unwrap();
-    let batch: Vec<Row> = (0..3).map(|i| row(&format!("b{i}"), 1, &big)).collect();
-    s.upsert(Table::Targets, &batch).unwrap();
-    assert!(s.append_deposit(&dep(1, "big", &big)).unwrap());
-    assert_eq!(s.get(Table::Meta, "field").unwrap().unwrap().payload, big);
-    assert_eq!(s.load(Table::Targets).unwrap(), batch);
-    assert_eq!(s.deposits_after(0).unwrap()[0].payload, big);
-    if b.persistent() {
-        drop(s);
-        let mut s = b.open().unwrap();
-        assert_eq!(s.get(Table::Meta, "field").unwrap().unwrap().payload, big);
-    }
-}
-
 fn unicode_keys(b: &dyn Backend) {
     let mut s = b.open().unwrap();
     // Byte order differs from most locales' order ("B" < "a" < "é" < "日").
@@ -476,6 +456,7 @@ suite!(
     reopen_persistence,
     schema_too_new,
     large_payload,
+    streamed_payload,
     unicode_keys,
     retention,
 );

@@ -27,7 +27,7 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 pub use postgres::{Activity, Fence, Leadership, PgOptions, PgStore, SslMode};
-pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE};
+pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE, STREAMED_PAYLOAD};
 
 use thiserror::Error;
 

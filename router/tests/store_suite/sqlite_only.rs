@@ -27,6 +27,40 @@ fn file_settings() {
     drop(s);
 }
 
+/// A payload past the threshold is streamed into its row (stored as the
+/// bytes of a blob, not bound as text), one at or under it bound as text;
+/// both read back as the text written.
+#[test]
+fn a_large_payload_is_streamed_in_and_a_small_one_bound() {
+    let b = SqliteBackend::new();
+    let mut s = b.open().unwrap();
+    let n = router::store::STREAMED_PAYLOAD;
+    let (small, large) = ("s".repeat(n), "l".repeat(n + 1));
+    s.upsert(Table::Meta, &[row("at", 1, &small), row("past", 1, &large)])
+        .unwrap();
+    let raw = b.raw();
+    let kind = |key: &str| -> String {
+        raw.query_row(
+            "SELECT typeof(payload) FROM meta WHERE key = ?1",
+            [key],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(
+        (kind("at").as_str(), kind("past").as_str()),
+        ("text", "blob")
+    );
+    assert_eq!(
+        s.get(Table::Meta, "past").unwrap(),
+        Some(row("past", 1, &large))
+    );
+    assert_eq!(
+        s.get(Table::Meta, "at").unwrap(),
+        Some(row("at", 1, &small))
+    );
+}
+
 #[test]
 fn not_a_database() {
     let tmp = tempfile::tempdir().unwrap();

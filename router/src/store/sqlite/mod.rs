@@ -47,7 +47,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::blob::ZeroBlob;
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior, MAIN_DB};
 
 use super::{
     check_deposit, check_key, check_row, check_writes, fill_failed, DepositEntry, Row, Store,
@@ -56,6 +57,16 @@ use super::{
 
 /// The file [`SqliteStore::open_dir`] keeps inside its directory.
 pub const SQLITE_FILE: &str = "router.db";
+
+/// Payloads longer than this (bytes) are streamed into their row instead
+/// of bound as text: SQLite copies a bound text when it is bound and again
+/// into the record it builds, so a row of N bytes cost 2·N beside the
+/// caller's own copy while it was written. The state row, with the whole
+/// field, is 15–21 MiB at 100,000 observed targets, and those copies were
+/// the snapshot's spike in a box of 256 MiB (docs/router.md, "The small
+/// box"). A streamed row is written as a zero-filled blob of its length,
+/// then filled in place a page at a time; it reads back as the same text.
+pub const STREAMED_PAYLOAD: usize = 1 << 20;
 
 /// SQLite's `synchronous` setting for the WAL (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -257,9 +268,29 @@ impl SqliteStore {
 
     fn upsert_one(conn: &Connection, table: Table, r: &Row) -> Result<(), StoreError> {
         let mut st = conn.prepare_cached(upsert_sql(table)).map_err(be)?;
-        st.execute(params![r.key, r.version as i64, r.payload])
+        if r.payload.len() <= STREAMED_PAYLOAD {
+            st.execute(params![r.key, r.version as i64, r.payload])
+                .map_err(be)?;
+            return Ok(());
+        }
+        // A zero-filled blob of the payload's length, then the payload
+        // written into it in place, a page at a time.
+        let len = i32::try_from(r.payload.len())
+            .map_err(|_| StoreError::Backend(format!("row {}: payload too large", r.key)))?;
+        st.execute(params![r.key, r.version as i64, ZeroBlob(len)])
             .map_err(be)?;
-        Ok(())
+        let rowid: i64 = conn
+            .query_row(
+                &format!("SELECT rowid FROM {} WHERE key = ?1", table.name()),
+                params![r.key],
+                |row| row.get(0),
+            )
+            .map_err(be)?;
+        let mut blob = conn
+            .blob_open(MAIN_DB, table.name(), "payload", rowid, false)
+            .map_err(be)?;
+        blob.write_all_at(r.payload.as_bytes(), 0).map_err(be)?;
+        blob.close().map_err(be)
     }
 }
 

@@ -69,7 +69,29 @@ pub(super) fn page_sql(table: Table) -> &'static str {
 }
 
 pub(super) fn row_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, i64, String)> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+    Ok((r.get(0)?, r.get(1)?, payload_at(r, 2)?))
+}
+
+/// The payload in column `i`: text, or the UTF-8 bytes of a payload that
+/// was streamed in as a blob (`SqliteStore::upsert_one`).
+fn payload_at(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<String> {
+    use rusqlite::types::ValueRef;
+    match r.get_ref(i)? {
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            std::str::from_utf8(bytes).map(str::to_string).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    i,
+                    rusqlite::types::Type::Blob,
+                    Box::new(e),
+                )
+            })
+        }
+        other => Err(rusqlite::Error::InvalidColumnType(
+            i,
+            "payload".into(),
+            other.data_type(),
+        )),
+    }
 }
 
 /// Deletes the rows of `table` keyed by `keys` (keys [`check_key`]
