@@ -10,7 +10,9 @@
 //! for [`ACK_MEMORY_S`] and at most [`ACKS_MAX`] are held (the oldest go
 //! first). Time is an argument, as everywhere in the core.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use hashbrown::HashTable;
 
 use sha2::{Digest, Sha256};
 
@@ -35,23 +37,42 @@ pub const ACKS_MAX: usize = 262_144;
 /// accident, and no device can choose one to collide.
 type TokenKey = [u8; 16];
 
-/// What identifies one deposit, and its answer. The deposit's identity is
-/// one SHA-256 over the device, the lease, the target and the request's
-/// digest, so an acknowledgement holds about 100 bytes however long its
-/// strings are (the router holds up to [`ACKS_MAX`] of them: docs/router.md,
-/// "The small box").
+/// One acknowledgement: its token, what identifies the deposit, its
+/// answer and when it was given. The deposit's identity is one SHA-256
+/// over the device, the lease, the target and the request's digest, so an
+/// acknowledgement holds 80 bytes however long its strings are (the
+/// router holds up to [`ACKS_MAX`] of them: docs/router.md, "The small
+/// box").
 #[derive(Debug, Clone, PartialEq)]
 struct Ack {
+    token: TokenKey,
     identity: [u8; 32],
     response: DepositResponse,
+    at_s: f64,
 }
 
-/// The remembered acknowledgements, by deposit token.
+/// The remembered acknowledgements: one queue in the order they were
+/// given, and an index from token to place in it of one `u64` per entry.
+/// A map of tokens to acknowledgements beside a queue of tokens held each
+/// twice and cost about 200 bytes an acknowledgement with their spare
+/// room (massif: a quarter of what each later deposit added).
 #[derive(Debug, Default)]
 pub struct Acks {
-    by_token: HashMap<TokenKey, Ack>,
-    /// Tokens in the order they were acknowledged, with the time.
-    order: VecDeque<(TokenKey, f64)>,
+    /// Oldest first; an entry whose token was acknowledged again later
+    /// stays until its turn, unindexed.
+    order: VecDeque<Ack>,
+    /// How many entries have left the queue's front: entry `p` of the
+    /// index is `order[p - popped]`.
+    popped: u64,
+    index: HashTable<u64>,
+}
+
+/// A token's hash for the index: its first 8 bytes (a SHA-256 prefix of
+/// the router's own random token, so already uniform).
+fn token_hash(t: &TokenKey) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&t[..8]);
+    u64::from_le_bytes(b)
 }
 
 /// One deposit as [`Acks`] compares it.
@@ -95,41 +116,65 @@ impl Acks {
     pub fn remember(&mut self, key: DepositKey<'_>, response: &DepositResponse, now_s: f64) {
         self.forget_before(now_s - ACK_MEMORY_S);
         while self.order.len() >= ACKS_MAX {
-            if let Some((t, _)) = self.order.pop_front() {
-                self.by_token.remove(&t);
-            }
+            self.pop_front();
         }
         let token = key.token_key();
-        self.by_token.insert(
+        let hash = token_hash(&token);
+        // The same token acknowledged again: the newer answer is the one
+        // indexed.
+        if let Ok(e) = self.index.find_entry(hash, |&p| {
+            self.order[(p - self.popped) as usize].token == token
+        }) {
+            e.remove();
+        }
+        let place = self.popped + self.order.len() as u64;
+        self.order.push_back(Ack {
             token,
-            Ack {
-                identity: key.identity(),
-                response: response.clone(),
-            },
-        );
-        self.order.push_back((token, now_s));
+            identity: key.identity(),
+            response: response.clone(),
+            at_s: now_s,
+        });
+        let (order, popped) = (&self.order, self.popped);
+        self.index.insert_unique(hash, place, |&p| {
+            token_hash(&order[(p - popped) as usize].token)
+        });
     }
 
     /// The answer already given to this very deposit, if it is remembered.
     pub fn answer(&self, key: DepositKey<'_>) -> Option<&DepositResponse> {
-        self.by_token
-            .get(&key.token_key())
-            .filter(|a| a.identity == key.identity())
-            .map(|a| &a.response)
+        let token = key.token_key();
+        let p = self.index.find(token_hash(&token), |&p| {
+            self.order[(p - self.popped) as usize].token == token
+        })?;
+        let ack = &self.order[(p - self.popped) as usize];
+        (ack.identity == key.identity()).then_some(&ack.response)
     }
 
     /// Drops every acknowledgement made before `t_s`.
     pub fn forget_before(&mut self, t_s: f64) {
-        while self.order.front().is_some_and(|(_, at)| *at < t_s) {
-            if let Some((t, _)) = self.order.pop_front() {
-                self.by_token.remove(&t);
-            }
+        while self.order.front().is_some_and(|a| a.at_s < t_s) {
+            self.pop_front();
+        }
+    }
+
+    /// Drops the oldest entry and its index entry, if it still has one.
+    fn pop_front(&mut self) {
+        let Some(ack) = self.order.pop_front() else {
+            return;
+        };
+        let place = self.popped;
+        self.popped += 1;
+        if let Ok(e) = self
+            .index
+            .find_entry(token_hash(&ack.token), |&p| p == place)
+        {
+            e.remove();
         }
     }
 
     /// Acknowledgements held.
     pub fn len(&self) -> usize {
-        self.by_token.len()
+        self.index.len()
     }
 }
 
@@ -181,6 +226,43 @@ mod tests {
         other.device = "dl";
         other.lease_id = "";
         assert_eq!(a.answer(other), None);
+    }
+
+    #[test]
+    fn a_token_acknowledged_again_answers_with_the_newer_answer_until_it_lapses() {
+        let mut a = Acks::default();
+        a.remember(key("k", "r1"), &resp(1), 0.0);
+        a.remember(key("other", "r"), &resp(2), 5.0);
+        a.remember(key("k", "r2"), &resp(3), 10.0);
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            a.answer(key("k", "r1")),
+            None,
+            "the older deposit is replaced"
+        );
+        assert_eq!(a.answer(key("k", "r2")), Some(&resp(3)));
+        // The older entry's lapse leaves the newer one.
+        a.forget_before(1.0);
+        assert_eq!(a.answer(key("k", "r2")), Some(&resp(3)));
+        assert_eq!(a.len(), 2);
+        a.forget_before(7.0);
+        assert_eq!((a.len(), a.answer(key("other", "r"))), (1, None));
+        a.forget_before(11.0);
+        assert_eq!((a.len(), a.answer(key("k", "r2"))), (0, None));
+    }
+
+    #[test]
+    fn every_remembered_answer_is_found_and_every_forgotten_one_is_not() {
+        let mut a = Acks::default();
+        for i in 0..5_000u64 {
+            a.remember(key(&format!("k{i}"), "r"), &resp(i), i as f64);
+        }
+        a.forget_before(2_500.0);
+        assert_eq!(a.len(), 2_500);
+        for i in 0..5_000u64 {
+            let got = a.answer(key(&format!("k{i}"), "r"));
+            assert_eq!(got, (i >= 2_500).then(|| resp(i)).as_ref(), "k{i}");
+        }
     }
 
     #[test]
