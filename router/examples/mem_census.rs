@@ -17,7 +17,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use router::api::LeaseRequest;
 use router::config::RouterConfig;
-use router::load::{population_facts, register_in_process, success_deposit};
+use router::load::{
+    population_facts_in_batches, register_in_process, success_deposit, FACTS_BATCH,
+};
 use router::store::SqliteStore;
 use router::Router;
 
@@ -144,10 +146,11 @@ fn main() {
     let mut r = Router::open(cfg.clone(), Box::new(store), 0.0).expect("open");
     report("open", base, 1, "router");
 
-    let f = population_facts(targets, sources);
+    // As the load seeds them: one request per batch, built as it is sent.
     let before = live();
-    r.put_facts(&f, 0.0).expect("facts");
-    drop(f);
+    for f in population_facts_in_batches(targets, sources, FACTS_BATCH) {
+        r.put_facts(&f, 0.0).expect("facts");
+    }
     report("facts", before, targets, "target");
 
     let before = live();

@@ -18,8 +18,8 @@ pub use fleet::FleetSpec;
 pub use measure::{check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
 pub use population::{
-    lapsed, population_facts, register_in_process, registration_body, success_deposit,
-    LOAD_ARCHETYPES,
+    lapsed, population_facts, population_facts_in_batches, register_in_process, registration_body,
+    success_deposit, FACTS_BATCH, LOAD_ARCHETYPES,
 };
 
 /// What to run.
@@ -254,19 +254,20 @@ pub fn post(
 /// Errors: routerd refused the facts or a registration.
 pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let a = agent();
-    let facts = serde_json::to_string(&population_facts(spec.targets, spec.sources))
-        .map_err(|e| e.to_string())?;
-    let mut resp = a
-        .put(format!("{}/v1/facts", spec.base))
-        .header("content-type", "application/json")
-        .header("x-operator-key", &spec.operator_key)
-        .send(facts)
-        .map_err(|e| e.to_string())?;
-    if resp.status().as_u16() != 200 {
-        return Err(format!(
-            "facts refused: {}",
-            resp.body_mut().read_to_string().unwrap_or_default()
-        ));
+    for facts in population_facts_in_batches(spec.targets, spec.sources, FACTS_BATCH) {
+        let facts = serde_json::to_string(&facts).map_err(|e| e.to_string())?;
+        let mut resp = a
+            .put(format!("{}/v1/facts", spec.base))
+            .header("content-type", "application/json")
+            .header("x-operator-key", &spec.operator_key)
+            .send(facts)
+            .map_err(|e| e.to_string())?;
+        if resp.status().as_u16() != 200 {
+            return Err(format!(
+                "facts refused: {}",
+                resp.body_mut().read_to_string().unwrap_or_default()
+            ));
+        }
     }
     let mut devices = Vec::with_capacity(spec.devices);
     let t0 = Instant::now();

@@ -22,14 +22,49 @@ pub fn population_facts(targets: usize, sources: usize) -> Facts {
                 bucket: Some((1e6, 1e6)),
             })
             .collect(),
-        targets: (0..targets)
-            .map(|i| TargetFact {
-                target: format!("load-{i}"),
-                source: format!("src-{}", i % sources),
-                listing: false,
-            })
-            .collect(),
+        targets: (0..targets).map(|i| target_fact(i, sources)).collect(),
         ..Facts::default()
+    }
+}
+
+/// Targets per facts request when the load seeds its population
+/// ([`population_facts_in_batches`]): about 3 MB of JSON, under routerd's
+/// default facts body limit of 8 MiB, and a snapshot of the rows one
+/// request added that stays small beside the box's 256 MiB.
+pub const FACTS_BATCH: usize = 50_000;
+
+/// [`population_facts`] as consecutive requests of at most `per_batch`
+/// targets each (0 is taken as 1): the first declares every source, and
+/// each adds the next targets in order. Applied in order they add what
+/// the one request would; a population too large for one request body
+/// (1,000,000 targets are some 60 MB of JSON) is seeded this way.
+pub fn population_facts_in_batches(
+    targets: usize,
+    sources: usize,
+    per_batch: usize,
+) -> impl Iterator<Item = Facts> {
+    let per_batch = per_batch.max(1);
+    let sources = sources.max(1);
+    let batches = targets.div_ceil(per_batch).max(1);
+    (0..batches).map(move |b| {
+        let mut f = if b == 0 {
+            population_facts(0, sources)
+        } else {
+            Facts::default()
+        };
+        let end = ((b + 1) * per_batch).min(targets);
+        f.targets = (b * per_batch..end)
+            .map(|i| target_fact(i, sources))
+            .collect();
+        f
+    })
+}
+
+fn target_fact(i: usize, sources: usize) -> TargetFact {
+    TargetFact {
+        target: format!("load-{i}"),
+        source: format!("src-{}", i % sources),
+        listing: false,
     }
 }
 
@@ -118,5 +153,26 @@ pub fn success_deposit(
             crawl_delay_s: None,
         },
         discovered: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_batches_add_what_the_one_request_does() {
+        for (targets, sources, per) in [(0, 3, 4), (1, 1, 4), (10, 3, 4), (12, 5, 4), (7, 0, 0)] {
+            let whole = population_facts(targets, sources);
+            let batches: Vec<Facts> = population_facts_in_batches(targets, sources, per).collect();
+            assert_eq!(
+                batches[0].sources, whole.sources,
+                "{targets} {sources} {per}"
+            );
+            assert!(batches[1..].iter().all(|b| b.sources.is_empty()));
+            assert!(batches.iter().all(|b| b.targets.len() <= per.max(1)));
+            let joined: Vec<TargetFact> = batches.into_iter().flat_map(|b| b.targets).collect();
+            assert_eq!(joined, whole.targets, "{targets} {sources} {per}");
+        }
     }
 }

@@ -15,6 +15,7 @@
 //! are exactly what one step made.
 
 mod plan;
+mod select;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,7 +56,8 @@ pub struct RefillPlan {
     temperature: f64,
     due: Vec<Planned>,
     /// Settled targets not due, least recently attempted first: filler
-    /// candidates, taken in order at install (few are taken).
+    /// candidates, taken in order at install (few are taken; at most
+    /// `FILLER_CANDIDATES_PER_SLOT` per filler slot are kept).
     fillers: Vec<(f64, String)>,
     /// What deciding each of the first filler candidates reads (`None`:
     /// its target or source is unknown), decided ahead by

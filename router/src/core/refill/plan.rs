@@ -12,7 +12,7 @@ use routing::field::{Field, Layer};
 use routing::policy::Tier;
 use routing::trust::State as TrustState;
 
-use super::{Planned, RefillPlan};
+use super::{select, Planned, RefillPlan};
 use crate::core::state::{DeviceRec, SourceRec, Table, TargetRec};
 use crate::core::{Live, Router};
 
@@ -41,6 +41,12 @@ pub struct RefillInputs {
 /// skips candidates whose archetype's share is full, so it reads a few
 /// more than it takes.
 const FILLERS_AHEAD_PER_SLOT: usize = 4;
+
+/// Filler candidates kept per filler slot (least recently attempted
+/// first): the install takes candidates in order until each archetype
+/// has its share, and stops at the end of the list, so a plan holds a
+/// bounded list instead of every settled target's name.
+const FILLER_CANDIDATES_PER_SLOT: usize = 64;
 
 /// The archetypes with at least one live device that is not suspended or
 /// revoked, in order.
@@ -164,30 +170,37 @@ impl RefillInputs {
             return None;
         }
         let now_s = self.now_s;
-        let mut fillers: Vec<(f64, String)> = Vec::new();
-        let mut due: Vec<(f64, &str, Tier)> = Vec::new();
+        // The `budget` longest overdue, ties by name, and the least
+        // recently attempted settled targets not due, ties by name: both
+        // selected as the walk goes (docs/router.md "The small box": a
+        // walk of 1,000,000 due targets keeps a few thousand entries, not
+        // a vector of them all).
+        let budget = self.queue_limit.saturating_mul(live.len());
+        let mut due =
+            select::Smallest::new(budget, |a: &(f64, &str, Tier), b: &(f64, &str, Tier)| {
+                b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
+            });
+        let kept = FILLER_CANDIDATES_PER_SLOT
+            .saturating_mul(self.filler_per_archetype)
+            .saturating_mul(live.len());
+        let mut fillers = select::Smallest::new(kept, |a: &(f64, &str), b: &(f64, &str)| {
+            a.0.total_cmp(&b.0).then(a.1.cmp(b.1))
+        });
         for (name, t) in &self.targets {
             match self.tier_of(name, t) {
                 Some((Some(tier), _)) => due.push((now_s - t.due_s, name.as_str(), tier)),
-                Some((None, true)) => fillers.push((t.last_attempt_s.unwrap_or(0.0), name.clone())),
+                Some((None, true)) => {
+                    fillers.push((t.last_attempt_s.unwrap_or(0.0), name.as_str()))
+                }
                 _ => {}
             }
         }
-        let budget = self.queue_limit.saturating_mul(live.len());
-        if due.len() > budget {
-            // The `budget` longest overdue (ties by name), in that order: a
-            // selection, then a sort of the selected only.
-            let order = |a: &(f64, &str, Tier), b: &(f64, &str, Tier)| {
-                b.0.total_cmp(&a.0).then(a.1.cmp(b.1))
-            };
-            if budget == 0 {
-                due.clear();
-            } else {
-                due.select_nth_unstable_by(budget - 1, order);
-                due.truncate(budget);
-            }
-            due.sort_by(order);
-        }
+        let due = due.into_sorted();
+        let fillers: Vec<(f64, String)> = fillers
+            .into_sorted()
+            .into_iter()
+            .map(|(at, name)| (at, name.to_string()))
+            .collect();
         let plan_one = |name: &str, tier| {
             planned(
                 &self.targets,
@@ -202,7 +215,6 @@ impl RefillInputs {
             .into_iter()
             .filter_map(|(_, name, tier)| plan_one(name, tier))
             .collect();
-        fillers.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         // The install decides any candidate past these itself.
         let ahead = FILLERS_AHEAD_PER_SLOT
             .saturating_mul(self.filler_per_archetype)

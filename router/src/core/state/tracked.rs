@@ -173,9 +173,11 @@ impl<V: Clone + Tally> Tracked<V> {
     }
 
     /// The names changed since the last call, in no order; the set is left
-    /// empty.
+    /// empty and its memory freed (a set that once held every target, a
+    /// facts request's 50,000 or a restart's 1,000,000, would otherwise
+    /// keep its table's size for good: 25 bytes a slot).
     pub fn take_changed(&mut self) -> Vec<String> {
-        self.changed.drain().collect()
+        std::mem::take(&mut self.changed).into_iter().collect()
     }
 
     /// How many records are marked changed.
