@@ -239,7 +239,8 @@ r = json.load(open(f"{out}/report.json"))
 ms = lambda us: us / 1000
 print(f"registration: {r['devices']} devices in {r['registration_s']:.1f} s ({r['registrations_per_s']:.0f}/s); "
       f"registered again during the run, their liveness lapsed: {r.get('registered_again', 0)}")
-print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['routerd_cpu_s'] / r['seconds']:.2f} cores)")
+print(f"routerd CPU: {r['routerd_cpu_s']:.1f} s over {r['seconds']:.0f} s ({r['routerd_cpu_s'] / r['seconds']:.2f} cores); "
+      f"load generator CPU: {r.get('load_cpu_s', 0.0):.1f} s ({r.get('load_cpu_s', 0.0) / r['seconds']:.2f} cores)")
 for pg_cpu in r.get("group_cpu_s", []):
     print(f"PostgreSQL CPU (outside the box, every backend): {pg_cpu:.1f} s over {r['seconds']:.0f} s ({pg_cpu / r['seconds']:.2f} cores)")
 if r["fleet"]:

@@ -125,6 +125,12 @@ pub struct LoadReport {
     /// CPU seconds routerd spent while the load ran (with
     /// [`LoadSpec::watch`]; divided by `seconds`, the cores it used).
     pub routerd_cpu_s: f64,
+    /// CPU seconds the load generator itself spent while the load ran
+    /// (every thread of this process): divided by `seconds`, the cores it
+    /// used, so a report says whether the client or routerd bounded the
+    /// rate (the small box gives the client one core of its own).
+    #[serde(default)]
+    pub load_cpu_s: f64,
     /// The largest snapshot row routerd wrote during the run, bytes
     /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
     pub snapshot_bytes: u64,
@@ -462,6 +468,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         })
     };
     let at_start = sample();
+    let load_cpu_start = cpu_s(std::process::id());
     let cpu_start: Vec<f64> = spec.cpu_of.iter().map(|&p| cpu_s(p)).collect();
     let group_start: Vec<f64> = spec.cpu_groups.iter().map(|g| group_cpu_s(g)).collect();
     let deadline = Instant::now() + Duration::from_secs_f64(spec.seconds);
@@ -472,6 +479,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
     let (results, (mut metrics_lat, snapshot_bytes), (mut field_lat, field_behind)) =
         drive_all(spec, &devices, &bases, &seen, deadline);
     let at_end = sample();
+    let load_cpu = cpu_s(std::process::id()) - load_cpu_start;
     let cpu: Vec<f64> = spec
         .cpu_of
         .iter()
@@ -527,6 +535,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         store_bytes: [at_start.1, at_end.1],
         snapshot_bytes,
         routerd_cpu_s: at_end.2 - at_start.2,
+        load_cpu_s: load_cpu,
         field_reads: field_lat.len() as u64,
         field_us: percentiles(&mut field_lat),
         field_behind,
