@@ -258,3 +258,181 @@ fn fields_close_to(r: &Router, f: &routing::field::Field, tol: f64) -> bool {
             .zip(&y)
             .all(|(p, q)| (p - q).abs() <= tol * p.abs().max(q.abs()).max(1e-300))
 }
+
+/// The task subtrees the state row `v` holds: (source, binding, target)
+/// under every tree.
+fn task_cells_in_state(v: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let none = serde_json::Map::new();
+    let kids = |n: &serde_json::Value| n.get("children").and_then(|c| c.as_object()).cloned();
+    for per in v["field"]["trees"].as_object().unwrap_or(&none).values() {
+        for root in per.as_object().unwrap_or(&none).values() {
+            for (s, src) in kids(root).unwrap_or_default() {
+                for (b, bind) in kids(&src).unwrap_or_default() {
+                    for t in kids(&bind).unwrap_or_default().keys() {
+                        out.push(format!("{s}/{b}/{t}"));
+                    }
+                }
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Rows of `table` that carry task cells, by key.
+fn rows_with_cells(r: &Router) -> Vec<String> {
+    rows(r, Table::Targets)
+        .into_iter()
+        .filter(|row| row.payload.contains("\"cells\""))
+        .map(|row| row.key)
+        .collect()
+}
+
+/// The field's task cells live in their targets' rows (decision 0026):
+/// the state row holds none, each observed target's row carries its own,
+/// a snapshot with no new deposit rewrites no target row, and a restart
+/// puts them back: the same field.
+#[test]
+fn the_task_cells_are_written_with_their_targets_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, devices) = seeded(dir.path(), 60);
+    let mut observed = work(&mut r, &devices, 3.0);
+    observed.sort();
+    observed.dedup();
+    assert!(!observed.is_empty());
+    // Aged to 4.0 (every tick ages), so a restart at 4.0 ages nothing.
+    r.tick(4.0).unwrap();
+    r.persist(4.0).unwrap();
+    assert_eq!(task_cells_in_state(&state_row(&r)), Vec::<String>::new());
+    let mut carried = rows_with_cells(&r);
+    carried.sort();
+    // Settled rows compact their cells away: those left are observed ones.
+    assert!(!carried.is_empty());
+    assert!(carried.iter().all(|t| observed.contains(t)), "{carried:?}");
+    let live = r.field().clone();
+    drop(r);
+    let again = open(dir.path(), 4.0);
+    assert!(
+        fields_close_to(&again, &live, 1e-12),
+        "the cells did not come back"
+    );
+}
+
+/// Rows written before an aging keep the field's aging time they were
+/// written at; a restart ages their cells by what the field aged since,
+/// as the live field was.
+#[test]
+fn cells_in_rows_older_than_an_aging_are_aged_at_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, devices) = seeded(dir.path(), 60);
+    assert!(!work(&mut r, &devices, 3.0).is_empty());
+    r.persist(4.0).unwrap();
+    let before: Vec<Row> = rows(&r, Table::Targets);
+    // Two hours later, a tick ages the field; nothing is deposited.
+    r.tick(7204.0).unwrap();
+    r.persist(7204.0).unwrap();
+    let after: Vec<Row> = rows(&r, Table::Targets);
+    let unchanged = before
+        .iter()
+        .zip(&after)
+        .filter(|(a, b)| a.payload.contains("\"cells\"") && a == b)
+        .count();
+    assert!(unchanged > 0, "the aging rewrote the target rows");
+    let live = r.field().clone();
+    drop(r);
+    let again = open(dir.path(), 7204.0);
+    assert!(
+        fields_close_to(&again, &live, 1e-9),
+        "not aged as the live field"
+    );
+}
+
+/// A store written while the state row held every task's cells and the
+/// target rows none is read whole; its next snapshot moves the cells into
+/// the rows, and a restart after that reads the same field.
+#[test]
+fn a_state_row_that_holds_the_task_cells_is_read_and_they_move_to_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, devices) = seeded(dir.path(), 60);
+    assert!(!work(&mut r, &devices, 3.0).is_empty());
+    // Aged to 4.0, so the restarts at 4.0 age nothing.
+    r.tick(4.0).unwrap();
+    r.persist(4.0).unwrap();
+    let live = r.field().clone();
+    let carried = rows_with_cells(&r);
+    drop(r);
+
+    // The earlier layout: the whole field in the state row, no cells in
+    // the target rows.
+    use router::store::Store;
+    let mut st = SqliteStore::open_dir(dir.path()).unwrap();
+    let meta = st.get(Table::Meta, "snapshot").unwrap().unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&meta.payload).unwrap();
+    state["field"] = serde_json::to_value(&live).unwrap();
+    let old_rows: Vec<Row> = st
+        .load(Table::Targets)
+        .unwrap()
+        .into_iter()
+        .map(|row| {
+            let mut v: serde_json::Value = serde_json::from_str(&row.payload).unwrap();
+            v.as_object_mut().unwrap().remove("cells");
+            Row {
+                payload: v.to_string(),
+                ..row
+            }
+        })
+        .collect();
+    st.delete(Table::Targets, &carried).unwrap();
+    st.upsert(Table::Targets, &old_rows).unwrap();
+    st.upsert(
+        Table::Meta,
+        &[Row {
+            payload: state.to_string(),
+            ..meta
+        }],
+    )
+    .unwrap();
+    drop(st);
+
+    let mut r = open(dir.path(), 4.0);
+    assert!(fields_close_to(&r, &live, 1e-12));
+    assert!(rows_with_cells(&r).is_empty());
+    r.persist(4.0).unwrap();
+    assert_eq!(task_cells_in_state(&state_row(&r)), Vec::<String>::new());
+    let mut moved = rows_with_cells(&r);
+    moved.sort();
+    let mut want = carried.clone();
+    want.sort();
+    assert_eq!(moved, want);
+    drop(r);
+    assert!(fields_close_to(&open(dir.path(), 4.0), &live, 1e-12));
+}
+
+/// An operator's prior at a target's task address is written with the
+/// target's row, and one at the address of no known target stays in the
+/// state row; both come back.
+#[test]
+fn a_prior_at_a_task_address_is_written_with_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, _devices) = seeded(dir.path(), 20);
+    r.persist(2.0).unwrap();
+    let prior = |address: &str| router::config::CellFact {
+        address: address.into(),
+        option: "browser".into(),
+        dimension: "reliability".into(),
+        value: 0.25,
+    };
+    let facts = router::config::Facts {
+        priors: vec![prior("src-1/html/load-1"), prior("src-1/html/nobody")],
+        ..Default::default()
+    };
+    r.tick(3.0).unwrap();
+    r.put_facts(&facts, 3.0).unwrap();
+    assert_eq!(rows_with_cells(&r), ["load-1"]);
+    assert_eq!(task_cells_in_state(&state_row(&r)), ["src-1/html/nobody"]);
+    let live = r.field().clone();
+    drop(r);
+    assert!(fields_close_to(&open(dir.path(), 3.0), &live, 1e-12));
+}

@@ -132,6 +132,15 @@ fn apply_targets(
     Ok(())
 }
 
+/// The target whose task cells a cell at `a` is, marked changed: its row
+/// carries its task cells (`core/target_rows.rs`), so a prior or weight
+/// written there is written with it.
+fn mark_task(d: &mut Durable, a: &Address) {
+    if let Some(target) = a.labels().get(2) {
+        drop(d.targets.get_mut(target));
+    }
+}
+
 /// The field's priors, weights and gates.
 fn apply_cells(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), ApiError> {
     for c in &f.priors {
@@ -139,6 +148,7 @@ fn apply_cells(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), 
         d.field
             .set_prior(&a, &c.option, &c.dimension, c.value)
             .map_err(fe("priors"))?;
+        mark_task(d, &a);
         rep.cells += 1;
     }
     for c in &f.weights {
@@ -146,6 +156,7 @@ fn apply_cells(d: &mut Durable, f: &Facts, rep: &mut FactsReport) -> Result<(), 
         d.field
             .set_weight(&a, &c.option, &c.dimension, c.value)
             .map_err(fe("weights"))?;
+        mark_task(d, &a);
         rep.cells += 1;
     }
     for g in &f.gates {

@@ -33,6 +33,7 @@ mod retention;
 mod settler;
 mod snapshot;
 pub mod state;
+mod target_rows;
 mod tick;
 #[cfg(test)]
 mod trust_tests;
@@ -307,11 +308,13 @@ fn fresh(cfg: &RouterConfig, now_s: f64) -> Result<Durable, OpenError> {
 /// Key of the snapshot row in [`Table::Meta`].
 pub const SNAPSHOT_KEY: &str = "snapshot";
 
-/// The durable state in the snapshot `row`, aged to `now_s`.
+/// The durable state in the snapshot `row`, its field as read: the
+/// targets' rows add their cells to it before [`field_restored`] rebuilds
+/// its caches and ages it.
 ///
 /// Errors: [`OpenError::BadState`] when the row is unreadable or was
 /// written for other archetypes than `cfg`'s.
-fn restored(cfg: &RouterConfig, row: &Row, now_s: f64) -> Result<Durable, OpenError> {
+fn restored(cfg: &RouterConfig, row: &Row) -> Result<Durable, OpenError> {
     let mut d: Durable =
         serde_json::from_str(&row.payload).map_err(|e| OpenError::BadState(e.to_string()))?;
     let declared: Vec<String> = d.field.options().to_vec();
@@ -321,13 +324,23 @@ fn restored(cfg: &RouterConfig, row: &Row, now_s: f64) -> Result<Durable, OpenEr
             cfg.archetypes
         )));
     }
-    let dt_h = ((now_s - d.aged_to_s) / 3600.0).max(0.0);
-    d.field = Field::restore_aged(d.field, dt_h).map_err(|e| OpenError::BadState(e.to_string()))?;
-    d.aged_to_s = now_s.max(d.aged_to_s);
     // Rows written before the snapshot sequence carried the deposit seq as
     // their version: continue above it.
     d.snapshot_seq = d.snapshot_seq.max(row.version);
     Ok(d)
+}
+
+/// `d` with its field's caches rebuilt and its evidence aged to `now_s`
+/// (once the targets' rows added their cells). Errors:
+/// [`OpenError::BadState`] when the field does not restore.
+fn field_restored(d: &mut Durable, now_s: f64) -> Result<(), OpenError> {
+    let bad = |e: routing::field::FieldError| OpenError::BadState(e.to_string());
+    let placeholder = Field::new(Vec::new(), 1.0, &[], &[]).map_err(bad)?;
+    let read = std::mem::replace(&mut d.field, placeholder);
+    let dt_h = ((now_s - d.aged_to_s) / 3600.0).max(0.0);
+    d.field = Field::restore_aged(read, dt_h).map_err(bad)?;
+    d.aged_to_s = now_s.max(d.aged_to_s);
+    Ok(())
 }
 
 impl Router {
@@ -359,11 +372,12 @@ impl Router {
         store.schema_version()?;
         let d = match store.get(Table::Meta, SNAPSHOT_KEY)? {
             None => fresh(&cfg, now_s)?,
-            Some(row) => restored(&cfg, &row, now_s)?,
+            Some(row) => restored(&cfg, &row)?,
         };
         let mut d = d;
         let mut names = names::Names::default();
         snapshot::restore_targets(&mut d, store.as_mut(), &mut names)?;
+        field_restored(&mut d, now_s)?;
         snapshot::restore_devices(&mut d, store.as_mut(), &mut names)?;
         let backend = store.backend();
         let last = store.last_seq()?;

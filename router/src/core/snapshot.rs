@@ -11,6 +11,7 @@
 use super::admission::IDENTITY_FIELD;
 use super::names::Names;
 use super::state::DeviceRec;
+use super::target_rows;
 use super::{lease, Durable, OpenError, Router, SharedStore, SNAPSHOT_KEY};
 use crate::store::{Row, Store, StoreError, Table, Write};
 
@@ -132,7 +133,9 @@ pub(super) fn each_row(
     }
 }
 
-/// Reads the targets' own rows into `d`; a row replaces what an older
+/// Reads the targets' own rows into `d`, and their cells into the field
+/// read from the state row (its caches are rebuilt after:
+/// [`super::target_rows::restore_cells`]); a row replaces what an older
 /// state row held of its target.
 ///
 /// Errors: [`OpenError::BadState`] when a row is unreadable; the store's.
@@ -142,14 +145,22 @@ pub(super) fn restore_targets(
     names: &mut Names,
 ) -> Result<(), OpenError> {
     each_row(store, Table::Targets, |row| {
-        let mut rec: super::state::TargetRec = serde_json::from_str(&row.payload)
+        let (mut rec, cells) = target_rows::read(&row.payload)
             .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
         for o in &mut rec.observations {
             o.device = names.intern(&o.device);
             o.adapter = names.intern(&o.adapter);
             o.adapter_version = names.intern(&o.adapter_version);
         }
-        d.targets.restore(row.key, rec);
+        let state_held = target_rows::restore_cells(d, &row.key, &rec, cells)
+            .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
+        let name = row.key;
+        d.targets.restore(name.clone(), rec);
+        if state_held {
+            // Written before the cells moved to the rows: the next
+            // snapshot writes its row with them.
+            drop(d.targets.get_mut(&name));
+        }
         Ok(())
     })
 }
@@ -256,7 +267,7 @@ impl Snapshot {
                 targets.push(Row {
                     key: name.clone(),
                     version,
-                    payload: serde_json::to_string(rec).map_err(bad)?,
+                    payload: target_rows::payload(&self.state, name, rec).map_err(bad)?,
                 });
             }
         }
@@ -270,7 +281,11 @@ impl Snapshot {
                 });
             }
         }
-        let payload = json_exact(&*self.state)?;
+        // The state row leaves out the task cells the targets' rows carry.
+        let mut state = (*self.state).clone();
+        state.field = target_rows::state_field(&self.state);
+        let payload = json_exact(&state)?;
+        drop(state);
         let rows_bytes: usize = targets
             .iter()
             .chain(&devices)

@@ -143,7 +143,7 @@ impl<N> Children<N> {
 
     /// From (label, child) pairs in any order; a repeated label keeps its
     /// last child (as a `BTreeMap` built from the same pairs would).
-    fn from_pairs(mut pairs: Vec<(Box<str>, Arc<N>)>) -> Children<N> {
+    pub(crate) fn from_pairs(mut pairs: Vec<(Box<str>, Arc<N>)>) -> Children<N> {
         if pairs.len() > SMALL_MAX {
             return Children::Large(Box::new(pairs.into_iter().collect()));
         }

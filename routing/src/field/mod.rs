@@ -12,6 +12,7 @@ mod error;
 mod gate_list;
 mod gauss;
 mod journal;
+mod split;
 mod tree;
 
 use std::collections::BTreeMap;
@@ -25,6 +26,7 @@ pub use decide::{Alternative, LossReason, Receipt};
 pub use error::FieldError;
 pub use gauss::Natural;
 pub use journal::{Edit, Journal, JOURNAL_CAP};
+pub use split::Subtrees;
 pub use tree::{Node, Posterior, Work};
 
 /// The field: declared layers, options and dimensions, and the trees.

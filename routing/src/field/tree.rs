@@ -282,6 +282,58 @@ impl Node {
         }
     }
 
+    /// A copy of this node whose subtrees `depth` levels below are kept
+    /// only where `keep` says so of their labels (the path from the tree's
+    /// root, `path` holding the labels above this node). Nodes above that
+    /// depth are copied (their caches too); every kept subtree is shared,
+    /// not copied.
+    pub(crate) fn pruned(
+        &self,
+        depth: usize,
+        path: &mut Vec<String>,
+        keep: &mut dyn FnMut(&[String]) -> bool,
+    ) -> Node {
+        let mut pairs = Vec::new();
+        for (label, child) in self.children.iter() {
+            path.push(label.to_string());
+            let kept = if depth <= 1 {
+                keep(path).then(|| Arc::clone(child))
+            } else {
+                Some(Arc::new(child.pruned(depth - 1, path, keep)))
+            };
+            path.pop();
+            if let Some(c) = kept {
+                pairs.push((Box::<str>::from(label), c));
+            }
+        }
+        Node {
+            prior: self.prior.clone(),
+            own: self.own,
+            inner: self.inner,
+            message: self.message,
+            children: Children::from_pairs(pairs),
+        }
+    }
+
+    /// Calls `each` with the labels of every node `depth` levels below
+    /// this one (`path` holding the labels above this node).
+    pub(crate) fn each_at(
+        &self,
+        depth: usize,
+        path: &mut Vec<String>,
+        each: &mut dyn FnMut(&[String]),
+    ) {
+        for (label, child) in self.children.iter() {
+            path.push(label.to_string());
+            if depth <= 1 {
+                each(path);
+            } else {
+                child.each_at(depth - 1, path, each);
+            }
+            path.pop();
+        }
+    }
+
     /// The node at `labels`, if it exists.
     pub fn get(&self, labels: &[String]) -> Option<&Node> {
         match labels.split_first() {
