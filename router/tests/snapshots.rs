@@ -290,6 +290,39 @@ fn rows_with_cells(r: &Router) -> Vec<String> {
         .collect()
 }
 
+/// A router over 60 targets whose devices each took one lease and
+/// deposited it at 3.0, aged to `at` (every tick ages) and written then,
+/// so a restart at `at` ages nothing; and the targets observed.
+fn observed_and_written(dir: &std::path::Path, at: f64) -> (Router, Vec<String>) {
+    let (mut r, devices) = seeded(dir, 60);
+    let mut observed = work(&mut r, &devices, 3.0);
+    observed.sort();
+    observed.dedup();
+    assert!(!observed.is_empty(), "the devices were granted nothing");
+    r.tick(at).unwrap();
+    r.persist(at).unwrap();
+    (r, observed)
+}
+
+/// Whether a restart at `at` of `r`'s store in `dir`, once `r` is
+/// dropped, holds the cells of `r`'s field within a relative `tol`.
+fn restart_keeps_field(r: Router, dir: &std::path::Path, at: f64, tol: f64) -> bool {
+    let live = r.field().clone();
+    drop(r);
+    reopened_close_to(dir, at, &live, tol)
+}
+
+/// Whether a restart of the store in `dir` at `at` holds the cells of
+/// `live` within a relative `tol`.
+fn reopened_close_to(
+    dir: &std::path::Path,
+    at: f64,
+    live: &routing::field::Field,
+    tol: f64,
+) -> bool {
+    fields_close_to(&open(dir, at), live, tol)
+}
+
 /// The field's task cells live in their targets' rows (decision 0026):
 /// the state row holds none, each observed target's row carries its own,
 /// a snapshot with no new deposit rewrites no target row, and a restart
@@ -297,25 +330,15 @@ fn rows_with_cells(r: &Router) -> Vec<String> {
 #[test]
 fn the_task_cells_are_written_with_their_targets_and_read_back() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut r, devices) = seeded(dir.path(), 60);
-    let mut observed = work(&mut r, &devices, 3.0);
-    observed.sort();
-    observed.dedup();
-    assert!(!observed.is_empty());
-    // Aged to 4.0 (every tick ages), so a restart at 4.0 ages nothing.
-    r.tick(4.0).unwrap();
-    r.persist(4.0).unwrap();
+    let (r, observed) = observed_and_written(dir.path(), 4.0);
     assert_eq!(task_cells_in_state(&state_row(&r)), Vec::<String>::new());
     let mut carried = rows_with_cells(&r);
     carried.sort();
     // Settled rows compact their cells away: those left are observed ones.
     assert!(!carried.is_empty());
     assert!(carried.iter().all(|t| observed.contains(t)), "{carried:?}");
-    let live = r.field().clone();
-    drop(r);
-    let again = open(dir.path(), 4.0);
     assert!(
-        fields_close_to(&again, &live, 1e-12),
+        restart_keeps_field(r, dir.path(), 4.0, 1e-12),
         "the cells did not come back"
     );
 }
@@ -326,9 +349,7 @@ fn the_task_cells_are_written_with_their_targets_and_read_back() {
 #[test]
 fn cells_in_rows_older_than_an_aging_are_aged_at_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut r, devices) = seeded(dir.path(), 60);
-    assert!(!work(&mut r, &devices, 3.0).is_empty());
-    r.persist(4.0).unwrap();
+    let (mut r, _) = observed_and_written(dir.path(), 4.0);
     let before: Vec<Row> = rows(&r, Table::Targets);
     // Two hours later, a tick ages the field; nothing is deposited.
     r.tick(7204.0).unwrap();
@@ -340,11 +361,8 @@ fn cells_in_rows_older_than_an_aging_are_aged_at_a_restart() {
         .filter(|(a, b)| a.payload.contains("\"cells\"") && a == b)
         .count();
     assert!(unchanged > 0, "the aging rewrote the target rows");
-    let live = r.field().clone();
-    drop(r);
-    let again = open(dir.path(), 7204.0);
     assert!(
-        fields_close_to(&again, &live, 1e-9),
+        restart_keeps_field(r, dir.path(), 7204.0, 1e-9),
         "not aged as the live field"
     );
 }
@@ -355,11 +373,7 @@ fn cells_in_rows_older_than_an_aging_are_aged_at_a_restart() {
 #[test]
 fn a_state_row_that_holds_the_task_cells_is_read_and_they_move_to_the_rows() {
     let dir = tempfile::tempdir().unwrap();
-    let (mut r, devices) = seeded(dir.path(), 60);
-    assert!(!work(&mut r, &devices, 3.0).is_empty());
-    // Aged to 4.0, so the restarts at 4.0 age nothing.
-    r.tick(4.0).unwrap();
-    r.persist(4.0).unwrap();
+    let (r, _) = observed_and_written(dir.path(), 4.0);
     let live = r.field().clone();
     let carried = rows_with_cells(&r);
     drop(r);
@@ -407,7 +421,7 @@ fn a_state_row_that_holds_the_task_cells_is_read_and_they_move_to_the_rows() {
     want.sort();
     assert_eq!(moved, want);
     drop(r);
-    assert!(fields_close_to(&open(dir.path(), 4.0), &live, 1e-12));
+    assert!(reopened_close_to(dir.path(), 4.0, &live, 1e-12));
 }
 
 /// An operator's prior at a target's task address is written with the
@@ -434,5 +448,5 @@ fn a_prior_at_a_task_address_is_written_with_its_target() {
     assert_eq!(task_cells_in_state(&state_row(&r)), ["src-1/html/nobody"]);
     let live = r.field().clone();
     drop(r);
-    assert!(fields_close_to(&open(dir.path(), 3.0), &live, 1e-12));
+    assert!(reopened_close_to(dir.path(), 3.0, &live, 1e-12));
 }
