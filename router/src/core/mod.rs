@@ -25,6 +25,7 @@ mod identity_tests;
 mod lease;
 mod lease_log;
 pub mod limits;
+mod live_join;
 mod names;
 mod records;
 mod refill;

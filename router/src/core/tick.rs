@@ -196,17 +196,22 @@ impl Router {
     }
 
     /// The fleet-level cap on the share of live devices treated as limited.
+    /// The live devices' records are found by one walk beside the
+    /// devices table ([`super::live_join`]), and only the limited ids are
+    /// copied.
     fn limit_share(&mut self) {
-        let live: Vec<(String, f64)> = self
-            .live
-            .keys()
-            .filter_map(|k| self.d.devices.get(k).map(|d| (k.clone(), d.trust)))
-            .collect();
-        let taus: Vec<f64> = live.iter().map(|(_, t)| *t).collect();
-        self.limited = treated_as_limited(&taus, self.cfg.limited_cap_share)
-            .into_iter()
-            .filter_map(|i| live.get(i).map(|(k, _)| k.clone()))
-            .collect();
+        let limited = {
+            let live: Vec<(&String, f64)> =
+                super::live_join::live_records(&self.live, &self.d.devices)
+                    .map(|(k, d)| (k, d.trust))
+                    .collect();
+            let taus: Vec<f64> = live.iter().map(|(_, t)| *t).collect();
+            treated_as_limited(&taus, self.cfg.limited_cap_share)
+                .into_iter()
+                .filter_map(|i| live.get(i).map(|(k, _)| (*k).clone()))
+                .collect()
+        };
+        self.limited = limited;
     }
 
     /// Undoes the corroborated reports whose time is up: a crawl delay's

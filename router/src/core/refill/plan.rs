@@ -49,14 +49,23 @@ const FILLERS_AHEAD_PER_SLOT: usize = 4;
 const FILLER_CANDIDATES_PER_SLOT: usize = 64;
 
 /// The archetypes with at least one live device that is not suspended or
-/// revoked, in order.
-fn live_archetypes(live: &imbl::OrdMap<String, Live>, devices: &Table<DeviceRec>) -> Vec<String> {
-    let set: BTreeSet<&str> = live
-        .keys()
-        .filter_map(|k| devices.get(k))
-        .filter(|d| !matches!(d.state, TrustState::Suspended | TrustState::Revoked))
-        .map(|d| d.archetype.as_str())
-        .collect();
+/// revoked, in order. The walk beside the devices table
+/// ([`crate::core::live_join`]) stops once every one of the `declared`
+/// archetypes is found (at once, in a fleet where each has live devices).
+fn live_archetypes(
+    live: &imbl::OrdMap<String, Live>,
+    devices: &Table<DeviceRec>,
+    declared: usize,
+) -> Vec<String> {
+    let mut set: BTreeSet<&str> = BTreeSet::new();
+    for (_, d) in crate::core::live_join::live_records(live, devices) {
+        if !matches!(d.state, TrustState::Suspended | TrustState::Revoked) {
+            set.insert(d.archetype.as_str());
+            if set.len() >= declared {
+                break;
+            }
+        }
+    }
     set.into_iter().map(String::from).collect()
 }
 
@@ -165,7 +174,7 @@ impl RefillInputs {
     /// first of them planned for deciding ahead. `None` when no archetype
     /// is live (nothing to queue).
     pub fn plan(self) -> Option<RefillPlan> {
-        let live = live_archetypes(&self.live, &self.devices);
+        let live = live_archetypes(&self.live, &self.devices, self.field.options().len());
         if live.is_empty() {
             return None;
         }
