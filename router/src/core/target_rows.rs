@@ -122,7 +122,7 @@ pub(super) fn restore_cells(
     let current = task_path(d, name, rec);
     let state_held = current
         .as_ref()
-        .is_some_and(|p| !d.field.subtrees_at(p).is_empty());
+        .is_some_and(|p| d.field.holds_subtree_at(p));
     if let Some(c) = cells {
         let path = vec![rec.source.clone(), c.binding, name.to_string()];
         let aged_h = (d.aged_to_s - c.aged_to_s).max(0.0) / 3600.0;

@@ -21,9 +21,12 @@ impl Field {
     /// copied.
     pub fn subtrees_at(&self, labels: &[String]) -> Subtrees {
         let mut out = Subtrees::new();
+        if labels.is_empty() {
+            return out;
+        }
         for (option, per) in &self.trees {
             for (dimension, tree) in per {
-                if let (false, Some(n)) = (labels.is_empty(), tree.get(labels)) {
+                if let Some(n) = tree.get(labels) {
                     out.entry(option.clone())
                         .or_default()
                         .insert(dimension.clone(), n.clone());
@@ -31,6 +34,17 @@ impl Field {
             }
         }
         out
+    }
+
+    /// Whether any tree holds a subtree at `labels` (non-empty); nothing
+    /// is copied.
+    pub fn holds_subtree_at(&self, labels: &[String]) -> bool {
+        !labels.is_empty()
+            && self
+                .trees
+                .values()
+                .flat_map(|per| per.values())
+                .any(|tree| tree.get(labels).is_some())
     }
 
     /// A copy of the field without the subtrees `depth` levels below the
@@ -178,6 +192,9 @@ mod tests {
         );
         let t1 = f.subtrees_at(&tasks[0]);
         assert_eq!(t1.len(), 2, "t1 has cells in a's and b's trees");
+        assert!(
+            f.holds_subtree_at(&tasks[0]) && !f.holds_subtree_at(&labels(&["s", "html", "t9"]))
+        );
         let t2 = f.subtrees_at(&tasks[1]);
         let mut rest = f.pruned_at(3, |_| false);
         let mut none = 0;
@@ -192,6 +209,7 @@ mod tests {
         let kept = f.pruned_at(3, |p| p[2] == "t2");
         assert_eq!(kept.subtrees_at(&tasks[1]), f.subtrees_at(&tasks[1]));
         assert!(kept.subtrees_at(&tasks[0]).is_empty());
+        assert!(!kept.holds_subtree_at(&tasks[0]) && !kept.holds_subtree_at(&[]));
     }
 
     /// A graft ages what it puts by the hours given, as aging the whole
