@@ -216,6 +216,42 @@ pub fn pin_current_thread(cpu: usize) -> bool {
     core_affinity::set_for_current(core_affinity::CoreId { id: cpu })
 }
 
+/// Sets thread `tid`'s affinity (0: the calling thread) to exactly `cpus`;
+/// returns whether the kernel accepted it (an empty list, a CPU past the
+/// kernel's set size or outside the cgroup's cpuset is refused).
+pub(crate) fn set_thread_affinity(tid: libc::pid_t, cpus: &[usize]) -> bool {
+    // SAFETY: an all-zero `cpu_set_t` is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    for &c in cpus {
+        if c >= size * 8 {
+            return false;
+        }
+        // SAFETY: `c` is within the set's bits.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: a plain system call with a valid set of `size` bytes.
+    !cpus.is_empty() && unsafe { libc::sched_setaffinity(tid, size, &set) } == 0
+}
+
+/// Thread `tid`'s affinity (0: the calling thread), sorted; `None` where
+/// the kernel refuses to say.
+pub(crate) fn thread_affinity(tid: libc::pid_t) -> Option<Vec<usize>> {
+    // SAFETY: an all-zero `cpu_set_t` is a valid out-buffer.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: a plain system call into a buffer of `size` bytes.
+    if unsafe { libc::sched_getaffinity(tid, size, &mut set) } != 0 {
+        return None;
+    }
+    // SAFETY: CPU_ISSET reads a bit of a valid set.
+    Some(
+        (0..size * 8)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

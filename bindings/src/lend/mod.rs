@@ -37,7 +37,9 @@
 //!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
 //!   returns within a hold of the last demotion), and past it for as long
 //!   as other processes still use that slack of the fleet's CPUs, then to
-//!   the idle class again.
+//!   the idle class again. While promoted, each cycle thread is pinned to
+//!   a CPU of its own ([`spread`]; decision 0027): left to the kernel, two
+//!   of them stacked on one CPU beside a busy neighbour.
 //!
 //! Under the older rule, a unit that blocks in a system call inside its
 //! poll also reads as starved, and the guard then promotes for nothing but
@@ -332,12 +334,49 @@ fn set_all(slots: &[Arc<CycleSlot>], idle: bool) {
     }
 }
 
+/// Pins each published cycle thread that may run on more than one CPU to
+/// one CPU of its own mask, the k-th such thread to its mask's k-th CPU
+/// (round robin), and returns each slot's mask before, to give back with
+/// [`gather`] (`None` where it was left as it was: unpublished, already on
+/// one CPU by the plan, or its mask unreadable).
+///
+/// Unpinned, two promoted cycle threads stacked on one CPU for up to
+/// 0.8 s while a busy neighbour held the other: a wake-up that finds no
+/// idle CPU lands beside its waker, and the cycles ran at about 1.7× their
+/// time (decision 0027).
+fn spread(slots: &[Arc<CycleSlot>]) -> Vec<Option<Vec<usize>>> {
+    let mut k = 0usize;
+    slots
+        .iter()
+        .map(|s| {
+            if !s.published.load(Ordering::Acquire) {
+                return None;
+            }
+            let tid = s.tid.load(Ordering::Relaxed);
+            let before = crate::affinity::thread_affinity(tid).filter(|m| m.len() > 1)?;
+            let cpu = before[k % before.len()];
+            k += 1;
+            crate::affinity::set_thread_affinity(tid, &[cpu]).then_some(before)
+        })
+        .collect()
+}
+
+/// Gives each thread that [`spread`] pinned its mask from before.
+fn gather(slots: &[Arc<CycleSlot>], before: Vec<Option<Vec<usize>>>) {
+    for (s, mask) in slots.iter().zip(before) {
+        if let Some(mask) = mask {
+            crate::affinity::set_thread_affinity(s.tid.load(Ordering::Relaxed), &mask);
+        }
+    }
+}
+
 fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, shares: Shares) {
     let mut seen: Vec<Option<Seen>> = vec![None; slots.len()];
     let mut process = (process_cpu_ns(), Instant::now());
     let mut promoted_at: Option<Instant> = None;
     let mut demoted_at: Option<Instant> = None;
     let mut hold = FIRST_HOLD;
+    let mut spread_masks: Vec<Option<Vec<usize>>> = Vec::new();
     let mask = others::allowed_cpus();
     let mut window = others::Others::new(others::ticks_per_s(), mask.len());
     while !stop.load(Ordering::Acquire) {
@@ -378,6 +417,7 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
             None if any_starved && external => {
                 hold = next_hold(hold, demoted_at, at);
                 set_all(slots, false);
+                spread_masks = spread(slots);
                 promoted_at = Some(at);
                 stats.promotions.fetch_add(1, Ordering::Relaxed);
                 stats.promoted.store(true, Ordering::Relaxed);
@@ -389,6 +429,7 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
             }
             Some(p) if hold_over(at.saturating_duration_since(p), hold, neighbours) => {
                 set_all(slots, true);
+                gather(slots, std::mem::take(&mut spread_masks));
                 promoted_at = None;
                 demoted_at = Some(at);
                 stats.promoted.store(false, Ordering::Relaxed);

@@ -20,6 +20,11 @@ use std::time::Instant;
 /// Checks in the trailing window (100 ms at the guard's 10 ms period).
 pub(crate) const WINDOW: usize = 10;
 
+/// The shortest span judged, in check intervals (20 ms at the guard's
+/// period): over one interval the counters' truncation outweighs what
+/// they count.
+pub(crate) const MIN_SPAN: usize = 2;
+
 /// The busy clock ticks of the `cpuN` lines of `/proc/stat` text whose N is
 /// in `cpus` (user + nice + system + irq + softirq; idle, iowait, steal and
 /// the guests' time are not the host's processes running). `None` when a
@@ -99,7 +104,31 @@ impl Others {
         if self.readings.len() < 2 {
             return None;
         }
-        let (first, last) = (self.readings.front()?, self.readings.back()?);
+        let last = *self.readings.back()?;
+        // Every span that ends now is a lower bound of its own; the busiest
+        // is the verdict. A neighbour that began inside the window shows in
+        // the spans since it began before it outweighs the quiet part.
+        let spans = self.readings.iter().rev().skip(MIN_SPAN).copied();
+        let mut best: Option<f64> = None;
+        for first in spans.chain(self.first_only()) {
+            if let Some(cores) = self.bound(first, last) {
+                best = Some(best.map_or(cores, |b: f64| b.max(cores)));
+            }
+        }
+        best
+    }
+
+    /// The oldest reading when the window is still shorter than
+    /// [`MIN_SPAN`] intervals (the guard's first checks): the only span.
+    fn first_only(&self) -> Option<Reading> {
+        (self.readings.len() <= MIN_SPAN)
+            .then(|| self.readings.front().copied())
+            .flatten()
+    }
+
+    /// The lower bound over `first..=last`: busy ticks less one per CPU,
+    /// less the process's time, over the wall time; never below 0.
+    fn bound(&self, first: Reading, last: Reading) -> Option<f64> {
         let wall = last.at.saturating_duration_since(first.at).as_nanos() as f64;
         if wall <= 0.0 {
             return None;
@@ -200,6 +229,36 @@ ctxt 99\n";
             let got = w.record(at(i), 2 * i + i % 2, 20_000_000 * i);
             assert!(got.is_none_or(|c| c == 0.0), "{i}: {got:?}");
         }
+    }
+
+    #[test]
+    fn a_neighbour_that_starts_inside_the_window_shows_in_its_own_span() {
+        let t0 = Instant::now();
+        let step = Duration::from_millis(10);
+        let at = |i: u64| t0 + step * i as u32;
+        let n = WINDOW as u64;
+        // A full window of a quiet host: the process alone, one tick a
+        // check, its own time.
+        let mut w = Others::new(100, 2);
+        for i in 0..=n {
+            let got = w.record(at(i), i, 10_000_000 * i);
+            assert!(got.is_none_or(|c| c == 0.0), "{i}: {got:?}");
+        }
+        // Then a neighbour takes both cores: 2 ticks a check, none of them
+        // the process's.
+        let (ticks, process) = (n, 10_000_000 * n);
+        let one = w.record(at(n + 1), ticks + 2, process).unwrap();
+        assert_eq!(one, 0.0, "one interval is under the shortest span");
+        let two = w.record(at(n + 2), ticks + 4, process).unwrap();
+        // Over its own two intervals: (4 − 2) ticks over 20 ms, one core.
+        // The whole window (the last 10 intervals) says (12 − 2) ticks less
+        // 80 ms of the process's over 100 ms: 0.2 core, under the slack.
+        assert!((two - 1.0).abs() < 1e-9, "{two}");
+        let three = w.record(at(n + 3), ticks + 6, process).unwrap();
+        assert!((three - 4.0 / 3.0).abs() < 1e-9, "{three}");
+        // It is still a lower bound: spans that reach back into the quiet
+        // part are diluted, never raised.
+        assert!(three < 2.0);
     }
 
     #[test]

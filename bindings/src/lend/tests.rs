@@ -142,3 +142,79 @@ fn the_hold_doubles_while_starvation_keeps_returning_and_resets_after_calm() {
     let calm = t + FIRST_HOLD * 3;
     assert_eq!(next_hold(FIRST_HOLD * 2, Some(t), calm), FIRST_HOLD);
 }
+
+#[test]
+fn promoted_threads_spread_one_to_a_cpu_and_get_their_masks_back() {
+    let mask = crate::lend::others::allowed_cpus();
+    assert!(!mask.is_empty(), "the affinity mask is readable on Linux");
+    // Three threads free on the whole mask, and one the plan pinned.
+    let slots: Vec<Arc<CycleSlot>> = (0..4).map(|_| Arc::new(CycleSlot::default())).collect();
+    let pinned_cpu = mask[mask.len() - 1];
+    let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let done_rx = Arc::new(std::sync::Mutex::new(done_rx));
+    let threads: Vec<_> = slots
+        .iter()
+        .enumerate()
+        .map(|(i, slot)| {
+            let (slot, tx, rx) = (slot.clone(), entered_tx.clone(), done_rx.clone());
+            std::thread::spawn(move || {
+                if i == 3 {
+                    assert!(crate::affinity::set_thread_affinity(0, &[pinned_cpu]));
+                }
+                slot.enter();
+                tx.send(()).unwrap();
+                // Parked until the test ends (the channel closes).
+                let _ = rx.lock().unwrap().recv();
+            })
+        })
+        .collect();
+    for _ in &slots {
+        entered_rx.recv().unwrap();
+    }
+    let tids: Vec<libc::pid_t> = slots
+        .iter()
+        .map(|s| s.tid.load(Ordering::Relaxed))
+        .collect();
+    let affinity = |tid| crate::affinity::thread_affinity(tid).unwrap();
+    // SAFETY: a plain system call on a live thread's id.
+    let class = |tid| unsafe { libc::sched_getscheduler(tid) };
+    assert!(tids.iter().all(|&t| class(t) == libc::SCHED_IDLE));
+
+    set_all(&slots, false);
+    let before = spread(&slots);
+    for (i, &tid) in tids.iter().take(3).enumerate() {
+        assert_eq!(affinity(tid), vec![mask[i % mask.len()]], "thread {i}");
+        if mask.len() > 1 {
+            assert_eq!(before[i].as_deref(), Some(&mask[..]), "thread {i}");
+        }
+        if class_is_reversible() {
+            assert_eq!(class(tid), libc::SCHED_OTHER, "thread {i}");
+        }
+    }
+    if mask.len() >= 2 {
+        assert_ne!(
+            affinity(tids[0]),
+            affinity(tids[1]),
+            "two threads, two CPUs"
+        );
+    }
+    assert_eq!(affinity(tids[3]), vec![pinned_cpu], "the plan's pin stays");
+    assert_eq!(before[3], None, "nothing to give back to the pinned one");
+
+    set_all(&slots, true);
+    gather(&slots, before);
+    for (i, &tid) in tids.iter().enumerate() {
+        let want = if i == 3 {
+            vec![pinned_cpu]
+        } else {
+            mask.clone()
+        };
+        assert_eq!(affinity(tid), want, "thread {i}");
+        assert_eq!(class(tid), libc::SCHED_IDLE, "thread {i}");
+    }
+    drop(done_tx);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
