@@ -26,12 +26,11 @@
 //!   never saw it, while the cycle's makespan grew 37× and 5×;
 //! - and the starvation is one the fleet is owed a remedy for: other
 //!   processes used at least [`OWN_WORK_SLACK_CPUS`] of the fleet's CPUs
-//!   over the last 100 ms ([`others`]: a lower bound from `/proc/stat`'s
-//!   busy time less the process's own; where it cannot be read, the whole
-//!   process used less than its CPUs less that slack since the last
-//!   check), or the host's
-//!   own threads (the process less the cycle threads) used more than the
-//!   reserve plus that slack. A host within its reserve that keeps the
+//!   over a span of the last 100 ms ([`others`]: a lower bound from the
+//!   kernel's busy time ([`busy`]) less the process's own; where it cannot
+//!   be read, the whole process used less than its CPUs less that slack
+//!   since the last check), or the host's own threads (the process less
+//!   the cycle threads) used more than the reserve plus that slack. A host within its reserve that keeps the
 //!   lent core busy is what lending yields to: no promotion;
 //! - then every cycle thread goes back to the normal class for a hold
 //!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
@@ -51,6 +50,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod busy;
 mod others;
 
 /// The guard thread's name.
@@ -378,14 +378,20 @@ fn guard_loop(slots: &[Arc<CycleSlot>], stats: &LendStats, stop: &AtomicBool, sh
     let mut hold = FIRST_HOLD;
     let mut spread_masks: Vec<Option<Vec<usize>>> = Vec::new();
     let mask = others::allowed_cpus();
-    let mut window = others::Others::new(others::ticks_per_s(), mask.len());
+    let clock = busy::BusyClock::detect(&mask);
+    tracing::debug!(
+        clock = clock.name(),
+        slack_ms = clock.slack_ns() / 1e6,
+        "the lend guard reads other processes' CPU"
+    );
+    let mut window = others::Others::new(clock.slack_ns(), mask.len());
     while !stop.load(Ordering::Acquire) {
         std::thread::park_timeout(GUARD_PERIOD);
         let at = Instant::now();
         let now_cpu = process_cpu_ns();
-        let neighbours = match others::read_busy_ticks(&mask) {
-            Some(ticks) => window
-                .record(at, ticks, now_cpu)
+        let neighbours = match clock.read(&mask) {
+            Some(busy_ns) => window
+                .record(at, busy_ns, now_cpu)
                 .map_or(Neighbours::Filling, Neighbours::Measured),
             None => Neighbours::Unknown,
         };
