@@ -253,6 +253,11 @@ print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} 
       + "".join(f"; {n} {k}" for k, n in r.get("errors_by_kind", {}).items()))
 print(f"routerd RSS {r['rss_kib'][0] / 1024:.0f} → {r['rss_kib'][1] / 1024:.0f} MiB; data {r['store_bytes'][0] / 2**20:.0f} → {r['store_bytes'][1] / 2**20:.0f} MiB; "
       f"largest snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB")
+held = r.get("store_max_us", {})
+if held:
+    ops = sorted({k.split(" ", 1)[1] for k in held})
+    print("store, longest over routerd's life (wait / hold, ms): "
+          + "; ".join(f"{op} {ms(held.get('wait ' + op, 0)):.1f} / {ms(held.get('hold ' + op, 0)):.1f}" for op in ops))
 durable = r["acknowledged_checked"] == r["deposits"] and r["acknowledged_lost"] == 0
 print(f"durability: routerd killed with SIGKILL; {r['acknowledged_checked']} of {r['deposits']} acknowledged deposits "
       f"looked for in the store, {r['acknowledged_lost']} missing")

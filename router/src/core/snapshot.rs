@@ -68,12 +68,23 @@ impl Router {
     /// `BadValue` when the state does not serialize (the next snapshot
     /// carries the state again).
     pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {
+        Router::write_snapshot_with(snap, |writes| store.lock().write_all(writes))
+    }
+
+    /// As [`Router::write_snapshot`], with `write` taking the store to
+    /// make the writes in one atomic batch: the rows are serialized first,
+    /// before it is called (the shell counts how long the store is held:
+    /// `http/holds.rs`). Errors: `write`'s, or `BadValue` as above.
+    pub fn write_snapshot_with(
+        snap: &Snapshot,
+        write: impl FnOnce(&[Write<'_>]) -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
         let Rows {
             targets,
             meta,
             devices,
         } = snap.rows()?;
-        store.lock().write_all(&[
+        write(&[
             Write::Upsert(Table::Targets, &targets),
             Write::Upsert(Table::Meta, &meta),
             Write::Upsert(Table::Devices, &devices),

@@ -1,5 +1,6 @@
 //! `GET /metrics`: the core's counters and gauges (Prometheus text,
-//! version 0.0.4), the deposit queue's fill, and, on a replica, the term
+//! version 0.0.4), the deposit queue's fill, the longest waits for and
+//! holds of the store (`holds.rs`), and, on a replica, the term
 //! of the lead it answers under.
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         s.held_cap,
         s.held_refused.load(std::sync::atomic::Ordering::Relaxed)
     ));
+    text.push_str(&s.holds.metrics_text());
     if let Some(r) = s.replica.lock().as_ref() {
         text.push_str(&format!(
             "# HELP router_replica_term The term of the lead this replica answers under.\n# TYPE router_replica_term gauge\nrouter_replica_term{{replica=\"{}\"}} {}\n",

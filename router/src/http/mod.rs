@@ -24,6 +24,7 @@ use crate::Router;
 pub mod clock;
 mod deposit;
 pub mod event_log;
+mod holds;
 mod lease;
 pub mod listener;
 mod long_poll;
@@ -86,6 +87,8 @@ pub struct Shell {
     /// The replica this shell serves for, with its term (replicas only):
     /// named in `GET /v1/field` and `/metrics`.
     replica: Mutex<Option<crate::core::ReplicaLabel>>,
+    /// The longest wait for and hold of the store, by operation.
+    holds: holds::Holds,
 }
 
 impl Shell {
@@ -153,6 +156,7 @@ impl Shell {
             closing: tokio::sync::watch::Sender::new(false),
             manual,
             replica: Mutex::new(None),
+            holds: holds::Holds::default(),
         });
         writer::spawn(&shell, rx)?;
         Ok(shell)
@@ -226,7 +230,11 @@ impl Shell {
             drop(retired);
         }
         if let Some(snap) = snap {
-            match Router::write_snapshot(&self.store, &snap) {
+            let written = Router::write_snapshot_with(&snap, |writes| {
+                self.holds
+                    .with(holds::Op::Snapshot, &self.store, |s| s.write_all(writes))
+            });
+            match written {
                 Err(e) => {
                     tracing::warn!("tick could not write its snapshot: {e}");
                     self.router.lock().snapshot_failed(&snap);
@@ -244,7 +252,10 @@ impl Shell {
         let Some(up_to) = self.router.lock().snapshot_written(snap, now) else {
             return;
         };
-        match self.store.lock().prune_deposits(up_to) {
+        let pruned = self
+            .holds
+            .with(holds::Op::Prune, &self.store, |s| s.prune_deposits(up_to));
+        match pruned {
             Ok(n) => self.router.lock().deposits_pruned(n),
             Err(e) => tracing::warn!("could not prune the deposit log: {e}"),
         }

@@ -8,6 +8,7 @@ use crate::api::{ApiError, DepositResponse};
 use crate::core::{PreparedDeposit, SharedStore};
 use crate::store::{Row, Table};
 
+use super::holds::Op;
 use super::Shell;
 
 /// Where a writer job's answer goes.
@@ -89,7 +90,9 @@ fn write_leases(shell: &Shell, store: &SharedStore, leases: Vec<(Row, Reply<()>)
         return;
     }
     let rows: Vec<Row> = leases.iter().map(|(r, _)| r.clone()).collect();
-    let written = store.lock().upsert(Table::Leases, &rows);
+    let written = shell
+        .holds
+        .with(Op::Leases, store, |s| s.upsert(Table::Leases, &rows));
     match written {
         Ok(()) => {
             for (_, reply) in leases {
@@ -120,7 +123,9 @@ fn write_deposits(
     }
     let entries: Vec<crate::store::DepositEntry> =
         batch.iter().map(|(p, _)| p.entry.clone()).collect();
-    let results = store.lock().append_deposits(&entries);
+    let results = shell
+        .holds
+        .with(Op::Deposits, store, |s| s.append_deposits(&entries));
     let events = {
         let mut r = shell.router.lock();
         for ((p, reply), res) in batch.into_iter().zip(results) {

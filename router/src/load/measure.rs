@@ -117,13 +117,35 @@ pub(crate) fn gauge(body: &str, name: &str) -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Reads `/metrics` every 50 ms until `deadline`; returns each read's
-/// latency in microseconds (failed reads are left out) and the largest
-/// `router_snapshot_bytes` read.
-pub(crate) fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
+/// What the `/metrics` probe saw.
+#[derive(Debug, Default)]
+pub(crate) struct MetricsProbe {
+    /// Each read's latency, µs (failed reads are left out).
+    pub lat: Vec<u64>,
+    /// The largest `router_snapshot_bytes` read.
+    pub snapshot_bytes: u64,
+    /// The last read's `router_store_hold_max_us` and
+    /// `router_store_wait_max_us` by operation, keyed `hold OP` and
+    /// `wait OP` (empty where routerd does not give them).
+    pub store_max_us: std::collections::BTreeMap<String, u64>,
+}
+
+/// The labelled gauges `NAME{op="OP"} V` of `name` in a `/metrics` body,
+/// keyed `KEY OP`.
+pub(crate) fn by_op(body: &str, name: &str, key: &str) -> Vec<(String, u64)> {
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?.strip_prefix("{op=\"")?;
+            let (op, value) = rest.split_once("\"} ")?;
+            Some((format!("{key} {op}"), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Reads `/metrics` every 50 ms until `deadline` ([`MetricsProbe`]).
+pub(crate) fn probe_metrics(base: &str, deadline: Instant) -> MetricsProbe {
     let a = agent();
-    let mut lat = Vec::new();
-    let mut snapshot = 0;
+    let mut probe = MetricsProbe::default();
     while Instant::now() < deadline {
         let t0 = Instant::now();
         let body = a
@@ -132,12 +154,16 @@ pub(crate) fn probe_metrics(base: &str, deadline: Instant) -> (Vec<u64>, u64) {
             .ok()
             .and_then(|mut r| r.body_mut().read_to_string().ok());
         if let Some(body) = body {
-            lat.push(t0.elapsed().as_micros() as u64);
-            snapshot = snapshot.max(gauge(&body, "router_snapshot_bytes").unwrap_or(0));
+            probe.lat.push(t0.elapsed().as_micros() as u64);
+            let bytes = gauge(&body, "router_snapshot_bytes").unwrap_or(0);
+            probe.snapshot_bytes = probe.snapshot_bytes.max(bytes);
+            let held = by_op(&body, "router_store_hold_max_us", "hold");
+            let waited = by_op(&body, "router_store_wait_max_us", "wait");
+            probe.store_max_us.extend(held.into_iter().chain(waited));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    (lat, snapshot)
+    probe
 }
 
 /// Reads `GET /v1/field` from one of `bases` (in turn) every 50 ms until
@@ -209,7 +235,29 @@ impl Pick {
 
 #[cfg(test)]
 mod tests {
-    use super::group_cpu_s;
+    use super::{by_op, group_cpu_s};
+
+    #[test]
+    fn the_store_gauges_are_read_by_operation_and_anything_else_is_skipped() {
+        let body = "# HELP router_store_hold_max_us x\n\
+router_store_hold_max_us{op=\"snapshot\"} 1250\n\
+router_store_hold_max_us{op=\"leases\"} 7\n\
+router_store_hold_max_us{op=\"prune\"} many\n\
+router_store_hold_max_us 9\n\
+router_store_wait_max_us{op=\"leases\"} 1300\n";
+        assert_eq!(
+            by_op(body, "router_store_hold_max_us", "hold"),
+            vec![
+                ("hold snapshot".to_string(), 1250),
+                ("hold leases".to_string(), 7)
+            ]
+        );
+        assert_eq!(
+            by_op(body, "router_store_wait_max_us", "wait"),
+            vec![("wait leases".to_string(), 1300)]
+        );
+        assert!(by_op("", "router_store_hold_max_us", "hold").is_empty());
+    }
 
     #[test]
     fn a_groups_cpu_reads_v1_cpuacct_or_v2_cpu_stat_and_zero_otherwise() {

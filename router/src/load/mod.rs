@@ -16,7 +16,7 @@ mod measure;
 mod population;
 pub use fleet::FleetSpec;
 pub use measure::{check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
-use measure::{percentiles, probe_field, probe_metrics, quantile, Pick};
+use measure::{percentiles, probe_field, probe_metrics, quantile, MetricsProbe, Pick};
 pub use population::{
     lapsed, population_facts, population_facts_in_batches, register_in_process, registration_body,
     success_deposit, FACTS_BATCH, LOAD_ARCHETYPES,
@@ -134,6 +134,14 @@ pub struct LoadReport {
     /// The largest snapshot row routerd wrote during the run, bytes
     /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
     pub snapshot_bytes: u64,
+    /// The longest wait for and hold of routerd's store by each of its
+    /// operations over its life, µs, keyed `hold OP` and `wait OP`
+    /// (`router_store_hold_max_us` and `router_store_wait_max_us` of the
+    /// last `/metrics` read; empty where none was read). A lease with
+    /// items waits for the store writer, so its max includes the longest
+    /// `wait leases`.
+    #[serde(default)]
+    pub store_max_us: std::collections::BTreeMap<String, u64>,
     /// With [`LoadSpec::spread`]: field reads, the latency percentiles of
     /// the reads (µs: p50, p90, p99, max), and how many read an
     /// `applied_seq` below the highest deposit acknowledged before the
@@ -391,7 +399,7 @@ fn drive(
 }
 
 /// What the client threads and the probes of one run return.
-type Drove = (Vec<Driven>, (Vec<u64>, u64), (Vec<u64>, u64));
+type Drove = (Vec<Driven>, MetricsProbe, (Vec<u64>, u64));
 
 /// Drives `devices` from `spec.threads` threads over `bases` until
 /// `deadline`, with the `/metrics` probe and, with replicas, the field
@@ -476,7 +484,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         .chain(spec.spread.iter().cloned())
         .collect();
     let seen = AtomicU64::new(0);
-    let (results, (mut metrics_lat, snapshot_bytes), (mut field_lat, field_behind)) =
+    let (results, mut metrics, (mut field_lat, field_behind)) =
         drive_all(spec, &devices, &bases, &seen, deadline);
     let at_end = sample();
     let load_cpu = cpu_s(std::process::id()) - load_cpu_start;
@@ -529,11 +537,12 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         lease_p999_us: quantile(&lat, 0.999),
         deposit_us,
         deposit_p999_us: quantile(&dep, 0.999),
-        metrics_reads: metrics_lat.len() as u64,
-        metrics_us: percentiles(&mut metrics_lat),
+        metrics_reads: metrics.lat.len() as u64,
+        metrics_us: percentiles(&mut metrics.lat),
         rss_kib: [at_start.0, at_end.0],
         store_bytes: [at_start.1, at_end.1],
-        snapshot_bytes,
+        snapshot_bytes: metrics.snapshot_bytes,
+        store_max_us: metrics.store_max_us,
         routerd_cpu_s: at_end.2 - at_start.2,
         load_cpu_s: load_cpu,
         field_reads: field_lat.len() as u64,

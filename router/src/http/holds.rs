@@ -1,0 +1,144 @@
+//! How long the store was held, and waited for, by each operation of the
+//! HTTP shell that takes it: the longest of each since the start, in µs,
+//! in `/metrics` (`router_store_hold_max_us{op}` and
+//! `router_store_wait_max_us{op}`).
+//!
+//! A lease with items and a deposit are answered only once the writer has
+//! written their rows (`writer.rs`), so their latency includes the
+//! writer's wait for the store. Where the store has no second handle for
+//! the writer (SQLite), that wait is whatever else holds the store then:
+//! a snapshot's write, or the deposit log's pruning after it
+//! (docs/router.md, "The small box").
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use crate::core::SharedStore;
+use crate::store::Store;
+
+/// An operation that takes the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Op {
+    /// A tick's snapshot: its rows in one atomic write.
+    Snapshot,
+    /// The deposit log pruned after a snapshot.
+    Prune,
+    /// The writer's batch of leases' rows.
+    Leases,
+    /// The writer's batch of deposits.
+    Deposits,
+}
+
+impl Op {
+    const ALL: [Op; 4] = [Op::Snapshot, Op::Prune, Op::Leases, Op::Deposits];
+
+    fn label(self) -> &'static str {
+        match self {
+            Op::Snapshot => "snapshot",
+            Op::Prune => "prune",
+            Op::Leases => "leases",
+            Op::Deposits => "deposits",
+        }
+    }
+}
+
+/// The longest wait for, and hold of, the store by each [`Op`], µs.
+#[derive(Debug, Default)]
+pub(super) struct Holds {
+    wait_us: [AtomicU64; 4],
+    hold_us: [AtomicU64; 4],
+}
+
+impl Holds {
+    /// Runs `f` on `store` under its lock, counting how long `op` waited
+    /// for the lock and held it.
+    pub(super) fn with<T>(
+        &self,
+        op: Op,
+        store: &SharedStore,
+        f: impl FnOnce(&mut dyn Store) -> T,
+    ) -> T {
+        let asked = Instant::now();
+        let mut guard = store.lock();
+        let got = Instant::now();
+        let out = f(&mut **guard);
+        drop(guard);
+        let i = op as usize;
+        let wait = got.saturating_duration_since(asked).as_micros() as u64;
+        self.wait_us[i].fetch_max(wait, Ordering::Relaxed);
+        self.hold_us[i].fetch_max(got.elapsed().as_micros() as u64, Ordering::Relaxed);
+        out
+    }
+
+    /// The longest hold of `op` so far, µs.
+    pub(super) fn hold_max_us(&self, op: Op) -> u64 {
+        self.hold_us[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// The longest wait of `op` so far, µs.
+    pub(super) fn wait_max_us(&self, op: Op) -> u64 {
+        self.wait_us[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// Both gauges, one line per operation (Prometheus text).
+    pub(super) fn metrics_text(&self) -> String {
+        let mut out = String::from(
+            "# HELP router_store_hold_max_us The longest time an operation held the store since the start, µs.\n# TYPE router_store_hold_max_us gauge\n",
+        );
+        for op in Op::ALL {
+            out.push_str(&format!(
+                "router_store_hold_max_us{{op=\"{}\"}} {}\n",
+                op.label(),
+                self.hold_max_us(op)
+            ));
+        }
+        out.push_str("# HELP router_store_wait_max_us The longest time an operation waited for the store since the start, µs.\n# TYPE router_store_wait_max_us gauge\n");
+        for op in Op::ALL {
+            out.push_str(&format!(
+                "router_store_wait_max_us{{op=\"{}\"}} {}\n",
+                op.label(),
+                self.wait_max_us(op)
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{MemoryStore, Table};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[test]
+    fn each_operation_keeps_its_own_longest_hold() {
+        let store: SharedStore = Arc::new(parking_lot::Mutex::new(Box::new(MemoryStore::new())));
+        let holds = Holds::default();
+        // A hold that sleeps 2 ms lasts at least that (a sleep never ends
+        // early); a later, shorter one does not lower the figure.
+        let rows = holds.with(Op::Snapshot, &store, |s| {
+            std::thread::sleep(Duration::from_millis(2));
+            s.load_page(Table::Leases, None, 10).map(|r| r.len())
+        });
+        assert_eq!(
+            rows.unwrap(),
+            0,
+            "f ran on the store and its answer came back"
+        );
+        let long = holds.hold_max_us(Op::Snapshot);
+        assert!(long >= 2_000, "{long} µs");
+        holds.with(Op::Snapshot, &store, |_| ());
+        assert_eq!(holds.hold_max_us(Op::Snapshot), long);
+        // The others are untouched.
+        for op in [Op::Prune, Op::Leases, Op::Deposits] {
+            assert_eq!((holds.hold_max_us(op), holds.wait_max_us(op)), (0, 0));
+        }
+        let text = holds.metrics_text();
+        assert!(text.contains(&format!(
+            "router_store_hold_max_us{{op=\"snapshot\"}} {long}\n"
+        )));
+        assert!(text.contains("router_store_wait_max_us{op=\"prune\"} 0\n"));
+        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 8);
+    }
+}
