@@ -11,10 +11,13 @@
 //! (docs/router.md, "The small box").
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use crate::core::SharedStore;
-use crate::store::Store;
+use crate::core::{SharedStore, Snapshot};
+use crate::store::{Store, StoreError};
+use crate::Router;
+
+use super::Shell;
 
 /// An operation that takes the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +73,27 @@ impl Holds {
         out
     }
 
+    /// Writes `snap` ([`Router::write_snapshot_with`]), counting its hold
+    /// of the store as [`Op::Snapshot`] and logging it where it reached
+    /// [`SLOW_SNAPSHOT`]. Errors as [`Router::write_snapshot`].
+    pub(super) fn write_snapshot(
+        &self,
+        store: &SharedStore,
+        snap: &Snapshot,
+    ) -> Result<(), StoreError> {
+        let mut held = Duration::ZERO;
+        let written = Router::write_snapshot_with(snap, |writes| {
+            self.with(Op::Snapshot, store, |s| {
+                let t = Instant::now();
+                let out = s.write_all(writes);
+                held = t.elapsed();
+                out
+            })
+        });
+        log_slow_snapshot(snap, held);
+        written
+    }
+
     /// The longest hold of `op` so far, µs.
     pub(super) fn hold_max_us(&self, op: Op) -> u64 {
         self.hold_us[op as usize].load(Ordering::Relaxed)
@@ -101,6 +125,50 @@ impl Holds {
             ));
         }
         out
+    }
+}
+
+impl Shell {
+    /// Writes a tick's snapshot `snap`, taken at `now`, outside the
+    /// router's lock, then prunes the deposit log as far as retention
+    /// allows; both count their holds of the store. A failed write leaves
+    /// the state dirty (the next tick retries); errors are logged.
+    pub(super) fn persist(&self, snap: &Snapshot, now: f64) {
+        if let Err(e) = self.holds.write_snapshot(&self.store, snap) {
+            tracing::warn!("tick could not write its snapshot: {e}");
+            self.router.lock().snapshot_failed(snap);
+            return;
+        }
+        let Some(up_to) = self.router.lock().snapshot_written(snap, now) else {
+            return;
+        };
+        match self
+            .holds
+            .with(Op::Prune, &self.store, |s| s.prune_deposits(up_to))
+        {
+            Ok(n) => self.router.lock().deposits_pruned(n),
+            Err(e) => tracing::warn!("could not prune the deposit log: {e}"),
+        }
+    }
+}
+
+/// A snapshot write that held the store at least this long is logged
+/// (each lease and deposit waiting for the writer waits it out).
+pub(super) const SLOW_SNAPSHOT: Duration = Duration::from_millis(100);
+
+/// Logs a snapshot write that held the store [`SLOW_SNAPSHOT`] or
+/// longer, with what it wrote.
+fn log_slow_snapshot(snap: &Snapshot, held: Duration) {
+    if held >= SLOW_SNAPSHOT {
+        tracing::warn!(
+            held_ms = held.as_millis() as u64,
+            target_rows = snap.changed_targets().len(),
+            device_rows = snap.changed_devices().len(),
+            departed = snap.departed().len(),
+            ended_leases = snap.ended_leases().len(),
+            state_bytes = snap.bytes().unwrap_or(0),
+            "a snapshot write held the store: leases and deposits waited for it"
+        );
     }
 }
 

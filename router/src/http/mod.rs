@@ -230,35 +230,10 @@ impl Shell {
             drop(retired);
         }
         if let Some(snap) = snap {
-            let written = Router::write_snapshot_with(&snap, |writes| {
-                self.holds
-                    .with(holds::Op::Snapshot, &self.store, |s| s.write_all(writes))
-            });
-            match written {
-                Err(e) => {
-                    tracing::warn!("tick could not write its snapshot: {e}");
-                    self.router.lock().snapshot_failed(&snap);
-                }
-                Ok(()) => self.prune_after(&snap, now),
-            }
+            self.persist(&snap, now);
         }
         self.write_events(events);
         self.ticks.send_modify(|n| *n += 1);
-    }
-
-    /// After `snap` was written at `now`: prunes the deposit log as far as
-    /// retention allows (outside the router's lock).
-    fn prune_after(&self, snap: &crate::core::Snapshot, now: f64) {
-        let Some(up_to) = self.router.lock().snapshot_written(snap, now) else {
-            return;
-        };
-        let pruned = self
-            .holds
-            .with(holds::Op::Prune, &self.store, |s| s.prune_deposits(up_to));
-        match pruned {
-            Ok(n) => self.router.lock().deposits_pruned(n),
-            Err(e) => tracing::warn!("could not prune the deposit log: {e}"),
-        }
     }
 
     /// Names the replica (and term) this shell answers for in `GET

@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::{agent, LoadReport};
+use super::LoadReport;
 
 /// A process's resident set in KiB (`VmRSS` of `/proc/PID/status`), 0
 /// where it cannot be read.
@@ -115,6 +115,15 @@ pub(crate) fn gauge(body: &str, name: &str) -> Option<u64> {
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// A ureq agent that reports statuses as answers and gives up after 30 s.
+pub fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
 }
 
 /// What the `/metrics` probe saw.

@@ -15,7 +15,7 @@ pub mod fleet;
 mod measure;
 mod population;
 pub use fleet::FleetSpec;
-pub use measure::{check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
+pub use measure::{agent, check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, MetricsProbe, Pick};
 pub use population::{
     lapsed, population_facts, population_facts_in_batches, register_in_process, registration_body,
@@ -134,12 +134,7 @@ pub struct LoadReport {
     /// The largest snapshot row routerd wrote during the run, bytes
     /// (`router_snapshot_bytes` of `/metrics`; 0 where none was read).
     pub snapshot_bytes: u64,
-    /// The longest wait for and hold of routerd's store by each of its
-    /// operations over its life, µs, keyed `hold OP` and `wait OP`
-    /// (`router_store_hold_max_us` and `router_store_wait_max_us` of the
-    /// last `/metrics` read; empty where none was read). A lease with
-    /// items waits for the store writer, so its max includes the longest
-    /// `wait leases`.
+    /// routerd's longest store wait and hold by op, µs (`wait OP`, `hold OP`).
     #[serde(default)]
     pub store_max_us: std::collections::BTreeMap<String, u64>,
     /// With [`LoadSpec::spread`]: field reads, the latency percentiles of
@@ -229,15 +224,6 @@ pub fn spawn_routerd(
             ))
         }
     }
-}
-
-/// A ureq agent that reports statuses as answers and gives up after 30 s.
-pub fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
 }
 
 /// POSTs `body` as JSON to `url` (with the operator key when given);
