@@ -30,8 +30,9 @@
 //!   kernel's busy time ([`busy`]) less the process's own; where it cannot
 //!   be read, the whole process used less than its CPUs less that slack
 //!   since the last check), or the host's own threads (the process less
-//!   the cycle threads) used more than the reserve plus that slack. A host within its reserve that keeps the
-//!   lent core busy is what lending yields to: no promotion;
+//!   the cycle threads) used more than the reserve plus that slack. A host
+//!   within its reserve that keeps the lent core busy is what lending
+//!   yields to: no promotion;
 //! - then every cycle thread goes back to the normal class for a hold
 //!   ([`FIRST_HOLD`], doubled, up to [`MAX_HOLD`], each time starvation
 //!   returns within a hold of the last demotion), and past it for as long
