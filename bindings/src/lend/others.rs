@@ -78,25 +78,16 @@ impl Others {
             return None;
         }
         let last = *self.readings.back()?;
-        // Every span that ends now is a lower bound of its own; the busiest
-        // is the verdict. A neighbour that began inside the window shows in
-        // the spans since it began before it outweighs the quiet part.
-        let spans = self.readings.iter().rev().skip(MIN_SPAN).copied();
-        let mut best: Option<f64> = None;
-        for first in spans.chain(self.first_only()) {
-            if let Some(cores) = self.bound(first, last) {
-                best = Some(best.map_or(cores, |b: f64| b.max(cores)));
-            }
-        }
-        best
-    }
-
-    /// The oldest reading when the window is still shorter than
-    /// [`MIN_SPAN`] intervals (the guard's first checks): the only span.
-    fn first_only(&self) -> Option<Reading> {
-        (self.readings.len() <= MIN_SPAN)
-            .then(|| self.readings.front().copied())
-            .flatten()
+        // Every span that ends now and is at least MIN_SPAN intervals long
+        // (or the whole window while it is shorter) is a lower bound of its
+        // own; the busiest is the verdict.
+        let n = self.readings.len();
+        let starts = n - MIN_SPAN.min(n - 1);
+        self.readings
+            .iter()
+            .take(starts)
+            .filter_map(|&first| self.bound(first, last))
+            .reduce(f64::max)
     }
 
     /// The lower bound over `first..=last`: busy time less the slack of

@@ -61,16 +61,27 @@ impl Holds {
         store: &SharedStore,
         f: impl FnOnce(&mut dyn Store) -> T,
     ) -> T {
+        self.with_held(op, store, f).0
+    }
+
+    /// As [`Holds::with`], also returning how long this call held the store.
+    fn with_held<T>(
+        &self,
+        op: Op,
+        store: &SharedStore,
+        f: impl FnOnce(&mut dyn Store) -> T,
+    ) -> (T, Duration) {
         let asked = Instant::now();
         let mut guard = store.lock();
         let got = Instant::now();
         let out = f(&mut **guard);
         drop(guard);
+        let held = got.elapsed();
         let i = op as usize;
         let wait = got.saturating_duration_since(asked).as_micros() as u64;
         self.wait_us[i].fetch_max(wait, Ordering::Relaxed);
-        self.hold_us[i].fetch_max(got.elapsed().as_micros() as u64, Ordering::Relaxed);
-        out
+        self.hold_us[i].fetch_max(held.as_micros() as u64, Ordering::Relaxed);
+        (out, held)
     }
 
     /// Writes `snap` ([`Router::write_snapshot_with`]), counting its hold
@@ -83,12 +94,9 @@ impl Holds {
     ) -> Result<(), StoreError> {
         let mut held = Duration::ZERO;
         let written = Router::write_snapshot_with(snap, |writes| {
-            self.with(Op::Snapshot, store, |s| {
-                let t = Instant::now();
-                let out = s.write_all(writes);
-                held = t.elapsed();
-                out
-            })
+            let (out, h) = self.with_held(Op::Snapshot, store, |s| s.write_all(writes));
+            held = h;
+            out
         });
         log_slow_snapshot(snap, held);
         written
