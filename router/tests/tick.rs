@@ -1,6 +1,7 @@
-//! The tick's work outside the router's lock (`core/aging.rs`): the
+//! The tick's work: outside the router's lock (`core/aging.rs`), the
 //! field aged on a clone while deposits fold into the field itself, and a
-//! superseded tick's aging dropped.
+//! superseded tick's aging dropped; under it, open verifications lapsed at
+//! their TTL (`core/due.rs`).
 
 use crate::router_core::{cfg, deposit_req, facts, lease, register, Dev};
 use router::store::MemoryStore;
@@ -75,5 +76,58 @@ fn an_aged_clone_from_a_superseded_tick_is_not_put_in_place() {
         serde_json::to_string(r.field()).unwrap(),
         serde_json::to_string(twice.field()).unwrap(),
         "the same as one tick at 30 s"
+    );
+}
+
+/// The expiries the events report for `target` since the last drain.
+fn expired(r: &mut Router, target: &str) -> usize {
+    r.drain_events()
+        .into_iter()
+        .filter_map(|e| match e {
+            router::events::Event::VerificationExpired {
+                target: t, count, ..
+            } if t == target => Some(count),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Two verifications of one row opened 7 s apart and never answered
+/// lapse each at its own TTL, before their leases do: the tick that takes
+/// the row due for the first arms it again for the second (one entry per
+/// target, not one per verification: docs/router.md, "The small box").
+#[test]
+fn unanswered_verifications_lapse_each_at_its_own_ttl() {
+    let mut config = cfg();
+    config.verify.ttl_s = 20.0;
+    let mut r = Router::open(config, Box::new(MemoryStore::default()), 0.0).unwrap();
+    r.put_facts(&facts(), 0.0).unwrap();
+    let a = register(&mut r, "dev-a", "browser", 0.0);
+    let b = register(&mut r, "dev-b", "desktop", 0.0);
+    let c = register(&mut r, "dev-c", "container_plain", 0.0);
+    r.tick(1.0).unwrap();
+    let la = lease(&mut r, &a, 1, 2.0);
+    let item = la.items[0].clone();
+    r.deposit(&deposit_req(&a, &la.lease_id, &item, "h1"), 3.0)
+        .unwrap();
+    r.tick(4.0).unwrap();
+    let granted = |r: &mut Router, d: &Dev, now: f64| {
+        let l = lease(r, d, 8, now);
+        l.items.iter().any(|i| i.target == item.target)
+    };
+    assert!(granted(&mut r, &b, 5.0), "b is asked to verify the row");
+    assert!(granted(&mut r, &c, 12.0), "c is asked too, later");
+    assert_eq!(r.target_view(&item.target).unwrap().open_verifications, 2);
+    drop(r.drain_events());
+    let mut lapsed = Vec::new();
+    for t in [24.0, 25.0, 31.0, 32.0] {
+        r.tick(t).unwrap();
+        let open = r.target_view(&item.target).unwrap().open_verifications;
+        lapsed.push((t, expired(&mut r, &item.target), open));
+    }
+    assert_eq!(
+        lapsed,
+        [(24.0, 0, 2), (25.0, 1, 1), (31.0, 0, 1), (32.0, 1, 0)],
+        "(tick, lapsed, still open): b's at 5 + 20 s, c's at 12 + 20 s"
     );
 }

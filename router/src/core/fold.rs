@@ -14,7 +14,7 @@ use routing::verify::{SettledBy, VoteOutcome};
 
 use super::lease::state_name;
 use super::reports::{Subject, Verdict};
-use super::state::{Observation, TargetRec, KEEP_OBSERVATIONS};
+use super::state::{Observation, TargetRec};
 use super::Router;
 use crate::api::DepositRequest;
 use crate::config::deposit_usage;
@@ -321,16 +321,7 @@ impl Router {
             self.names.intern(&req.adapter_version),
         );
         if let Some(mut tr) = self.d.targets.get_mut(&req.target) {
-            // The oldest goes before the newest comes, and the vector grows
-            // one slot at a time up to the few kept (a first push would
-            // reserve four, a ninth double to sixteen): one `TargetRec` per
-            // target adds up.
-            if tr.observations.len() >= KEEP_OBSERVATIONS {
-                tr.observations.remove(0);
-            } else {
-                tr.observations.reserve_exact(1);
-            }
-            tr.observations.push(Observation {
+            tr.push_observation(Observation {
                 device,
                 hash: hash.clone(),
                 t_s: t,

@@ -51,7 +51,8 @@ pub struct TargetView {
     pub settled: Option<String>,
     /// Verifications asked of devices and not yet answered.
     pub open_verifications: usize,
-    /// Successful observations kept (at most 8, `state::KEEP_OBSERVATIONS`).
+    /// Successful observations kept: the newest and the newest earlier one
+    /// by another device (at most 2, `state::KEEP_OBSERVATIONS`).
     pub observations: usize,
     /// Last executed attempt, seconds, if any.
     pub last_attempt_s: Option<f64>,

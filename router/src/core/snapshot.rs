@@ -158,6 +158,7 @@ pub(super) fn restore_targets(
     each_row(store, Table::Targets, |row| {
         let (mut rec, cells) = target_rows::read(&row.payload)
             .map_err(|e| OpenError::BadState(format!("target {}: {e}", row.key)))?;
+        rec.keep_observations();
         for o in &mut rec.observations {
             o.device = names.intern(&o.device);
             o.adapter = names.intern(&o.adapter);

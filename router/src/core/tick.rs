@@ -163,18 +163,27 @@ impl Router {
         let mut total = 0;
         // Only the targets with an expiry due; read first, write only those
         // with one still open: a write copies the map's path, shared with a
-        // snapshot being written.
-        let due: Vec<String> = self
-            .verify_due
-            .take_due(now_s)
-            .into_iter()
-            .filter(|name| {
-                self.d
-                    .targets
-                    .get(name)
-                    .is_some_and(|t| t.verification.open().iter().any(|(_, at)| *at <= now_s))
-            })
-            .collect();
+        // snapshot being written. Each target taken is armed again at the
+        // earliest expiry it keeps open.
+        let mut due = Vec::new();
+        for name in self.verify_due.take_due(now_s) {
+            let Some(t) = self.d.targets.get(&name) else {
+                continue;
+            };
+            let open = t.verification.open();
+            let next = open
+                .iter()
+                .map(|(_, at)| *at)
+                .filter(|at| *at > now_s)
+                .min_by(f64::total_cmp);
+            let lapsed = open.iter().any(|(_, at)| *at <= now_s);
+            if let Some(at) = next {
+                self.verify_due.push(&name, at);
+            }
+            if lapsed {
+                due.push(name);
+            }
+        }
         let mut expired_v = Vec::new();
         for name in due {
             if let Some(mut t) = self.d.targets.get_mut(&name) {

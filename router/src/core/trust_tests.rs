@@ -155,33 +155,96 @@ fn an_observation_keeps_the_adapter_version_it_was_made_with() {
         );
     }
     let obs = &r.d.targets["ad-0"].observations;
-    let versions: Vec<&str> = obs.iter().map(|o| &*o.adapter_version).collect();
-    assert_eq!(&versions[versions.len() - 3..], ["1.0", "2.0", "1.0"]);
+    let kept: Vec<(&str, &str)> = obs
+        .iter()
+        .map(|o| (&*o.device, &*o.adapter_version))
+        .collect();
+    assert_eq!(kept, [("c", "2.0"), ("d", "1.0")]);
 }
 
-/// A target keeps its newest [`super::state::KEEP_OBSERVATIONS`]
-/// observations, oldest first, in a vector with no spare room (one is
-/// held per target: docs/router.md, "Where the memory goes").
+/// A target keeps the newest observation and the newest earlier one by
+/// another device, in a vector with no spare room (one is held per
+/// target: docs/router.md, "Where the memory goes"). Together they answer
+/// the fold's two questions, the newest observation and the newest by a
+/// device other than a given one, as the whole history would, through
+/// runs of one device longer than the eight kept before.
 #[test]
-fn a_target_keeps_its_newest_observations_and_no_spare_room() {
-    let keep = super::state::KEEP_OBSERVATIONS;
+fn a_target_keeps_what_answers_the_fold_as_its_whole_history_would() {
     let mut r = router();
     let mut secrets = BTreeMap::new();
-    for id in ["a", "b"] {
+    for id in ["a", "b", "c"] {
         register(&mut r, &mut secrets, id, "1.0");
     }
     let mut seq = 0;
-    for n in 0..keep + 3 {
-        let device = if n % 2 == 0 { "a" } else { "b" };
-        observe(&mut r, &mut seq, device, "1.0", 0, &format!("h-{n}"));
+    let mut history: Vec<(String, String)> = Vec::new();
+    let order = "aaaaaaaaaaabbacccccccccccbcabbbbbbbbbbbbaa";
+    for (n, device) in order.chars().map(String::from).enumerate() {
+        let hash = format!("h-{n}");
+        observe(&mut r, &mut seq, &device, "1.0", 0, &hash);
+        history.push((device, hash));
         let obs = &r.d.targets["ad-0"].observations;
-        assert_eq!(obs.len(), (n + 1).min(keep), "after {} observations", n + 1);
+        assert!(obs.len() <= super::state::KEEP_OBSERVATIONS);
         assert_eq!(obs.capacity(), obs.len(), "after {} observations", n + 1);
-        let hashes: Vec<String> = obs.iter().map(|o| o.hash.to_string()).collect();
-        let want: Vec<String> = ((n + 1).saturating_sub(keep)..=n)
-            .map(|k| format!("h-{k}"))
+        assert_eq!(
+            obs.last().map(|o| o.hash.to_string()),
+            history.last().map(|(_, h)| h.clone())
+        );
+        for asker in ["a", "b", "c", "d"] {
+            let kept = obs.iter().rev().find(|o| *o.device != *asker);
+            let whole = history.iter().rev().find(|(d, _)| d != asker);
+            assert_eq!(
+                kept.map(|o| o.hash.to_string()),
+                whole.map(|(_, h)| h.clone()),
+                "the newest by another device than {asker} after {} observations",
+                n + 1
+            );
+        }
+    }
+}
+
+/// A row written when eight observations were kept is cut, as it is
+/// read, to the two kept now: the newest and the newest by another device.
+#[test]
+fn observations_of_an_older_row_are_cut_to_the_two_kept() {
+    use super::state::{Observation, TargetRec};
+    let o = |device: &str, n: usize| Observation {
+        device: device.into(),
+        hash: format!("h-{n}").into(),
+        t_s: n as f64,
+        adapter: "html".into(),
+        adapter_version: "1.0".into(),
+    };
+    let mut rec = TargetRec {
+        source: "board".into(),
+        listing: false,
+        observations: Vec::new(),
+        verification: Default::default(),
+        last_attempt_s: None,
+        due_s: 0.0,
+        churn: Default::default(),
+    };
+    for (older, want) in [
+        (vec![], vec![]),
+        (vec![o("a", 0)], vec!["h-0"]),
+        (vec![o("a", 0), o("a", 1)], vec!["h-1"]),
+        (
+            (0..8).map(|n| o(["a", "b"][n % 2], n)).collect(),
+            vec!["h-6", "h-7"],
+        ),
+        (
+            vec![o("b", 0), o("a", 1), o("c", 2), o("c", 3), o("c", 4)],
+            vec!["h-1", "h-4"],
+        ),
+    ] {
+        rec.observations = older;
+        rec.keep_observations();
+        let kept: Vec<String> = rec
+            .observations
+            .iter()
+            .map(|o| o.hash.to_string())
             .collect();
-        assert_eq!(hashes, want, "the newest, oldest first");
+        assert_eq!(kept, want);
+        assert_eq!(rec.observations.capacity(), rec.observations.len());
     }
 }
 

@@ -125,8 +125,10 @@ fn no_name() -> std::sync::Arc<str> {
     std::sync::Arc::from("")
 }
 
-/// Observations kept per target (most recent last).
-pub const KEEP_OBSERVATIONS: usize = 8;
+/// Observations kept per target (most recent last): the newest, and
+/// before it the newest earlier one by another device
+/// ([`TargetRec::push_observation`]).
+pub const KEEP_OBSERVATIONS: usize = 2;
 
 /// One target.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -135,7 +137,11 @@ pub struct TargetRec {
     pub source: String,
     /// Listing crawl (mints targets) or a page.
     pub listing: bool,
-    /// Recent successful observations.
+    /// Successful observations: the newest last, and before it the newest
+    /// earlier one by another device, if any (at most
+    /// [`KEEP_OBSERVATIONS`]; kept by [`TargetRec::push_observation`]).
+    /// Rows written when eight were kept read as written and are cut to
+    /// these two by [`TargetRec::keep_observations`].
     pub observations: Vec<Observation>,
     /// Verification state of the row.
     pub verification: Verification,
@@ -198,4 +204,43 @@ pub struct Durable {
     /// lapses ([`super::reports`]). Absent in older snapshots: empty.
     #[serde(default)]
     pub reports: super::reports::Reports,
+}
+
+impl TargetRec {
+    /// Records `o` as the newest successful observation, keeping before it
+    /// the newest earlier one by a device other than `o`'s. The two answer
+    /// what the fold asks of a target's history exactly as the whole
+    /// history would: the newest observation, and the newest by a device
+    /// other than any given one (the newest's device is either the given
+    /// one, and the first answers, or not, and the newest does). Eight
+    /// were kept before, and a run of eight by one device hid the others.
+    /// The vector holds no spare room: one is held per target
+    /// (docs/router.md, "Where the memory goes").
+    pub fn push_observation(&mut self, o: Observation) {
+        match self
+            .observations
+            .iter()
+            .rposition(|p| *p.device != *o.device)
+        {
+            Some(i) => {
+                self.observations.drain(..i);
+                self.observations.truncate(1);
+            }
+            None => self.observations.clear(),
+        }
+        self.observations.reserve_exact(1);
+        self.observations.push(o);
+        if self.observations.capacity() > self.observations.len() {
+            self.observations.shrink_to_fit();
+        }
+    }
+
+    /// Cuts observations read from a row written when more were kept to
+    /// the newest and the newest earlier one by another device, as
+    /// [`TargetRec::push_observation`] keeps them.
+    pub fn keep_observations(&mut self) {
+        if let Some(newest) = self.observations.pop() {
+            self.push_observation(newest);
+        }
+    }
 }
