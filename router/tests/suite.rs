@@ -25,3 +25,4 @@ mod snapshots;
 mod stop_signal;
 mod store_suite;
 mod tick;
+mod verification;

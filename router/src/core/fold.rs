@@ -364,6 +364,17 @@ impl Router {
                 s.reopen(target);
             }
         }
+        let settled = tr.verification.settled().is_some();
+        if let (Some(s), true) = (self.settler.as_mut(), settled) {
+            s.observe(target, &l.device, hash, t);
+        }
+        if settled {
+            // Settled on this hash: the answer closes the verification the
+            // device held, if it held one, so the row's cells compact now
+            // instead of when the verification lapses, an hour on.
+            tr.verification.release(&l.device);
+            return None;
+        }
         let outcome = if let Some(s) = self.settler.as_mut() {
             s.observe(target, &l.device, hash, t);
             tr.verification
@@ -371,11 +382,9 @@ impl Router {
                 .ok()?;
             let h = s.decide(target)?;
             tr.verification.settle_inferred(h.as_str())
-        } else if tr.verification.settled().is_none() {
+        } else {
             tr.verification
                 .vote_from(device, hash.clone(), my_trust, my_origin, t, &vc)
-        } else {
-            return None;
         };
         match outcome {
             Ok(VoteOutcome::Settled { by, .. }) => Some(by),

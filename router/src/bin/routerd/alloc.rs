@@ -12,7 +12,11 @@
 //! box").
 
 /// mimalloc: the router allocates many small, short-lived objects per
-/// decision (receipts); measured with `examples/core_bench.rs`.
+/// decision (receipts); measured with `examples/core_bench.rs`. Built with
+/// `--cfg system_alloc` in `RUSTFLAGS`, routerd allocates through `malloc`
+/// instead, so that valgrind's massif can name the call sites of its heap
+/// (docs/router.md, "The small box").
+#[cfg(not(system_alloc))]
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
