@@ -12,7 +12,7 @@ use routing::policy::{
 use routing::politeness::Bucket;
 use routing::verify::{Verification, VerifyConfig, VerifyError};
 
-fn field() -> Field {
+pub(crate) fn field() -> Field {
     let layers = vec![
         Layer::new("source"),
         Layer::new("binding"),
@@ -29,7 +29,12 @@ fn field() -> Field {
 
 const LIVE: &[&str] = &["browser", "container", "desktop"];
 
-fn device<'a>(id: &'a str, tau: f64, limited: bool, caps: &'a [String]) -> DeviceView<'a> {
+pub(crate) fn device<'a>(
+    id: &'a str,
+    tau: f64,
+    limited: bool,
+    caps: &'a [String],
+) -> DeviceView<'a> {
     DeviceView {
         id,
         archetype: "browser",
@@ -37,10 +42,16 @@ fn device<'a>(id: &'a str, tau: f64, limited: bool, caps: &'a [String]) -> Devic
         limited,
         capabilities: caps,
         max_items: 8,
+        origin: None,
     }
 }
 
-fn cand<'a>(target: &'a str, host: &'a str, address: &'a Address, tier: Tier) -> Candidate<'a> {
+pub(crate) fn cand<'a>(
+    target: &'a str,
+    host: &'a str,
+    address: &'a Address,
+    tier: Tier,
+) -> Candidate<'a> {
     Candidate {
         target,
         host,
@@ -55,7 +66,7 @@ fn cand<'a>(target: &'a str, host: &'a str, address: &'a Address, tier: Tier) ->
     }
 }
 
-fn config(batch: usize) -> PolicyConfig {
+pub(crate) fn config(batch: usize) -> PolicyConfig {
     PolicyConfig {
         batch_base: batch,
         bucket_capacity: 100.0,

@@ -13,4 +13,5 @@ mod journal;
 mod mechanisms;
 mod participant;
 mod policy;
+mod policy_relations;
 mod trust_extra;

@@ -145,6 +145,7 @@ impl Router {
         let archetype = rec.archetype.clone();
         let caps = rec.capabilities.clone();
         let trust = rec.trust;
+        let origin = rec.origin();
         let limited = self.limited.contains(&req.device_id);
         let config = self.policy_config(&archetype);
         let mut queue = self.queues.remove(&archetype).unwrap_or_default();
@@ -158,6 +159,7 @@ impl Router {
             limited,
             capabilities: &caps,
             max_items: req.max_items.min(affordable),
+            origin: Some(&origin),
         };
         let decision = policy::lease(
             &self.d.field,

@@ -7,7 +7,8 @@
 //! priority, then target id; each is checked for feasibility (declared
 //! capabilities, gates and a finite mean for the device's archetype in the
 //! decision at its address), tier rules (verification cap, TTL and quorum
-//! involvement; low-value tiers only when value > priced cost), then
+//! involvement, an identity related to a voter counting as involved:
+//! docs/decisions/0028; low-value tiers only when value > priced cost), then
 //! politeness admission (a token spent only for a grant). Filler is drawn
 //! only when no other candidate was granted.
 
@@ -22,6 +23,7 @@ pub use tiers::{preference, Band, Tier, PREFERENCE};
 
 use crate::field::{Address, Field, FieldError, LossReason, Receipt, Work};
 use crate::politeness::{Bucket, PolitenessError};
+use crate::trust::Origin;
 use crate::verify::{Verification, VerifyConfig, VerifyError};
 
 /// Why a lease could not be decided at all (nothing was changed).
@@ -91,6 +93,12 @@ pub struct DeviceView<'a> {
     pub capabilities: &'a [String],
     /// Most items it asked for.
     pub max_items: usize,
+    /// Where its identity came from (`None`: unknown, related to no
+    /// other). A verification is not offered to an identity related to one
+    /// that voted on the row, unless its τ alone settles the row: its vote
+    /// would replace the related one, not add to the quorum
+    /// (`ROUTING.md` §3 Trust; docs/decisions/0028).
+    pub origin: Option<&'a Origin>,
 }
 
 /// One queued target offered to the device.
@@ -348,6 +356,9 @@ fn admissible(
                 .unwrap_or(VerifyError::Full);
             return Err(Pass::Verify(err));
         }
+        if related_to_a_voter(v, device, now_s, &config.verify) {
+            return Err(Pass::Verify(VerifyError::AlreadyInvolved));
+        }
     }
     if c.tier.low_value() {
         let value = if c.value.is_finite() { c.value } else { 0.0 };
@@ -359,4 +370,26 @@ fn admissible(
         }
     }
     Ok(())
+}
+
+/// Whether `device`'s vote on the row `v` could only replace the vote of
+/// an identity related to it at `now_s` (`config.relation`), so that a
+/// verification would cost the device a crawl and add nothing to the
+/// quorum. A device whose τ alone settles (at or above `config.tau_hi`) is
+/// never refused for it, nor is one of unknown origin.
+fn related_to_a_voter(
+    v: &Verification,
+    device: &DeviceView<'_>,
+    now_s: f64,
+    config: &VerifyConfig,
+) -> bool {
+    let Some(mine) = device.origin else {
+        return false;
+    };
+    device.trust < config.tau_hi
+        && v.votes().iter().any(|vote| {
+            vote.origin
+                .as_ref()
+                .is_some_and(|o| o.related(mine, &config.relation, now_s))
+        })
 }
