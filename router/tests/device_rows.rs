@@ -240,15 +240,16 @@ fn a_departed_id_registered_anew_before_the_next_snapshot_keeps_its_new_row() {
     assert!(!secret.is_empty());
 }
 
-/// The names records repeat (a device's credential and network, an
-/// observation's device, adapter and version) are one copy each, before
+/// The names records repeat (a device's credential, network, archetype,
+/// capabilities and adapter version, an observation's device, adapter and
+/// version) are one copy each, before
 /// and after a restart: the restart shares what it reads
 /// (docs/router.md, "The small box").
 #[test]
 fn records_share_their_names_and_a_restart_shares_them_again() {
     use std::sync::Arc;
     let dir = tempfile::tempdir().unwrap();
-    let (mut r, devices) = seeded(dir.path(), 4);
+    let (mut r, devices) = seeded(dir.path(), 8);
     let mut t = 3.0;
     while r
         .targets_table()
@@ -282,7 +283,25 @@ fn records_share_their_names_and_a_restart_shares_them_again() {
                 Arc::ptr_eq(&d.credential, &recs[0].credential),
                 "one credential"
             );
+            assert!(
+                Arc::ptr_eq(&d.adapter_version, &recs[0].adapter_version),
+                "one adapter version"
+            );
         }
+        // Devices of one archetype share its name and their capabilities.
+        let mut shared = 0;
+        for (i, d) in recs.iter().enumerate() {
+            for e in recs[..i].iter().filter(|e| *e.archetype == *d.archetype) {
+                assert!(Arc::ptr_eq(&d.archetype, &e.archetype), "one archetype");
+                assert_eq!(d.capabilities, e.capabilities);
+                assert!(
+                    Arc::ptr_eq(&d.capabilities, &e.capabilities),
+                    "one list of capabilities"
+                );
+                shared += 1;
+            }
+        }
+        assert!(shared > 0, "no two devices of one archetype to compare");
     };
     check(&r);
     drop(r);

@@ -44,7 +44,40 @@ pub struct Bucket {
     declared_rate: Option<f64>,
 }
 
+/// A bucket's level: the tokens it held at its last refill and that
+/// refill's time (seconds; `None`: never refilled). With the capacity and
+/// rate it is all a bucket that was never paused, spaced or declared
+/// again holds, so a holder of many such buckets of one capacity and rate
+/// keeps their levels (24 bytes each) and one template
+/// ([`Bucket::level`], [`Bucket::at_level`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Level {
+    /// Tokens held after the last refill.
+    pub tokens: f64,
+    /// Time of the last refill, seconds.
+    pub t_last: Option<f64>,
+}
+
 impl Bucket {
+    /// This bucket's level (see [`Level`]).
+    pub fn level(&self) -> Level {
+        Level {
+            tokens: self.tokens,
+            t_last: self.t_last,
+        }
+    }
+
+    /// A copy of this bucket at `level`: its capacity, rate, pause and
+    /// crawl delay, with the tokens and last refill of `level` (tokens
+    /// above the ceiling are cut to it).
+    pub fn at_level(&self, level: Level) -> Bucket {
+        Bucket {
+            tokens: level.tokens.min(self.ceiling()),
+            t_last: level.t_last,
+            ..self.clone()
+        }
+    }
+
     /// A full bucket of `capacity` tokens (finite, ≥ 1) refilling at `rate`
     /// tokens per second (finite, > 0). Errors: [`PolitenessError`].
     pub fn new(capacity: f64, rate: f64) -> Result<Bucket, PolitenessError> {

@@ -1,7 +1,7 @@
 //! Prices, politeness, trust and verification settlement beyond the
 //! golden vectors.
 
-use routing::politeness::{Bucket, PolitenessError, MAX_CRAWL_DELAY_S};
+use routing::politeness::{Bucket, Level, PolitenessError, MAX_CRAWL_DELAY_S};
 use routing::prices::{Pool, PriceError};
 use routing::trust::{self, State};
 use routing::verify::{Verification, VerifyConfig, VerifyError};
@@ -260,4 +260,43 @@ fn quorum_and_trusted_settlement() {
     let bad = VerifyConfig { quorum: 0, ..vc };
     assert_eq!(o.begin("r", 0.0, &bad), Err(VerifyError::BadConfig));
     assert_eq!(o.begin("r", f64::NAN, &vc), Err(VerifyError::BadTime));
+}
+
+/// A bucket kept as its level and rebuilt from a template before each
+/// request admits exactly when the whole bucket would, at every step.
+#[test]
+fn a_bucket_kept_as_its_level_admits_as_the_whole_bucket() {
+    let template = Bucket::new(3.0, 0.5).unwrap();
+    let mut whole = template.clone();
+    let mut level = template.level();
+    assert_eq!(
+        template.at_level(level),
+        template,
+        "a fresh level is a new bucket"
+    );
+    // Bursts, idle gaps, a clock that steps back, and polls between.
+    let times = [
+        0.0, 0.0, 0.0, 0.0, 0.4, 1.9, 2.0, 2.1, 1.0, 9.0, 9.0, 9.0, 9.0, 30.0,
+    ];
+    let mut admitted = 0;
+    for &t in &times {
+        let mut b = template.at_level(level);
+        assert_eq!(b.next_admit_s(t), whole.next_admit_s(t), "wait at {t}");
+        assert_eq!(b.is_full_at(t), whole.is_full_at(t), "full at {t}");
+        let got = b.admit(t).unwrap();
+        assert_eq!(got, whole.admit(t).unwrap(), "admit at {t}");
+        admitted += usize::from(got);
+        level = b.level();
+        assert_eq!(b, whole);
+    }
+    assert_eq!(
+        admitted, 8,
+        "three at 0 s, one at 2 s, three at 9 s, one at 30 s"
+    );
+    // Tokens above a template's ceiling are cut to it.
+    let over = Level {
+        tokens: 50.0,
+        t_last: Some(0.0),
+    };
+    assert_eq!(template.at_level(over).tokens(), 3.0);
 }

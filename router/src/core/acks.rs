@@ -38,15 +38,17 @@ pub const ACKS_MAX: usize = 262_144;
 type TokenKey = [u8; 16];
 
 /// One acknowledgement: its token, what identifies the deposit, its
-/// answer and when it was given. The deposit's identity is one SHA-256
-/// over the device, the lease, the target and the request's digest, so an
-/// acknowledgement holds 80 bytes however long its strings are (the
-/// router holds up to [`ACKS_MAX`] of them: docs/router.md, "The small
-/// box").
+/// answer and when it was given. The deposit's identity is the first 16
+/// bytes of one SHA-256 over the device, the lease, the target and the
+/// request's digest (matching another deposit's by chance is a 2^-128
+/// event, and by design costs a search of about 2^64 hashes to get
+/// nothing but the other's answer), so an acknowledgement holds 64 bytes
+/// however long its strings are (the router holds up to [`ACKS_MAX`] of
+/// them: docs/router.md, "The small box").
 #[derive(Debug, Clone, PartialEq)]
 struct Ack {
     token: TokenKey,
-    identity: [u8; 32],
+    identity: [u8; 16],
     response: DepositResponse,
     at_s: f64,
 }
@@ -98,15 +100,18 @@ impl DepositKey<'_> {
         k
     }
 
-    /// SHA-256 over the four parts, each preceded by its length, so no two
-    /// different tuples hash the same input.
-    fn identity(&self) -> [u8; 32] {
+    /// The first 16 bytes of a SHA-256 over the four parts, each preceded
+    /// by its length, so no two different tuples hash the same input.
+    fn identity(&self) -> [u8; 16] {
         let mut h = Sha256::new();
         for part in [self.device, self.lease_id, self.target, self.request] {
             h.update((part.len() as u64).to_le_bytes());
             h.update(part.as_bytes());
         }
-        h.finalize().into()
+        let d = h.finalize();
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&d[..16]);
+        k
     }
 }
 
@@ -198,6 +203,13 @@ mod tests {
             trust: 0.5,
             settled: false,
         }
+    }
+
+    /// An acknowledgement is 64 bytes whatever its strings (the queue
+    /// holds up to `ACKS_MAX`).
+    #[test]
+    fn an_acknowledgement_is_sixty_four_bytes() {
+        assert_eq!(std::mem::size_of::<Ack>(), 64);
     }
 
     #[test]

@@ -186,7 +186,7 @@ impl Router {
             if d.state == TrustState::Revoked {
                 return Err(ApiError::Forbidden(req.device_id.clone(), "revoked".into()));
             }
-            if d.archetype != req.archetype {
+            if *d.archetype != *req.archetype {
                 return Err(ApiError::bad(
                     "archetype",
                     format!(
@@ -242,9 +242,9 @@ impl Router {
             return Ok(Registration::New(NewIdentity {
                 id: req.device_id.clone(),
                 rec: DeviceRec {
-                    archetype: req.archetype.clone(),
-                    capabilities: req.capabilities.clone(),
-                    adapter_version: req.adapter_version.clone(),
+                    archetype: self.names.intern(&req.archetype),
+                    capabilities: self.names.intern_list(&req.capabilities),
+                    adapter_version: self.names.intern(&req.adapter_version),
                     trust: routing::trust::INITIAL,
                     state: TrustState::Normal,
                     secret_digest: ids::SecretDigest::of(&secret),
@@ -264,8 +264,8 @@ impl Router {
                 req.device_id.chars().take(64).collect(),
             ));
         };
-        rec.capabilities = req.capabilities.clone();
-        rec.adapter_version = req.adapter_version.clone();
+        rec.capabilities = self.names.intern_list(&req.capabilities);
+        rec.adapter_version = self.names.intern(&req.adapter_version);
         rec.secret_digest = ids::SecretDigest::of(&secret);
         rec.last_seen_s = now_s;
         let (trust, state) = (rec.trust, rec.state);

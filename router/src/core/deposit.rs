@@ -157,7 +157,7 @@ impl Router {
             now_s,
         )?;
         self.check_discovery(req)?;
-        let archetype = self.d.devices[&req.device_id].archetype.clone();
+        let archetype = self.d.devices[&req.device_id].archetype.to_string();
         let mut logged = Logged {
             device: req.device_id.clone(),
             archetype,

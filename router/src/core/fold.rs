@@ -482,7 +482,7 @@ impl Router {
                 self.d
                     .devices
                     .get(&*other.device)
-                    .map(|d| d.adapter_version.clone())
+                    .map(|d| d.adapter_version.to_string())
                     .unwrap_or_default()
             } else {
                 other.adapter_version.to_string()

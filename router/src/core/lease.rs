@@ -148,7 +148,10 @@ impl Router {
         let origin = rec.origin();
         let limited = self.limited.contains(&req.device_id);
         let config = self.policy_config(&archetype);
-        let mut queue = self.queues.remove(&archetype).unwrap_or_default();
+        let (key, mut queue) = self
+            .queues
+            .remove_entry(&*archetype)
+            .unwrap_or_else(|| (archetype.to_string(), Default::default()));
         let head = self.lease_head(&mut queue, &req.device_id, now_s);
         let cands = candidates(&head, &self.d.targets, self.cfg.reobserve_s.0);
         let (affordable, binding) = self.affordable_items();
@@ -176,7 +179,7 @@ impl Router {
                 for q in head.into_iter().rev() {
                     queue.push_front(q);
                 }
-                self.queues.insert(archetype, queue);
+                self.queues.insert(key, queue);
                 return Err(ApiError::bad("lease", e.to_string()));
             }
         };
@@ -204,7 +207,7 @@ impl Router {
                 queue.push_front(q);
             }
         }
-        self.queues.insert(archetype, queue);
+        self.queues.insert(key, queue);
         Ok(self.issue_lease(&req.device_id, decision.grants, politeness_wait, now_s))
     }
 

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use routing::politeness::Bucket;
+use routing::politeness::{Bucket, Level};
 
 use crate::api::ApiError;
 
@@ -38,12 +38,17 @@ impl Scope {
     }
 }
 
-/// One map of buckets, all of one capacity and rate.
+/// One map of buckets, all of one capacity and rate: each key holds its
+/// bucket's level only (about 40 bytes an entry with its key, where a
+/// whole bucket under a `String` took 96: a router holds one per live
+/// device; docs/router.md, "The small box"). These buckets are never
+/// paused or spaced, so the level is all they hold ([`Level`]).
 #[derive(Debug, Clone)]
 struct Buckets {
-    /// A new, full bucket: what every key starts with.
+    /// A new, full bucket: what every key starts with, and the capacity
+    /// and rate every level is read with.
     template: Bucket,
-    map: HashMap<String, Bucket>,
+    map: HashMap<Box<str>, Level>,
 }
 
 impl Buckets {
@@ -58,14 +63,20 @@ impl Buckets {
     /// Takes one token of `key`'s bucket at `now_s`; `Err(wait_s)` (the
     /// seconds until one is back) when it is empty.
     fn charge(&mut self, key: &str, now_s: f64) -> Result<(), f64> {
-        if !self.map.contains_key(key) && self.map.len() >= TRACKED_MAX {
-            self.map.retain(|_, b| !b.is_full_at(now_s));
+        let Buckets { template, map } = self;
+        if !map.contains_key(key) {
+            if map.len() >= TRACKED_MAX {
+                map.retain(|_, l| !template.at_level(*l).is_full_at(now_s));
+            }
+            map.insert(key.into(), template.level());
         }
-        let b = self
-            .map
-            .entry(key.to_string())
-            .or_insert_with(|| self.template.clone());
-        match b.admit(now_s) {
+        let Some(level) = map.get_mut(key) else {
+            return Err(f64::INFINITY);
+        };
+        let mut b = template.at_level(*level);
+        let admitted = b.admit(now_s);
+        *level = b.level();
+        match admitted {
             Ok(true) => Ok(()),
             Ok(false) => Err(b.next_admit_s(now_s)),
             // A non-finite clock admits nothing.
@@ -75,7 +86,9 @@ impl Buckets {
 
     /// Seconds until `key` could spend a token (0 for a key never seen).
     fn wait_s(&self, key: &str, now_s: f64) -> f64 {
-        self.map.get(key).map_or(0.0, |b| b.next_admit_s(now_s))
+        self.map
+            .get(key)
+            .map_or(0.0, |l| self.template.at_level(*l).next_admit_s(now_s))
     }
 
     fn len(&self) -> usize {

@@ -42,7 +42,7 @@ mod tests {
     fn rec(trust: f64) -> DeviceRec {
         DeviceRec {
             archetype: "browser".into(),
-            capabilities: vec![],
+            capabilities: Arc::from([]),
             adapter_version: "1".into(),
             trust,
             state: routing::trust::State::Normal,

@@ -19,6 +19,8 @@ use std::sync::Arc;
 #[derive(Debug, Default)]
 pub struct Names {
     set: HashSet<Arc<str>>,
+    /// Lists of names (a device's declared capabilities), shared whole.
+    lists: HashSet<Arc<[String]>>,
 }
 
 impl Names {
@@ -33,14 +35,29 @@ impl Names {
         held
     }
 
-    /// Drops every name held only here; returns how many were dropped.
+    /// The one shared copy of the list `names`, as [`Names::intern`].
+    pub fn intern_list(&mut self, names: &[String]) -> Arc<[String]> {
+        if let Some(held) = self.lists.get(names) {
+            return held.clone();
+        }
+        let held: Arc<[String]> = Arc::from(names);
+        self.lists.insert(held.clone());
+        held
+    }
+
+    /// Drops every name and list held only here; returns how many were
+    /// dropped.
     pub fn prune(&mut self) -> usize {
-        let before = self.set.len();
+        let before = self.set.len() + self.lists.len();
         self.set.retain(|n| Arc::strong_count(n) > 1);
         if self.set.capacity() > 2 * self.set.len().max(16) {
             self.set.shrink_to_fit();
         }
-        before - self.set.len()
+        self.lists.retain(|n| Arc::strong_count(n) > 1);
+        if self.lists.capacity() > 2 * self.lists.len().max(16) {
+            self.lists.shrink_to_fit();
+        }
+        before - self.set.len() - self.lists.len()
     }
 
     /// Names held.
@@ -70,6 +87,21 @@ mod tests {
         let c = n.intern("dev-2");
         assert!(!Arc::ptr_eq(&a, &c));
         assert_eq!(n.len(), 2);
+    }
+
+    #[test]
+    fn a_list_is_held_once_and_shared_and_pruned_like_a_name() {
+        let mut n = Names::default();
+        let caps = vec!["needs_js".to_string(), "residential".to_string()];
+        let a = n.intern_list(&caps);
+        let b = n.intern_list(&caps.clone());
+        assert!(Arc::ptr_eq(&a, &b), "one allocation for both");
+        assert_eq!(&a[..], &caps[..]);
+        let other = n.intern_list(&caps[..1]);
+        assert!(!Arc::ptr_eq(&a, &other));
+        drop(other);
+        assert_eq!(n.prune(), 1, "the list no one else holds");
+        assert!(Arc::ptr_eq(&n.intern_list(&caps), &a), "the held one kept");
     }
 
     #[test]

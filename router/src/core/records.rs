@@ -198,8 +198,8 @@ impl Router {
         let d = self.d.devices.get(id)?;
         Some(DeviceView {
             device_id: id.to_string(),
-            archetype: d.archetype.clone(),
-            adapter_version: d.adapter_version.clone(),
+            archetype: d.archetype.to_string(),
+            adapter_version: d.adapter_version.to_string(),
             trust: d.trust,
             state: d.state,
             live: self.live.contains_key(id),

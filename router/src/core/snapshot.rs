@@ -200,6 +200,9 @@ pub(super) fn restore_devices(
             let mut rec: DeviceRec = serde_json::from_value(identity.clone()).map_err(bad)?;
             rec.credential = names.intern(&rec.credential);
             rec.network = rec.network.map(|n| names.intern(&n));
+            rec.archetype = names.intern(&rec.archetype);
+            rec.capabilities = names.intern_list(&rec.capabilities);
+            rec.adapter_version = names.intern(&rec.adapter_version);
             d.devices.restore(row.key, rec);
         }
         Ok(())

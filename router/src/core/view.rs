@@ -368,7 +368,7 @@ impl ViewTables {
         // archetype → (live, known, trust sum)
         let mut by: BTreeMap<&str, (usize, usize, f64)> = BTreeMap::new();
         for (id, d) in &self.devices {
-            let e = by.entry(d.archetype.as_str()).or_default();
+            let e = by.entry(&*d.archetype).or_default();
             e.1 += 1;
             e.2 += d.trust;
             e.0 += usize::from(self.live.contains_key(id));

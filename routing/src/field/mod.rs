@@ -419,9 +419,16 @@ impl Field {
             return Err(FieldError::CompactRoot);
         }
         let mut work = Work::default();
+        let vars: BTreeMap<String, Vec<f64>> = self
+            .dimensions
+            .iter()
+            .map(|d| (d.clone(), self.vars_for(d).1))
+            .collect();
         for per in self.trees.values_mut() {
-            for tree in per.values_mut() {
-                tree.compact(address.labels(), &mut work);
+            for (dimension, tree) in per.iter_mut() {
+                if let Some(v) = vars.get(dimension) {
+                    tree.compact(address.labels(), v, &mut work);
+                }
             }
         }
         let d = address.depth();

@@ -60,7 +60,7 @@ fn live_archetypes(
     let mut set: BTreeSet<&str> = BTreeSet::new();
     for (_, d) in crate::core::live_join::live_records(live, devices) {
         if !matches!(d.state, TrustState::Suspended | TrustState::Revoked) {
-            set.insert(d.archetype.as_str());
+            set.insert(&*d.archetype);
             if set.len() >= declared {
                 break;
             }

@@ -17,15 +17,19 @@ use routing::verify::Verification;
 mod tracked;
 pub use tracked::{Devices, RecMut, Table, Tally, Targets, Tracked};
 
-/// Durable identity and earned trust of one device.
+/// Durable identity and earned trust of one device. Its archetype,
+/// capabilities and adapter version are shared with every other device
+/// that declared the same (the router's `Names`: a router holds one
+/// record per device, and a fleet's devices declare a handful of each;
+/// docs/router.md, "The small box"); the JSON is plain strings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceRec {
     /// Archetype it registered with.
-    pub archetype: String,
+    pub archetype: std::sync::Arc<str>,
     /// Declared capabilities.
-    pub capabilities: Vec<String>,
+    pub capabilities: std::sync::Arc<[String]>,
     /// Adapter version it runs.
-    pub adapter_version: String,
+    pub adapter_version: std::sync::Arc<str>,
     /// τ ∈ [0, 1].
     pub trust: f64,
     /// Trust state (operator states are sticky).
@@ -52,7 +56,7 @@ pub struct DeviceRec {
     pub deposits: u64,
     /// Whether the operator marked it a liar in a test world (never set by the router).
     #[serde(default)]
-    pub note: Option<String>,
+    pub note: Option<Box<str>>,
 }
 
 fn default_credential() -> std::sync::Arc<str> {
