@@ -381,8 +381,10 @@ mod tests {
         n.set_weight(None);
         n.set_prior_residual(0.0);
         assert_eq!(n, Node::default(), "back to defaults holds nothing");
+        // An old snapshot's cell: its caches written, the message too.
         let old = r#"{"prior_residual":0.5,"own":{"precision":1.0,"information":2.0},
-            "inner":{"precision":3.0,"information":4.0},"children":{"a":{"weight":1.0}}}"#;
+            "inner":{"precision":3.0,"information":4.0},
+            "message":{"precision":0.5,"information":0.25},"children":{"a":{"weight":1.0}}}"#;
         let n: Node = serde_json::from_str(old).unwrap();
         assert_eq!((n.prior_residual(), n.weight()), (0.5, None));
         assert_eq!(n.inner.precision, 3.0, "an old snapshot's cache reads");
