@@ -8,7 +8,7 @@ use crate::support;
 
 use serde_json::json;
 
-use crate::support::routerd::{registration, Routerd, CLOCK_START_S, TOKEN};
+use crate::support::routerd::{registration, Routerd, CLOCK_START_S, OPERATOR_KEY, TOKEN};
 
 /// A deposit retried after its answer was lost got 404 once its lease
 /// had finished, so the device could not know it had been accepted. Now
@@ -163,6 +163,51 @@ fn a_connection_that_sends_nothing_is_closed_after_the_idle_timeout() {
     let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
     assert_eq!(s, 200, "still serving: {v}");
     r.stop();
+}
+
+/// A kept-alive connection left idle after its answer is closed after
+/// `--keep-alive-s` (its slot under the connection cap given back), and
+/// routerd goes on serving; an out-of-range value is refused at start.
+#[test]
+fn a_connection_left_idle_after_its_answer_is_closed_after_the_keep_alive() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let r = Routerd::start_manual(dir.path(), CLOCK_START_S, &["--keep-alive-s", "0.3"]);
+    let addr = r.base.trim_start_matches("http://").to_string();
+    let mut kept = std::net::TcpStream::connect(&addr).unwrap();
+    kept.write_all(b"GET /v1/none HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // Wait on the event: the answer, then the end of stream (a reset
+    // counts too), whatever the answer's length.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    loop {
+        match kept.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 404"),
+        "answered, then closed: {text}"
+    );
+    let (s, v) = r.post("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "still serving: {v}");
+    r.stop();
+    for bad in ["0", "-1", "nan", "3601"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_routerd"))
+            .arg("--data")
+            .arg(dir.path())
+            .args(["--listen", "127.0.0.1:0", "--operator-key", OPERATOR_KEY])
+            .args(["--registration-token", TOKEN])
+            .arg(format!("--keep-alive-s={bad}"))
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "--keep-alive-s {bad} was taken");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--keep-alive-s"), "{bad}: {err}");
+    }
 }
 
 /// Registration was answered before it was saved: a SIGKILL before the

@@ -7,11 +7,18 @@
 //!   connections wait in the kernel's backlog until one closes, so a
 //!   device holding many connections open cannot take the process's
 //!   memory or file descriptors.
-//! - **A silent peer is closed.** A read that waits longer than the idle
-//!   timeout for the peer's next byte fails the connection: a request
-//!   whose headers or body never finish, and a kept-alive connection that
-//!   sends nothing more, are closed after it. The timeout must exceed the
-//!   longest long poll ([`crate::api::MAX_LEASE_WAIT_S`]) plus its answer.
+//! - **A silent peer is closed.** While a request is in progress (from
+//!   its first byte to its answer's first byte), a read that waits longer
+//!   than the idle timeout for the peer's next byte fails the connection:
+//!   a request whose headers or body never finish is closed after it. The
+//!   timeout must exceed the longest long poll
+//!   ([`crate::api::MAX_LEASE_WAIT_S`]) plus its answer.
+//! - **An idle connection is let go.** Between requests (before the first,
+//!   or once an answer began) a connection that neither sends nor is
+//!   written to for the keep-alive timeout is closed, as an end of stream:
+//!   a device working an item for seconds gives its connection's slot and
+//!   buffers back, and opens another for its deposit. Under the cap, a
+//!   slot held idle is a slot another device waits for in the backlog.
 //! - **A slow peer is closed too.** From the first byte of a request to
 //!   the first byte of its answer at most the request deadline may pass:
 //!   a peer that trickles a byte now and then, each within the idle
@@ -37,10 +44,14 @@ use tokio::time::{Instant, Sleep};
 /// The time limits of one connection.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
-    /// Longest wait for the peer's next byte while a read is pending.
+    /// Longest wait for the peer's next byte while a request is in
+    /// progress and a read is pending.
     pub idle: Duration,
     /// Longest time from a request's first byte to its answer's first byte.
     pub request: Duration,
+    /// Longest a connection stays open between requests with nothing read
+    /// or written (then it is closed, as an end of stream).
+    pub keep_alive: Duration,
 }
 
 /// A TCP listener with a connection cap, a read idle timeout and a
@@ -137,6 +148,16 @@ impl Guarded {
         }
     }
 
+    /// Bytes of an answer were written: no request is in progress, and
+    /// the keep-alive timeout counts from now (a pending read's timer
+    /// moves with it).
+    fn wrote(&mut self) {
+        self.in_request = false;
+        let at = Instant::now() + self.timeouts.keep_alive;
+        self.timer.as_mut().reset(at);
+        self.armed = true;
+    }
+
     fn past_deadline() -> io::Error {
         io::Error::new(
             io::ErrorKind::TimedOut,
@@ -172,10 +193,18 @@ impl AsyncRead for Guarded {
                     return Poll::Ready(Err(Guarded::past_deadline()));
                 }
                 if !me.armed {
-                    me.timer.as_mut().reset(Instant::now() + me.timeouts.idle);
+                    let wait = if me.in_request {
+                        me.timeouts.idle
+                    } else {
+                        me.timeouts.keep_alive
+                    };
+                    me.timer.as_mut().reset(Instant::now() + wait);
                     me.armed = true;
                 }
                 match me.timer.as_mut().poll(cx) {
+                    // Between requests: let the connection go, an end of
+                    // stream that closes it cleanly.
+                    Poll::Ready(()) if !me.in_request => Poll::Ready(Ok(())),
                     Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "the peer sent nothing within the idle timeout",
@@ -196,7 +225,7 @@ impl AsyncWrite for Guarded {
         let r = Pin::new(&mut self.io).poll_write(cx, buf);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
             // The answer began: the next byte read starts the next request.
-            self.in_request = false;
+            self.wrote();
         }
         r
     }
@@ -216,7 +245,7 @@ impl AsyncWrite for Guarded {
     ) -> Poll<io::Result<usize>> {
         let r = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
         if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
-            self.in_request = false;
+            self.wrote();
         }
         r
     }
@@ -232,10 +261,13 @@ mod tests {
     use axum::serve::Listener;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    /// Idle and request limits as given, and a keep-alive as long as the
+    /// idle timeout (the tests of the keep-alive set their own).
     fn timeouts(idle_s: u64, request_s: u64) -> Timeouts {
         Timeouts {
             idle: Duration::from_secs(idle_s),
             request: Duration::from_secs(request_s),
+            keep_alive: Duration::from_secs(idle_s),
         }
     }
 
@@ -295,6 +327,75 @@ mod tests {
         // 100 s on one connection, no request older than 25 s: still open.
         c.write_all(b"q").await.unwrap();
         assert_eq!(g.read(&mut b).await.unwrap(), 1);
+    }
+
+    /// Between requests a connection is let go after the keep-alive
+    /// timeout, as an end of stream; while a request is in progress (a
+    /// long poll) its pending read waits the idle timeout instead.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_let_go_after_the_keep_alive_not_during_a_request() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let limits = Timeouts {
+            keep_alive: Duration::from_secs(5),
+            ..timeouts(30, 60)
+        };
+        let mut l = Bounded::new(tcp, 4, limits);
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let (mut g, _) = l.accept().await;
+        let mut b = [0u8; 8];
+        c.write_all(b"q").await.unwrap();
+        assert_eq!(g.read(&mut b).await.unwrap(), 1);
+        // The request is held 20 s, four keep-alives: its read stays pending.
+        let held = tokio::time::timeout(Duration::from_secs(20), g.read(&mut b)).await;
+        assert!(held.is_err(), "a pending read during a request: {held:?}");
+        g.write_all(b"a").await.unwrap();
+        let answered = Instant::now();
+        c.read_exact(&mut b[..1]).await.unwrap();
+        assert_eq!(g.read(&mut b).await.unwrap(), 0, "an end of stream");
+        assert_eq!(answered.elapsed(), Duration::from_secs(5));
+        // A connection that never sends a byte is let go the same way.
+        let _c2 = TcpStream::connect(addr).await.unwrap();
+        let (mut g2, _) = l.accept().await;
+        let opened = Instant::now();
+        assert_eq!(g2.read(&mut b).await.unwrap(), 0);
+        assert_eq!(opened.elapsed(), Duration::from_secs(5));
+    }
+
+    /// An answer written slowly is not cut: the keep-alive counts from the
+    /// last byte written, with the connection's read pending throughout.
+    #[tokio::test(start_paused = true)]
+    async fn the_keep_alive_counts_from_the_last_byte_written() {
+        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = tcp.local_addr().unwrap();
+        let limits = Timeouts {
+            keep_alive: Duration::from_secs(5),
+            ..timeouts(30, 60)
+        };
+        let mut l = Bounded::new(tcp, 4, limits);
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let (g, _) = l.accept().await;
+        c.write_all(b"q").await.unwrap();
+        let (mut rd, mut wr) = tokio::io::split(g);
+        let mut b = [0u8; 8];
+        assert_eq!(rd.read(&mut b).await.unwrap(), 1);
+        let start = Instant::now();
+        let reader = tokio::spawn(async move {
+            let mut b = [0u8; 8];
+            let n = rd.read(&mut b).await.unwrap();
+            (n, Instant::now())
+        });
+        for _ in 0..3 {
+            wr.write_all(b"a").await.unwrap();
+            tokio::time::sleep(Duration::from_secs(4)).await;
+        }
+        let (n, closed) = reader.await.unwrap();
+        assert_eq!(n, 0, "an end of stream");
+        assert_eq!(
+            closed - start,
+            Duration::from_secs(13),
+            "5 s after the write at 8 s"
+        );
     }
 
     /// At the cap the listener holds no permit to accept with; a closed

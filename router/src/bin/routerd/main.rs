@@ -157,6 +157,13 @@ struct ServeArgs {
     /// connection left idle (0 < S ≤ 3,600; above the 30 s long poll).
     #[arg(long, default_value_t = 45.0)]
     idle_s: f64,
+    /// Seconds a connection may stay open between requests with nothing
+    /// sent either way before it is closed (0 < S ≤ 3,600; at most
+    /// `--idle-s`, to which a larger value is cut): a device working an
+    /// item gives its connection's slot back (docs/router.md, "The small
+    /// box").
+    #[arg(long, default_value_t = 5.0)]
+    keep_alive_s: f64,
     /// Seconds a logged deposit is kept once a written snapshot covers it
     /// (60..=31,536,000); then it is pruned from the log.
     #[arg(long, default_value_t = 86_400.0)]
@@ -279,36 +286,30 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
 ///
 /// Errors: a flag out of its range, named with its range.
 fn serve_limits(args: &ServeArgs) -> Result<(Duration, Timeouts)> {
-    if !(args.drain_s.is_finite() && (0.0..=600.0).contains(&args.drain_s)) {
-        bail!("--drain-s must be in [0, 600], got {}", args.drain_s);
-    }
-    if !(args.idle_s.is_finite() && args.idle_s > 0.0 && args.idle_s <= 3600.0) {
-        bail!("--idle-s must be in (0, 3600], got {}", args.idle_s);
-    }
-    if !(args.aging_period_s.is_finite() && (0.0..=3600.0).contains(&args.aging_period_s)) {
-        bail!(
-            "--aging-period-s must be in [0, 3600], got {}",
-            args.aging_period_s
-        );
-    }
     let max_wait = router::api::MAX_LEASE_WAIT_S;
-    if !(args.request_s.is_finite() && args.request_s > max_wait && args.request_s <= 3600.0) {
-        bail!(
-            "--request-s must be in ({max_wait}, 3600], got {}",
-            args.request_s
-        );
-    }
+    in_range("drain-s", args.drain_s, (0.0, true), 600.0)?;
+    in_range("idle-s", args.idle_s, (0.0, false), 3600.0)?;
+    in_range("aging-period-s", args.aging_period_s, (0.0, true), 3600.0)?;
+    in_range("request-s", args.request_s, (max_wait, false), 3600.0)?;
+    in_range("keep-alive-s", args.keep_alive_s, (0.0, false), 3600.0)?;
+    in_range("lease-ttl-s", args.lease_ttl_s, (1.0, true), 86_400.0)?;
     let timeouts = Timeouts {
         idle: Duration::from_secs_f64(args.idle_s),
         request: Duration::from_secs_f64(args.request_s),
+        keep_alive: Duration::from_secs_f64(args.keep_alive_s.min(args.idle_s)),
     };
-    if !(args.lease_ttl_s.is_finite() && (1.0..=86_400.0).contains(&args.lease_ttl_s)) {
-        bail!(
-            "--lease-ttl-s must be in [1, 86400], got {}",
-            args.lease_ttl_s
-        );
-    }
     Ok((Duration::from_secs_f64(args.drain_s), timeouts))
+}
+
+/// Checks that `--flag`'s `value` is finite, above `lo` (or equal to it
+/// when `closed`) and at most `hi`. Errors: the flag named with its range.
+fn in_range(flag: &str, value: f64, (lo, closed): (f64, bool), hi: f64) -> Result<()> {
+    let above = if closed { value >= lo } else { value > lo };
+    if !(value.is_finite() && above && value <= hi) {
+        let open = if closed { '[' } else { '(' };
+        bail!("--{flag} must be in {open}{lo}, {hi}], got {value}");
+    }
+    Ok(())
 }
 
 /// The router's configuration from the serve flags and the data directory's
