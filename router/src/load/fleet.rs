@@ -4,7 +4,9 @@
 //! it is granted for the device's latency, deposits it, and asks again;
 //! a refusal with `Retry-After` (429 `rate_limited`, 503) is waited out
 //! before the device sends again, as a well-behaved device does
-//! (docs/router.md "Threat model", the per-device budget). Each device
+//! (docs/router.md "Threat model", the per-device budget), and after no
+//! answer at all (a connection refused or reset) it backs off
+//! exponentially with jitter, from 1 s to 30 s. Each device
 //! has its own HTTP/1.1 connection, kept alive between its requests;
 //! nothing is asked for, held or worked past the run's end, and an answer
 //! is waited for at most 5 s past it.
@@ -117,12 +119,27 @@ fn kind(r: &Result<(u16, Value, f64), String>) -> String {
     }
 }
 
+/// Longest wait after failed connections, seconds.
+const MAX_TRANSPORT_BACKOFF_S: f64 = 30.0;
+
 /// The wait a refusal asks for: its `Retry-After` (header or body), at
-/// least 0.1 s, at most the time left.
-fn backoff(r: &Result<(u16, Value, f64), String>, left: Duration) -> Duration {
+/// least 0.1 s, at most the time left. After no answer at all (the
+/// `failures`-th in a row: a connection refused or reset), a device backs
+/// off as a well-behaved client does, exponentially with jitter: 1 s
+/// doubled per failure up to [`MAX_TRANSPORT_BACKOFF_S`], times a factor
+/// in [0.5, 1) from `jitter` ∈ [0, 1), so a fleet turned away at once
+/// does not come back at once.
+fn backoff(
+    r: &Result<(u16, Value, f64), String>,
+    (failures, jitter): (u32, f64),
+    left: Duration,
+) -> Duration {
     let s = match r {
         Ok((_, v, h)) => v["retry_after_s"].as_f64().unwrap_or(0.0).max(*h),
-        Err(_) => 1.0,
+        Err(_) => {
+            let doubled = 2f64.powi(failures.clamp(1, 16) as i32 - 1);
+            doubled.min(MAX_TRANSPORT_BACKOFF_S) * (0.5 + 0.5 * jitter.clamp(0.0, 1.0))
+        }
     };
     Duration::from_secs_f64(s.clamp(0.1, 3600.0)).min(left)
 }
@@ -142,6 +159,7 @@ async fn device(
         id.bytes()
             .fold(archetype as u64, |h, b| h.rotate_left(5) ^ b as u64),
     );
+    let mut failures = 0u32;
     let lease_url = format!("{base}/v1/lease");
     let deposit_url = format!("{base}/v1/deposit");
     // Nothing is asked for, held or worked past the deadline: a poll waits
@@ -153,6 +171,7 @@ async fn device(
             "max_items": spec.max_items, "wait_s": wait});
         let t0 = Instant::now();
         let r = post(&http, &lease_url, &lease_body, deadline + GRACE).await;
+        failures = if r.is_err() { failures + 1 } else { 0 };
         let l = match &r {
             Ok((200, l, _)) => l,
             _ => {
@@ -169,7 +188,7 @@ async fn device(
                         continue;
                     }
                 }
-                tokio::time::sleep(backoff(&r, left)).await;
+                tokio::time::sleep(backoff(&r, (failures, rng.unit()), left)).await;
                 continue;
             }
         };
@@ -207,7 +226,7 @@ async fn device(
                     Ok((429 | 503, _, _)) => {
                         *t.errors.entry(kind(&r)).or_default() += 1;
                         if let Some(left) = deadline.checked_duration_since(Instant::now()) {
-                            tokio::time::sleep(backoff(&r, left)).await;
+                            tokio::time::sleep(backoff(&r, (0, rng.unit()), left)).await;
                             continue;
                         }
                     }
@@ -285,16 +304,44 @@ mod tests {
             json!({"error": "rate_limited", "retry_after_s": 0.5}),
             0.0,
         ));
-        assert_eq!(backoff(&r, left), Duration::from_millis(500));
+        assert_eq!(backoff(&r, (0, 0.9), left), Duration::from_millis(500));
         // The header counts where it asks for more.
         let r = Ok((503, json!({"error": "overloaded"}), 2.0));
-        assert_eq!(backoff(&r, left), Duration::from_secs(2));
+        assert_eq!(backoff(&r, (0, 0.9), left), Duration::from_secs(2));
         // Never a spin, never past the run's end.
         let r = Ok((429, json!({"retry_after_s": 0.0}), 0.0));
-        assert_eq!(backoff(&r, left), Duration::from_millis(100));
+        assert_eq!(backoff(&r, (0, 0.9), left), Duration::from_millis(100));
         let r = Ok((503, json!({"retry_after_s": 60.0}), 0.0));
-        assert_eq!(backoff(&r, left), left);
+        assert_eq!(backoff(&r, (0, 0.9), left), left);
         assert_eq!(kind(&r), "503 ?");
         assert_eq!(kind(&Err("reset".into())), "transport");
+    }
+
+    #[test]
+    fn no_answer_backs_off_doubling_with_jitter_up_to_its_cap() {
+        let left = Duration::from_secs(3600);
+        let r: Result<(u16, Value, f64), String> = Err("refused".into());
+        let secs = |n: u32, j: f64| backoff(&r, (n, j), left).as_secs_f64();
+        // 1, 2, 4, 8, 16 s, then the 30 s cap; each between half and all.
+        for (n, full) in [
+            (1, 1.0),
+            (2, 2.0),
+            (3, 4.0),
+            (4, 8.0),
+            (5, 16.0),
+            (6, 30.0),
+            (40, 30.0),
+        ] {
+            assert_eq!(secs(n, 0.0), full / 2.0, "failure {n}, least");
+            assert!(
+                secs(n, 0.999) < full && secs(n, 0.999) > full * 0.99,
+                "failure {n}, most"
+            );
+        }
+        // Never past the run's end.
+        assert_eq!(
+            backoff(&r, (6, 0.5), Duration::from_secs(3)),
+            Duration::from_secs(3)
+        );
     }
 }
