@@ -64,24 +64,17 @@ impl Buckets {
     /// seconds until one is back) when it is empty.
     fn charge(&mut self, key: &str, now_s: f64) -> Result<(), f64> {
         let Buckets { template, map } = self;
-        if !map.contains_key(key) {
-            if map.len() >= TRACKED_MAX {
-                map.retain(|_, l| !template.at_level(*l).is_full_at(now_s));
-            }
-            map.insert(key.into(), template.level());
+        // A known key: one lookup, its level spent in place.
+        if let Some(level) = map.get_mut(key) {
+            return spend(template, level, now_s);
         }
-        let Some(level) = map.get_mut(key) else {
-            return Err(f64::INFINITY);
-        };
-        let mut b = template.at_level(*level);
-        let admitted = b.admit(now_s);
-        *level = b.level();
-        match admitted {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(b.next_admit_s(now_s)),
-            // A non-finite clock admits nothing.
-            Err(_) => Err(f64::INFINITY),
+        if map.len() >= TRACKED_MAX {
+            map.retain(|_, l| !template.at_level(*l).is_full_at(now_s));
         }
+        let mut level = template.level();
+        let spent = spend(template, &mut level, now_s);
+        map.insert(key.into(), level);
+        spent
     }
 
     /// Seconds until `key` could spend a token (0 for a key never seen).
@@ -93,6 +86,21 @@ impl Buckets {
 
     fn len(&self) -> usize {
         self.map.len()
+    }
+}
+
+/// Takes one token from the bucket `template` reads at `level` at
+/// `now_s`, and keeps the level it leaves; `Err(wait_s)` (the seconds
+/// until one is back) when it is empty.
+fn spend(template: &Bucket, level: &mut Level, now_s: f64) -> Result<(), f64> {
+    let mut b = template.at_level(*level);
+    let admitted = b.admit(now_s);
+    *level = b.level();
+    match admitted {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(b.next_admit_s(now_s)),
+        // A non-finite clock admits nothing.
+        Err(_) => Err(f64::INFINITY),
     }
 }
 

@@ -329,18 +329,24 @@ mod tests {
         assert_eq!(g.read(&mut b).await.unwrap(), 1);
     }
 
-    /// Between requests a connection is let go after the keep-alive
-    /// timeout, as an end of stream; while a request is in progress (a
-    /// long poll) its pending read waits the idle timeout instead.
-    #[tokio::test(start_paused = true)]
-    async fn an_idle_connection_is_let_go_after_the_keep_alive_not_during_a_request() {
+    /// A listener on loopback with a 5 s keep-alive (idle 30 s, request
+    /// deadline 60 s), and its address.
+    async fn keep_alive_listener() -> (Bounded, SocketAddr) {
         let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = tcp.local_addr().unwrap();
         let limits = Timeouts {
             keep_alive: Duration::from_secs(5),
             ..timeouts(30, 60)
         };
-        let mut l = Bounded::new(tcp, 4, limits);
+        (Bounded::new(tcp, 4, limits), addr)
+    }
+
+    /// Between requests a connection is let go after the keep-alive
+    /// timeout, as an end of stream; while a request is in progress (a
+    /// long poll) its pending read waits the idle timeout instead.
+    #[tokio::test(start_paused = true)]
+    async fn an_idle_connection_is_let_go_after_the_keep_alive_not_during_a_request() {
+        let (mut l, addr) = keep_alive_listener().await;
         let mut c = TcpStream::connect(addr).await.unwrap();
         let (mut g, _) = l.accept().await;
         let mut b = [0u8; 8];
@@ -366,13 +372,7 @@ mod tests {
     /// last byte written, with the connection's read pending throughout.
     #[tokio::test(start_paused = true)]
     async fn the_keep_alive_counts_from_the_last_byte_written() {
-        let tcp = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = tcp.local_addr().unwrap();
-        let limits = Timeouts {
-            keep_alive: Duration::from_secs(5),
-            ..timeouts(30, 60)
-        };
-        let mut l = Bounded::new(tcp, 4, limits);
+        let (mut l, addr) = keep_alive_listener().await;
         let mut c = TcpStream::connect(addr).await.unwrap();
         let (g, _) = l.accept().await;
         c.write_all(b"q").await.unwrap();
