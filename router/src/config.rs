@@ -96,7 +96,7 @@ pub struct RouterConfig {
     /// `Retry-After` (the HTTP shell's back-pressure).
     pub deposit_queue: usize,
     /// Most long polls held at once, default 1,024: a held poll keeps its
-    /// connection's buffers (about 30–40 KB each, docs/router.md "The
+    /// connection's buffers (about 26 KB each, docs/router.md "The
     /// small box"), so past it a long poll is answered at once, empty,
     /// with its `retry_after_s` (the HTTP shell's bound on waiting
     /// devices' memory).

@@ -158,6 +158,19 @@ impl Guarded {
         self.armed = true;
     }
 
+    /// Waits until the peer's first byte can be read, without reading it:
+    /// false when the peer closes or the socket fails first, or the
+    /// keep-alive timeout passes. A server gives a connection its buffers
+    /// only then, so a connection that sends nothing costs no more than
+    /// its task ([`crate::http::serve`]).
+    pub async fn first_byte(&self) -> bool {
+        // A peek, not a wait for readiness: a socket just accepted reads
+        // as ready before anything came, and a peek waits for a byte.
+        let mut one = [0u8; 1];
+        let peeked = tokio::time::timeout(self.timeouts.keep_alive, self.io.peek(&mut one));
+        matches!(peeked.await, Ok(Ok(n)) if n > 0)
+    }
+
     fn past_deadline() -> io::Error {
         io::Error::new(
             io::ErrorKind::TimedOut,

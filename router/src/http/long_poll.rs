@@ -15,7 +15,7 @@
 //! least the budget's wait. Empty tries keep no lease.
 //!
 //! Held polls are capped (`RouterConfig::held_polls`): a held poll keeps
-//! its connection's buffers, about 30–40 KB (docs/router.md "The small
+//! its connection's buffers, about 26 KB (docs/router.md "The small
 //! box"), so a fleet of waiting devices could otherwise take the box's
 //! memory. A poll that would be held past the cap is answered at once with
 //! its empty answer and `retry_after_s`, as a poll without a wait is; the

@@ -30,6 +30,7 @@ pub mod listener;
 mod long_poll;
 mod metrics;
 mod records;
+pub mod serve;
 mod writer;
 
 pub use clock::{wall_clock, Clock, ManualClock};

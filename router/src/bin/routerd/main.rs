@@ -3,7 +3,6 @@
 //! `routerd facts get|set` talks to a running one as the operator.
 //! Source: `ROUTING.md` §4; the API is documented in `docs/router.md`.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,7 +11,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 
 use router::config::RouterConfig;
-use router::http::listener::{Bounded, Peer, Timeouts};
+use router::http::listener::{Bounded, Timeouts};
+use router::http::serve;
 use router::http::{app, wall_clock, ManualClock, Shell};
 use router::store::Store;
 use router::Router;
@@ -145,7 +145,7 @@ struct ServeArgs {
     aging_in_place: bool,
     /// Most long polls held at once (1..=1,000,000); past it a long poll
     /// is answered at once, empty, with its `retry_after_s`. Each held
-    /// poll keeps its connection's buffers (about 30–40 KB).
+    /// poll keeps its connection's buffers (about 26 KB).
     #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_held_polls: u64,
     /// Most connections open at once (1..=1,000,000); at the cap new ones
@@ -458,11 +458,7 @@ async fn run_server(
     let stopping = std::sync::Arc::new(tokio::sync::Notify::new());
     let stopped = stopping.clone();
     // With the peer's address: registrations are budgeted per address.
-    let server = axum::serve(
-        listener,
-        app(shell).into_make_service_with_connect_info::<Peer>(),
-    )
-    .with_graceful_shutdown(async move {
+    let server = serve::serve(listener, app(shell), async move {
         stop.recv().await;
         tracing::info!("stopping: draining open requests");
         // Held long polls answer now instead of holding the stop.
@@ -472,7 +468,7 @@ async fn run_server(
     // The drain is bounded: a connection that never finishes its
     // request does not keep routerd alive.
     tokio::select! {
-        served = server.into_future() => served.context("serving")?,
+        () = server => {}
         _ = async {
             stopping.notified().await;
             tokio::time::sleep(drain).await;

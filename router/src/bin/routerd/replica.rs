@@ -4,12 +4,12 @@
 //! its term, whenever it wins. Source:
 //! `docs/decisions/0020-replicas-over-one-postgresql.md`.
 
-use std::future::IntoFuture;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use router::http::listener::{Bounded, Peer, Timeouts};
+use router::http::listener::{Bounded, Timeouts};
+use router::http::serve;
 use router::http::{wall_clock, Shell};
 use router::replica::{check_name, forward_key, front::front, Opener, Replica, ReplicaConfig};
 use router::store::PgStore;
@@ -119,15 +119,14 @@ pub(crate) fn serve_replica(
         tracing::info!(replica = %name, holder = replica.holder(), "replica listening on http://{local}");
         let stopping = Arc::new(tokio::sync::Notify::new());
         let stopped = stopping.clone();
-        let server = axum::serve(listener, front(replica.clone()).into_make_service_with_connect_info::<Peer>())
-            .with_graceful_shutdown(async move {
-                stop.recv().await;
-                tracing::info!("stopping: draining open requests");
-                stopped.notify_one();
-            });
+        let server = serve::serve(listener, front(replica.clone()), async move {
+            stop.recv().await;
+            tracing::info!("stopping: draining open requests");
+            stopped.notify_one();
+        });
         let closer = replica.clone();
         tokio::select! {
-            served = server.into_future() => served.context("serving")?,
+            () = server => {}
             _ = async {
                 stopping.notified().await;
                 closer.close_long_polls();
