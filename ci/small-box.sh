@@ -22,7 +22,8 @@
 #   its own whose CPU time over the run is reported; --store uses a server
 #   of yours instead (its CPU is not measured).
 #   After --, arguments for routerd itself (--max-connections N,
-#   --max-held-polls N: each connection kept alive holds about 30 KB).
+#   --max-held-polls N: a connection kept alive holds about 23 KB, one
+#   holding a long poll 26 KB; ci/conn-census.py).
 #   --fleet: the devices behave as a crawling fleet's do (one task each,
 #   long polls, the routing lab's latency per item, refusals waited out;
 #   THREADS is then the load's runtime workers), instead of client threads

@@ -25,6 +25,13 @@ pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         s.held_cap,
         s.held_refused.load(std::sync::atomic::Ordering::Relaxed)
     ));
+    if let Some(c) = s.connections.get() {
+        text.push_str(&format!(
+            "# HELP router_connections_open Connections open now.\n# TYPE router_connections_open gauge\nrouter_connections_open {}\n# HELP router_connections_cap Most connections accepted now: --max-connections, or fewer where only fewer fit under the memory limit (--memory-limit-mib).\n# TYPE router_connections_cap gauge\nrouter_connections_cap {}\n",
+            c.open(),
+            c.cap()
+        ));
+    }
     text.push_str(&s.holds.metrics_text());
     if let Some(r) = s.replica.lock().as_ref() {
         text.push_str(&format!(

@@ -24,9 +24,12 @@ use crate::Router;
 pub mod clock;
 mod deposit;
 pub mod event_log;
+pub mod headroom;
 mod holds;
 mod lease;
 pub mod listener;
+#[cfg(test)]
+mod listener_tests;
 mod long_poll;
 mod metrics;
 mod records;
@@ -90,6 +93,8 @@ pub struct Shell {
     replica: Mutex<Option<crate::core::ReplicaLabel>>,
     /// The longest wait for and hold of the store, by operation.
     holds: holds::Holds,
+    /// The listener's connection cap, when one is counted (`/metrics`).
+    connections: std::sync::OnceLock<listener::CapHandle>,
 }
 
 impl Shell {
@@ -158,9 +163,16 @@ impl Shell {
             manual,
             replica: Mutex::new(None),
             holds: holds::Holds::default(),
+            connections: std::sync::OnceLock::new(),
         });
         writer::spawn(&shell, rx)?;
         Ok(shell)
+    }
+
+    /// Reports `cap`'s open connections and cap in `/metrics` (the first
+    /// call's; later calls change nothing).
+    pub fn count_connections(&self, cap: listener::CapHandle) {
+        let _ = self.connections.set(cap);
     }
 
     /// Writes drained events as JSON lines and logs them.

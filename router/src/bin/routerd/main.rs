@@ -19,6 +19,7 @@ use router::Router;
 
 mod alloc;
 mod facts;
+mod limits;
 mod replica;
 mod stop;
 mod store;
@@ -152,6 +153,13 @@ struct ServeArgs {
     /// wait in the kernel's backlog. Keep it under `ulimit -n`.
     #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     max_connections: u64,
+    /// Memory limit in MiB the connection cap follows (0..=1,048,576; 0
+    /// turns it off): fewer connections than `--max-connections` are
+    /// accepted when only fewer fit under 90% of it (docs/router.md,
+    /// "Cheaper connections"). Default: the control group's limit, where
+    /// routerd runs under one.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    memory_limit_mib: Option<u64>,
     /// Seconds a connection may send nothing before it is closed: a
     /// request that never finishes its headers or body, a kept-alive
     /// connection left idle (0 < S ≤ 3,600; above the 30 s long poll).
@@ -281,37 +289,6 @@ fn secret_file(path: &std::path::Path) -> Result<String> {
     Ok(secret)
 }
 
-/// The serve flags' ranges checked: the drain bound and the connection
-/// timeouts.
-///
-/// Errors: a flag out of its range, named with its range.
-fn serve_limits(args: &ServeArgs) -> Result<(Duration, Timeouts)> {
-    let max_wait = router::api::MAX_LEASE_WAIT_S;
-    in_range("drain-s", args.drain_s, (0.0, true), 600.0)?;
-    in_range("idle-s", args.idle_s, (0.0, false), 3600.0)?;
-    in_range("aging-period-s", args.aging_period_s, (0.0, true), 3600.0)?;
-    in_range("request-s", args.request_s, (max_wait, false), 3600.0)?;
-    in_range("keep-alive-s", args.keep_alive_s, (0.0, false), 3600.0)?;
-    in_range("lease-ttl-s", args.lease_ttl_s, (1.0, true), 86_400.0)?;
-    let timeouts = Timeouts {
-        idle: Duration::from_secs_f64(args.idle_s),
-        request: Duration::from_secs_f64(args.request_s),
-        keep_alive: Duration::from_secs_f64(args.keep_alive_s.min(args.idle_s)),
-    };
-    Ok((Duration::from_secs_f64(args.drain_s), timeouts))
-}
-
-/// Checks that `--flag`'s `value` is finite, above `lo` (or equal to it
-/// when `closed`) and at most `hi`. Errors: the flag named with its range.
-fn in_range(flag: &str, value: f64, (lo, closed): (f64, bool), hi: f64) -> Result<()> {
-    let above = if closed { value >= lo } else { value > lo };
-    if !(value.is_finite() && above && value <= hi) {
-        let open = if closed { '[' } else { '(' };
-        bail!("--{flag} must be in {open}{lo}, {hi}], got {value}");
-    }
-    Ok(())
-}
-
 /// The router's configuration from the serve flags and the data directory's
 /// secrets (created on first start).
 ///
@@ -433,6 +410,8 @@ async fn run_server(
         .with_context(|| format!("binding {}", args.listen))?;
     let local = listener.local_addr()?;
     let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
+    limits::follow_memory(&listener, &args);
+    shell.count_connections(listener.cap_handle());
     // Before the line: a stop signal sent after it is never lost.
     let stop = StopSignal::install()?;
     // The line tests and scripts wait for.
@@ -502,7 +481,7 @@ pub(crate) fn runtime() -> Result<tokio::runtime::Runtime> {
 
 fn serve(args: ServeArgs) -> Result<()> {
     alloc::set_purge_delay_ms(args.purge_delay_ms);
-    let (drain, timeouts) = serve_limits(&args)?;
+    let (drain, timeouts) = limits::serve_limits(&args)?;
     if let Some(name) = args.replica_id.clone() {
         return replica::serve_replica(args, name, drain, timeouts);
     }

@@ -113,6 +113,7 @@ pub(crate) fn serve_replica(
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let campaigns = tokio::spawn(replica.clone().campaign_loop(campaign.clone(), open, stop_rx));
         let listener = Bounded::new(listener, args.max_connections as usize, timeouts);
+        crate::limits::follow_memory(&listener, &args);
         // Before the line: a stop signal sent after it is never lost.
         let stop = StopSignal::install()?;
         println!("routerd listening on http://{local}");
