@@ -254,6 +254,9 @@ print(f"deposits: {r['deposits_per_s']:.0f}/s; p50 {ms(r['deposit_us'][0]):.2f} 
       + "".join(f"; {n} {k}" for k, n in r.get("errors_by_kind", {}).items()))
 print(f"routerd RSS {r['rss_kib'][0] / 1024:.0f} → {r['rss_kib'][1] / 1024:.0f} MiB; data {r['store_bytes'][0] / 2**20:.0f} → {r['store_bytes'][1] / 2**20:.0f} MiB; "
       f"largest snapshot {r['snapshot_bytes'] / 2**20:.1f} MiB")
+if r.get("connections"):
+    most, least = r["connections"]
+    print(f"connections (routerd's /metrics every 50 ms): at most {most} open; cap as low as {least}")
 held = r.get("store_max_us", {})
 if held:
     ops = sorted({k.split(" ", 1)[1] for k in held})

@@ -73,6 +73,8 @@ impl Bounded {
         let cap = CapHandle(Arc::new(Cap {
             permits: Arc::new(Semaphore::new(max)),
             issued: AtomicUsize::new(max),
+            target: AtomicUsize::new(max),
+            open: AtomicUsize::new(0),
             adjust: parking_lot::Mutex::new(()),
         }));
         Bounded {
@@ -110,6 +112,10 @@ struct Cap {
     /// Permits in the semaphore, held or available: the cap, or above it
     /// while connections past a lowered cap are still open.
     issued: AtomicUsize,
+    /// The cap set last.
+    target: AtomicUsize,
+    /// Connections accepted and not yet closed.
+    open: AtomicUsize,
     /// Serializes moves of the cap.
     adjust: parking_lot::Mutex<()>,
 }
@@ -117,17 +123,18 @@ struct Cap {
 impl CapHandle {
     /// Connections open now.
     pub fn open(&self) -> usize {
-        let issued = self.0.issued.load(Relaxed);
-        issued.saturating_sub(self.0.permits.available_permits())
+        self.0.open.load(Relaxed)
     }
 
     /// Moves the cap to `cap` (≥ 1). Raised, the new places are free at
     /// once; lowered, free places are taken away at once and the rest as
     /// open connections close, on later calls: an open connection is
-    /// never cut. The cap in force is [`CapHandle::cap`].
+    /// never cut, but while more are open than the cap, the server closes
+    /// each after its answer ([`CapHandle::over`]).
     pub fn set_cap(&self, cap: usize) {
         let cap = cap.max(1);
         let _one = self.0.adjust.lock();
+        self.0.target.store(cap, Relaxed);
         let issued = self.0.issued.load(Relaxed);
         if cap > issued {
             self.0.permits.add_permits(cap - issued);
@@ -138,10 +145,17 @@ impl CapHandle {
         }
     }
 
-    /// The places in force: the cap set last, or more while connections
-    /// past a lowered one are open.
+    /// The cap set last (more may be open just after it was lowered).
     pub fn cap(&self) -> usize {
-        self.0.issued.load(Relaxed)
+        self.0.target.load(Relaxed)
+    }
+
+    /// More connections are open than the cap: a connection should close
+    /// after its answer rather than be kept alive. (The accept loop waits
+    /// for its next connection holding a place, so after a lowering one
+    /// connection more than the cap may be accepted; it is over too.)
+    pub fn over(&self) -> bool {
+        self.open() > self.cap()
     }
 }
 
@@ -158,7 +172,10 @@ impl axum::serve::Listener for Bounded {
                 continue;
             };
             match self.inner.accept().await {
-                Ok((io, peer)) => return (Guarded::new(io, permit, self.timeouts), peer),
+                Ok((io, peer)) => {
+                    let place = Place::new(permit, &self.cap);
+                    return (Guarded::new(io, place, self.timeouts), peer);
+                }
                 Err(e) => {
                     // Out of descriptors and the like: back off, keep serving.
                     drop(permit);
@@ -171,6 +188,29 @@ impl axum::serve::Listener for Bounded {
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.inner.local_addr()
+    }
+}
+
+/// An accepted connection's place under the cap: its permit, and its
+/// count among the open connections, both given back when dropped.
+struct Place {
+    _permit: OwnedSemaphorePermit,
+    cap: Arc<Cap>,
+}
+
+impl Place {
+    fn new(permit: OwnedSemaphorePermit, cap: &CapHandle) -> Place {
+        cap.0.open.fetch_add(1, Relaxed);
+        Place {
+            _permit: permit,
+            cap: cap.0.clone(),
+        }
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.cap.open.fetch_sub(1, Relaxed);
     }
 }
 
@@ -188,7 +228,7 @@ impl Connected<IncomingStream<'_, Bounded>> for Peer {
 /// the deadline of the request it is receiving.
 pub struct Guarded {
     io: TcpStream,
-    _permit: OwnedSemaphorePermit,
+    _place: Place,
     timeouts: Timeouts,
     timer: Pin<Box<Sleep>>,
     armed: bool,
@@ -198,10 +238,10 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    fn new(io: TcpStream, permit: OwnedSemaphorePermit, timeouts: Timeouts) -> Guarded {
+    fn new(io: TcpStream, place: Place, timeouts: Timeouts) -> Guarded {
         Guarded {
             io,
-            _permit: permit,
+            _place: place,
             timeouts,
             timer: Box::pin(tokio::time::sleep(timeouts.idle)),
             armed: false,

@@ -181,13 +181,16 @@ async fn a_lowered_cap_waits_for_open_connections_to_close() {
         let c = TcpStream::connect(addr).await.unwrap();
         open.push((c, l.accept().await.0));
     }
+    assert!(!cap.over());
     cap.set_cap(2);
-    assert_eq!((cap.open(), cap.cap()), (3, 3), "the free place is gone");
-    assert_eq!(l.free(), 0);
+    assert_eq!((cap.open(), cap.cap()), (3, 2));
+    assert!(cap.over(), "one connection too many");
+    assert_eq!(l.free(), 0, "the free place is gone");
     // Two close: one is the debt, the other a place under the cap.
     open.truncate(1);
     cap.set_cap(2);
     assert_eq!((cap.open(), cap.cap()), (1, 2));
+    assert!(!cap.over());
     assert_eq!(l.free(), 1);
     cap.set_cap(5);
     assert_eq!((cap.open(), cap.cap()), (1, 5));

@@ -20,18 +20,24 @@
 //!   request head (request line and headers) a peer may send; a longer one
 //!   closes its connection with 431. Bodies stream through it in chunks,
 //!   so it does not bound a body (the handlers cap those).
+//! - **Past a lowered cap, a connection closes after its answer.** Where
+//!   the listener's cap was lowered below the connections open
+//!   ([`super::headroom`]), an answer carries `Connection: close`, so
+//!   connections a fleet keeps busy still give their places back.
 //! - **The peer's address** is in every request's extensions as
 //!   `ConnectInfo<Peer>`, as axum's own server puts it there.
 //! - **A graceful stop.** Once `stop` completes, nothing more is accepted;
 //!   an idle connection closes at once, one in a request closes after its
 //!   answer, and the call returns when all are closed.
 
+use std::convert::Infallible;
 use std::future::Future;
 
 use axum::extract::ConnectInfo;
 use axum::serve::Listener;
 use axum::Router;
 use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
@@ -54,6 +60,7 @@ where
     let mut http = hyper::server::conn::http1::Builder::new();
     // The listener's own timeouts bound a slow or silent peer.
     http.max_buf_size(READ_BUFFER).header_read_timeout(None);
+    let cap = listener.cap_handle();
     let graceful = GracefulShutdown::new();
     let (stop_all, stopped) = tokio::sync::watch::channel(false);
     let mut stop = std::pin::pin!(stop);
@@ -65,10 +72,21 @@ where
         let app = app.clone();
         let watcher = graceful.watcher();
         let mut stopping = stopped.clone();
+        let cap = cap.clone();
         let service = hyper::service::service_fn(move |req: Request<Incoming>| {
             let mut req = req.map(axum::body::Body::new);
             req.extensions_mut().insert(ConnectInfo(Peer(peer)));
-            app.clone().call(req)
+            let answer = app.clone().call(req);
+            let cap = cap.clone();
+            async move {
+                let mut resp = answer.await?;
+                if cap.over() {
+                    // Past a lowered cap: this connection's place goes.
+                    let close = HeaderValue::from_static("close");
+                    resp.headers_mut().insert(header::CONNECTION, close);
+                }
+                Ok::<_, Infallible>(resp)
+            }
         });
         let http = http.clone();
         tokio::spawn(async move {
@@ -204,6 +222,36 @@ mod tests {
             .unwrap();
         let a = answer(&mut late).await;
         assert!(a.starts_with("HTTP/1.1 200"), "{a}");
+        server.abort();
+    }
+
+    /// While more connections are open than a lowered cap, an answer
+    /// carries `Connection: close` and its connection closes; at the cap
+    /// again, connections are kept alive.
+    #[tokio::test]
+    async fn past_a_lowered_cap_an_answer_closes_its_connection() {
+        let (l, addr) = listener().await;
+        let cap = l.cap_handle();
+        let server = tokio::spawn(serve(l, echo_peer(), std::future::pending()));
+        let get = b"GET / HTTP/1.1\r\nhost: x\r\n\r\n";
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        for c in [&mut a, &mut b] {
+            c.write_all(get).await.unwrap();
+            let ans = answer(c).await;
+            assert!(!ans.contains("connection: close"), "{ans}");
+        }
+        cap.set_cap(1);
+        a.write_all(get).await.unwrap();
+        let ans = answer(&mut a).await;
+        assert!(ans.contains("connection: close"), "{ans}");
+        assert_eq!(rest(&mut a).await, 0, "closed after its answer");
+        while cap.open() > 1 {
+            tokio::task::yield_now().await;
+        }
+        b.write_all(get).await.unwrap();
+        let ans = answer(&mut b).await;
+        assert!(!ans.contains("connection: close"), "at the cap: {ans}");
         server.abort();
     }
 

@@ -137,6 +137,9 @@ pub(crate) struct MetricsProbe {
     /// `router_store_wait_max_us` by operation, keyed `hold OP` and
     /// `wait OP` (empty where routerd does not give them).
     pub store_max_us: std::collections::BTreeMap<String, u64>,
+    /// The most `router_connections_open` read, and the least
+    /// `router_connections_cap` (`None` where routerd does not give them).
+    pub connections: Option<(u64, u64)>,
 }
 
 /// The labelled gauges `NAME{op="OP"} V` of `name` in a `/metrics` body,
@@ -169,6 +172,11 @@ pub(crate) fn probe_metrics(base: &str, deadline: Instant) -> MetricsProbe {
             let held = by_op(&body, "router_store_hold_max_us", "hold");
             let waited = by_op(&body, "router_store_wait_max_us", "wait");
             probe.store_max_us.extend(held.into_iter().chain(waited));
+            let open = gauge(&body, "router_connections_open");
+            if let (Some(open), Some(cap)) = (open, gauge(&body, "router_connections_cap")) {
+                let (most, least) = probe.connections.unwrap_or((0, u64::MAX));
+                probe.connections = Some((most.max(open), least.min(cap)));
+            }
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -137,6 +137,10 @@ pub struct LoadReport {
     /// routerd's longest store wait and hold by op, µs (`wait OP`, `hold OP`).
     #[serde(default)]
     pub store_max_us: std::collections::BTreeMap<String, u64>,
+    /// The most connections open and the lowest connection cap routerd's
+    /// `/metrics` showed during the run (`None` where it gives neither).
+    #[serde(default)]
+    pub connections: Option<(u64, u64)>,
     /// With [`LoadSpec::spread`]: field reads, the latency percentiles of
     /// the reads (µs: p50, p90, p99, max), and how many read an
     /// `applied_seq` below the highest deposit acknowledged before the
@@ -529,6 +533,7 @@ pub fn run(spec: &LoadSpec) -> Result<LoadReport, String> {
         store_bytes: [at_start.1, at_end.1],
         snapshot_bytes: metrics.snapshot_bytes,
         store_max_us: metrics.store_max_us,
+        connections: metrics.connections,
         routerd_cpu_s: at_end.2 - at_start.2,
         load_cpu_s: load_cpu,
         field_reads: field_lat.len() as u64,
