@@ -16,8 +16,12 @@
 //! less its open connections at [`CONNECTION_BYTES`] each. The rule
 //! ([`cap`]) is pure; [`follow`] samples the process every [`SAMPLE`] and
 //! sets the listener's cap ([`super::listener::CapHandle`]). Connections past a
-//! lowered cap are not cut: they close as they finish, and new ones wait
-//! in the kernel's backlog meanwhile.
+//! lowered cap are not cut: each closes after its next answer
+//! ([`super::serve`]), and new ones wait in the kernel's backlog
+//! meanwhile. It bounds what connections take of what the state leaves;
+//! it does not bound the state, and in the small box's fleet at 10,000
+//! sources the state's growth still ended in a kill (docs/router.md
+//! "Cheaper connections").
 
 use std::path::Path;
 use std::time::Duration;
