@@ -69,18 +69,16 @@ fn past_the_cap_a_long_poll_answers_at_once_and_a_freed_place_is_taken_again() {
 
 /// Under a memory limit it does not fit in, routerd's connection cap
 /// falls to its floor (64) and it serves on; with the limit off the cap
-/// stays at `--max-connections`. Waits on the metric, bounded only so a
-/// broken build fails instead of hanging.
+/// stays at `--max-connections`. Waits on the metric, however long the
+/// host takes (a broken build is stopped by the runner's timeout).
 #[test]
 fn the_connection_cap_follows_the_memory_limit() {
     let dir = tempfile::tempdir().unwrap();
     let cap_flags = ["--max-connections", "500", "--memory-limit-mib"];
     let r = Routerd::start(dir.path(), &[&cap_flags[..], &["1"]].concat());
-    let mut waits = 0;
     while r.metric("connections_cap") != Some(64.0) {
-        waits += 1;
-        assert!(waits < 2_000, "cap {:?}", r.metric("connections_cap"));
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        // Not a timing: each round asks again, so as not to spin.
+        std::thread::yield_now();
     }
     assert!(r.metric("connections_open").is_some_and(|n| n >= 1.0));
     r.register("dev-a", "browser");
