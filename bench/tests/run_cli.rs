@@ -56,6 +56,39 @@ fn outcomes_are_identical_at_two_scales_and_equal_the_golden_ones() {
     );
 }
 
+#[test]
+fn the_configs_budget_overrides_reach_the_runs_plan() {
+    // `plan --config` applied `[budget]`; a run once took only the posture
+    // and pump tables from the same file and planned with the defaults.
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("fleet.toml");
+    std::fs::write(&cfg, "[budget]\nsim_slot_cap = 6\n").unwrap();
+    let c = corpus();
+    let seats = |config: Option<&Path>| {
+        let out = dir.path().join(format!("run-{}", config.is_some()));
+        let mut args = vec![
+            "run", "--quiet", "--corpus", &c, "--cycles", "1", "--scale", "0.01",
+        ];
+        let (out_s, cfg_s) = (out.to_str().unwrap(), cfg.to_str().unwrap());
+        args.extend(["--out", out_s]);
+        if config.is_some() {
+            args.extend(["--config", cfg_s]);
+        }
+        let o = lab(&args, dir.path());
+        assert!(o.status.success(), "{}", text(&o));
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+        report["census"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|row| row["role"] == "sim_driver")
+            .count()
+    };
+    assert_eq!(seats(None), 4, "the default sim slot cap");
+    assert_eq!(seats(Some(&cfg)), 6, "the config's sim slot cap");
+}
+
 fn fails_saying(o: &Output, want: &str) {
     assert!(!o.status.success(), "must fail: {}", text(o));
     assert!(text(o).contains(want), "expected {want:?} in: {}", text(o));

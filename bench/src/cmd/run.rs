@@ -204,6 +204,7 @@ impl ReplayArgs {
         }
         spec.posture = cfg.posture;
         spec.pump = cfg.pump.into();
+        spec.budget = cfg.budget;
         spec.progress = !self.quiet;
         spec.cotenant = self.cotenant;
         spec.contend = self.contend;

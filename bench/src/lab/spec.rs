@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use fleet::budget::BudgetOverrides;
 use fleet::plan::Profile;
 use fleet::posture::PosturePolicy;
 use fleet::pump::PumpConfig;
@@ -82,6 +83,10 @@ pub struct RunSpec {
     pub posture: PosturePolicy,
     /// Pump timing.
     pub pump: PumpConfig,
+    /// The config's `[budget]` overrides (whole cores, sim seats), applied to
+    /// a fleet contender's plan as `fleet-lab plan` applies them; the
+    /// baselines size themselves.
+    pub budget: BudgetOverrides,
     /// Throttle sampling period, ms.
     pub sample_period_ms: u64,
     /// Registration-crawl units per cycle (0: none).
@@ -142,6 +147,7 @@ impl RunSpec {
             pin_cores: PinCores::Auto,
             posture: PosturePolicy::default(),
             pump: PumpConfig::default(),
+            budget: BudgetOverrides::default(),
             sample_period_ms: 100,
             crawl_units_per_cycle: 4,
             unit_deadline: None,

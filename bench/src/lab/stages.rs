@@ -62,16 +62,15 @@ pub(crate) fn place(spec: &RunSpec) -> Result<Placement, LabError> {
     let quota = spec.quota.unwrap_or_else(|| detected.effective_cpus());
     let plan = match spec.contender {
         Contender::Fleet(profile) => {
-            let plan =
-                Plan::resolve(quota, profile, &Default::default()).map_err(|source| {
-                    match (&cgroup, spec.quota) {
-                        (Some(_), None) => LabError::CgroupPlan {
-                            cores: quota,
-                            source,
-                        },
-                        _ => LabError::Plan(source),
-                    }
-                })?;
+            let plan = Plan::resolve(quota, profile, &spec.budget).map_err(|source| {
+                match (&cgroup, spec.quota) {
+                    (Some(_), None) => LabError::CgroupPlan {
+                        cores: quota,
+                        source,
+                    },
+                    _ => LabError::Plan(source),
+                }
+            })?;
             // The serial tier lends its reserved cores at the idle class
             // where the quota can never throttle the process (decision 0009).
             Some(if spec.lend_reserve {
