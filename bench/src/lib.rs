@@ -13,8 +13,9 @@
 //!   sign test that judges them;
 //! - [`gate`], [`compare_gate`], [`budgets`]: the profiles' budgets, the
 //!   comparison's, and the file that holds both;
-//! - [`compare_rounds`], [`compare_paired`]: the comparison over rounds,
-//!   and paired with a reference build;
+//! - [`compare_rounds`], [`compare_paired`], [`compare_sims`]: the
+//!   comparison over rounds, paired with a reference build, and each
+//!   contender's bound on sims at once;
 //! - [`ops`]: the operator endpoints (metrics, posture retunes);
 //! - [`cmd`]: the `fleet-lab` commands.
 pub mod baseline;
@@ -23,6 +24,7 @@ pub mod cmd;
 pub mod compare_gate;
 pub mod compare_paired;
 pub mod compare_rounds;
+pub mod compare_sims;
 pub mod gate;
 pub mod lab;
 pub mod ops;

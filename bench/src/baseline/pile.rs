@@ -45,7 +45,6 @@ impl PileOfPools {
         let solve_rt = runtime(bins.max(1), "solve-exec", &spawned)?;
         let ambient_rt = runtime(cpus, "ambient-io", &spawned)?;
         let resolve_pool = rayon_pool(cpus, "rayon", &spawned)?;
-        let leftover = cpus.saturating_sub(1).max(1);
         let (merge_tx, merge_rx) = unbounded::<MergeJob>();
         spawned.add();
         let sidecar = std::thread::Builder::new()
@@ -59,12 +58,18 @@ impl PileOfPools {
             solve_rt,
             ambient_rt,
             resolve_pool,
-            sims: Arc::new(tokio::sync::Semaphore::new(leftover * 2)),
+            sims: Arc::new(tokio::sync::Semaphore::new(Self::sim_permits(cpus))),
             merge_tx: Some(merge_tx),
             sidecar: Some(sidecar),
             spawned,
             scale: Scale(scale),
         })
+    }
+
+    /// The legacy sim semaphore's permits on a host of `cpus` CPUs:
+    /// `leftover × 2`, leftover = max(1, cpus − 1) (2 on a 2-CPU host).
+    pub fn sim_permits(cpus: usize) -> usize {
+        cpus.saturating_sub(1).max(1) * 2
     }
 
     /// The legacy sim path: a permit from the `leftover × 2` semaphore, then

@@ -460,6 +460,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
     });
     print!("{}", host.render());
     print_timer_slack(&runs);
+    crate::compare_sims::print_sim_bounds(&table, &runs);
     let compare = CompareReport {
         runs,
         rounds: crate::compare_rounds::figures(&all, &order),
