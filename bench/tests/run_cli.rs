@@ -57,36 +57,45 @@ fn outcomes_are_identical_at_two_scales_and_equal_the_golden_ones() {
 }
 
 #[test]
-fn the_configs_budget_overrides_reach_the_runs_plan() {
-    // `plan --config` applied `[budget]`; a run once took only the posture
-    // and pump tables from the same file and planned with the defaults.
+fn the_configs_profile_and_budget_reach_the_runs_plan() {
+    // `plan --config` applied the profile and `[budget]`; a run once took
+    // only the posture and pump tables from the same file and planned
+    // `auto` with the default budget.
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("fleet.toml");
-    std::fs::write(&cfg, "[budget]\nsim_slot_cap = 6\n").unwrap();
+    std::fs::write(&cfg, "profile = \"pinned\"\n[budget]\nsim_slot_cap = 6\n").unwrap();
     let c = corpus();
-    let seats = |config: Option<&Path>| {
-        let out = dir.path().join(format!("run-{}", config.is_some()));
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let out_s = out.to_str().unwrap().to_string();
         let mut args = vec![
-            "run", "--quiet", "--corpus", &c, "--cycles", "1", "--scale", "0.01",
+            "run", "--quiet", "--corpus", &c, "--cycles", "1", "--scale", "0.01", "--out", &out_s,
         ];
-        let (out_s, cfg_s) = (out.to_str().unwrap(), cfg.to_str().unwrap());
-        args.extend(["--out", out_s]);
-        if config.is_some() {
-            args.extend(["--config", cfg_s]);
-        }
+        args.extend(extra);
         let o = lab(&args, dir.path());
-        assert!(o.status.success(), "{}", text(&o));
+        assert!(o.status.success(), "{name}: {}", text(&o));
         let report: serde_json::Value =
             serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-        report["census"]
+        let sims = report["census"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|row| row["role"] == "sim_driver")
-            .count()
+            .count();
+        (report["profile"].as_str().unwrap().to_string(), sims)
     };
-    assert_eq!(seats(None), 4, "the default sim slot cap");
-    assert_eq!(seats(Some(&cfg)), 6, "the config's sim slot cap");
+    let cfg_s = cfg.to_str().unwrap();
+    assert_eq!(run("plain", &[]), ("auto".to_string(), 4), "the defaults");
+    assert_eq!(
+        run("config", &["--config", cfg_s]),
+        ("pinned".to_string(), 6),
+        "the config's profile and sim slot cap"
+    );
+    assert_eq!(
+        run("flag", &["--config", cfg_s, "--profile", "serial"]),
+        ("serial".to_string(), 6),
+        "the flag wins over the config's profile"
+    );
 }
 
 fn fails_saying(o: &Output, want: &str) {

@@ -218,9 +218,9 @@ impl ReplayArgs {
 /// Arguments of `fleet-lab run`.
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
-    /// The profile: auto (tier from the quota), pinned or serial.
-    #[arg(long, value_name = "auto|pinned|serial", default_value = "auto")]
-    pub profile: Profile,
+    /// The profile: auto (tier from the quota), pinned or serial. Default: the config's, else auto.
+    #[arg(long, value_name = "auto|pinned|serial")]
+    pub profile: Option<Profile>,
     #[command(flatten)]
     pub replay: ReplayArgs,
     /// The report directory (replaced atomically; nothing is half-written).
@@ -307,7 +307,12 @@ pub fn run(mut args: RunArgs) -> Result<()> {
     args.replay.validate()?;
     check_out_dir(&args.out, args.force)?;
     let (path, corpus) = args.replay.load_corpus()?;
-    let mut spec = args.replay.spec(Contender::Fleet(args.profile), path)?;
+    // As `plan` does: the flag, else the config's profile, else auto.
+    let profile = match args.profile {
+        Some(p) => p,
+        None => args.replay.fleet_config()?.profile,
+    };
+    let mut spec = args.replay.spec(Contender::Fleet(profile), path)?;
     spec.quota_shrinks = args.quota_shrink_at.clone();
     spec.flamegraph = args.flamegraph.clone();
     spec.stream_to = args.stream.clone();
