@@ -463,6 +463,8 @@ suite!(
 
 // ------------------------------------------------- backend-specific checks
 
+#[path = "store_suite/sqlite_log.rs"]
+mod sqlite_log;
 #[path = "store_suite/sqlite_only.rs"]
 mod sqlite_only;
 

@@ -27,7 +27,9 @@ mod sqlite;
 
 pub use memory::MemoryStore;
 pub use postgres::{Activity, Fence, Leadership, PgOptions, PgStore, SslMode};
-pub use sqlite::{SqliteStore, Synchronous, SQLITE_FILE, STREAMED_PAYLOAD};
+pub use sqlite::{
+    log_path, SqliteStore, Synchronous, LOG_VERSION, SQLITE_FILE, SQLITE_LOG_FILE, STREAMED_PAYLOAD,
+};
 
 use thiserror::Error;
 
@@ -129,7 +131,7 @@ pub enum StoreError {
 }
 
 /// The newest schema version this build knows (migrations 1..=this).
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Checks a row key or deposit token: non-empty, at most 512 bytes, no NUL.
 pub fn check_key(key: &str) -> Result<(), StoreError> {

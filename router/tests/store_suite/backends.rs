@@ -42,7 +42,7 @@ impl Backend for MemoryBackend {
 
 pub(crate) struct SqliteBackend {
     _tmp: tempfile::TempDir,
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
 }
 
 impl SqliteBackend {
@@ -57,6 +57,10 @@ impl SqliteBackend {
     }
     pub(crate) fn raw(&self) -> rusqlite::Connection {
         rusqlite::Connection::open(self.file()).unwrap()
+    }
+    /// A raw connection to the log file (deposits and leases).
+    pub(crate) fn raw_log(&self) -> rusqlite::Connection {
+        rusqlite::Connection::open(router::store::log_path(&self.file())).unwrap()
     }
 }
 
@@ -77,8 +81,12 @@ impl Backend for SqliteBackend {
         true
     }
     fn fingerprint(&self) -> String {
-        let bytes = std::fs::read(self.file()).unwrap();
-        format!("{:x}", Sha256::digest(&bytes))
+        // Both files: the main one and the log of deposits and leases.
+        let mut h = Sha256::new();
+        for f in [self.file(), router::store::log_path(&self.file())] {
+            h.update(std::fs::read(f).unwrap());
+        }
+        format!("{:x}", h.finalize())
     }
     fn poison(&self) -> bool {
         self.raw()

@@ -42,7 +42,7 @@ struct Cli {
 
 #[derive(clap::Args, Debug, Clone)]
 struct ServeArgs {
-    /// Data directory (SQLite file `router.db`, event log `events.jsonl`).
+    /// Data directory (SQLite files `router.db` and `router-log.db`, event log `events.jsonl`).
     #[arg(long, default_value = "router-data")]
     data: PathBuf,
     /// Store: absent = SQLite in the data directory; `postgres://…` =

@@ -1,4 +1,5 @@
-//! The embedded default [`Store`]: one SQLite file in WAL mode.
+//! The embedded default [`Store`]: SQLite in WAL mode, a main file and a
+//! log file beside it.
 //!
 //! # Durability: `synchronous = FULL`
 //!
@@ -39,10 +40,16 @@
 //!
 //! # Schema
 //!
-//! `schema_migrations(version, applied_at)` records every applied migration;
-//! the keyed tables are `devices`, `targets`, `meta` (`key TEXT PRIMARY KEY,
-//! version INTEGER, payload TEXT`) and the log is `deposits(seq INTEGER
-//! PRIMARY KEY, token TEXT UNIQUE, payload TEXT)`.
+//! Two files. The main one (`router.db`): `schema_migrations(version,
+//! applied_at)` records every applied migration; the keyed tables are
+//! `devices`, `targets`, `meta` (`key TEXT PRIMARY KEY, version INTEGER,
+//! payload TEXT`). The log file beside it (`router-log.db`, module `log`):
+//! the deposit log `deposits(seq INTEGER PRIMARY KEY, token TEXT UNIQUE,
+//! payload TEXT)` and the `leases` keyed table, so that what must be
+//! durable before it is answered never waits for a snapshot's write to the
+//! main file. The main file keeps empty `deposits` and `leases` tables from
+//! its older versions; migration 4 marks the move, so a build before it
+//! refuses the file instead of reading the emptied tables.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -51,8 +58,8 @@ use rusqlite::blob::ZeroBlob;
 use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior, MAIN_DB};
 
 use super::{
-    check_deposit, check_key, check_row, check_writes, fill_failed, DepositEntry, Row, Store,
-    StoreError, Table, Write, SCHEMA_VERSION,
+    check_key, check_row, check_writes, DepositEntry, Row, Store, StoreError, Table, Write,
+    SCHEMA_VERSION,
 };
 
 /// The file [`SqliteStore::open_dir`] keeps inside its directory.
@@ -122,18 +129,34 @@ const MIGRATIONS: &[&str] = &[
     // The replicas' lead: used on PostgreSQL; here for one schema history.
     "CREATE TABLE leadership (id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1), term INTEGER NOT NULL,
         holder TEXT NOT NULL, url TEXT NOT NULL, expires_at REAL NOT NULL);",
+    // Version 4: the deposits and the leases' rows live in the log file
+    // (module `log`); their tables here stay, emptied into it at open. A
+    // build before it would read the emptied tables and miss the log, so it
+    // must refuse this file.
+    "-- the log file holds deposits and leases",
 ];
 
-/// A [`Store`] in one SQLite file (WAL journal, `synchronous` per
-/// [`Synchronous`], `FULL` by default). One process should own the file;
-/// a second opener waits up to 5 s on a lock, then fails.
+/// A [`Store`] in a main SQLite file and its log file ([`log_path`]; WAL
+/// journals, `synchronous` per [`Synchronous`], `FULL` by default). One
+/// process should own the files; a second opener's write waits up to 5 s
+/// on a lock, then fails.
 #[derive(Debug)]
 pub struct SqliteStore {
+    /// The main file: devices, targets, meta, the schema's history.
     conn: Connection,
+    /// The log file ([`log`]): deposits and the leases' rows.
+    log: Connection,
     path: PathBuf,
+    sync: Synchronous,
 }
 
+mod log;
 mod sql;
+pub use log::{log_path, LOG_VERSION};
+
+/// The log file [`SqliteStore::open_dir`] keeps beside [`SQLITE_FILE`]
+/// (module `log`: the deposits and the leases' rows).
+pub const SQLITE_LOG_FILE: &str = "router-log.db";
 use sql::{delete_keys, get_sql, load_sql, page_sql, row_of, rows_of, upsert_sql};
 
 fn be(e: rusqlite::Error) -> StoreError {
@@ -216,56 +239,76 @@ impl SqliteStore {
         conn.pragma_update(None, "synchronous", sync.pragma())
             .map_err(be)?;
         conn.set_prepared_statement_cache_capacity(32);
-        let mut store = SqliteStore {
+        let mut conn = conn;
+        migrate(&mut conn)?;
+        let mut log = log::open(&log_path(path), sync)?;
+        log::move_from_main(&mut conn, &mut log)?;
+        Ok(SqliteStore {
             conn,
+            log,
             path: path.to_path_buf(),
-        };
-        store.migrate()?;
-        Ok(store)
+            sync,
+        })
     }
 
-    /// The path of the database file.
+    /// The connection that holds `table`: the log file's for
+    /// [`Table::Leases`], the main file's for the others.
+    fn conn_of(&self, table: Table) -> &Connection {
+        match table {
+            Table::Leases => &self.log,
+            _ => &self.conn,
+        }
+    }
+
+    /// The path of the main database file.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Applies the missing migrations, each in its own immediate
-    /// transaction (a concurrent opener waits, then sees them applied).
-    fn migrate(&mut self) -> Result<(), StoreError> {
-        for (i, sql) in MIGRATIONS.iter().enumerate() {
-            let target = i as u32 + 1;
-            let tx = self
-                .conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(be)?;
-            tx.execute_batch(
-                "CREATE TABLE IF NOT EXISTS schema_migrations (
+    /// The path of the log file beside it ([`log_path`]).
+    pub fn log_path(&self) -> PathBuf {
+        log_path(&self.path)
+    }
+}
+
+/// Applies the missing migrations to the main file, each in its own
+/// immediate transaction (a concurrent opener waits, then sees them
+/// applied).
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    for (i, sql) in MIGRATIONS.iter().enumerate() {
+        let target = i as u32 + 1;
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(be)?;
+        tx.execute_batch(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
                      version INTEGER PRIMARY KEY NOT NULL,
                      applied_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
                  )",
-            )
-            .map_err(be)?;
-            let found = stored_version(&tx)?;
-            if found > SCHEMA_VERSION {
-                return Err(StoreError::SchemaTooNew {
-                    found,
-                    known: SCHEMA_VERSION,
-                });
-            }
-            if found >= target {
-                continue; // dropping `tx` rolls back the no-op
-            }
-            tx.execute_batch(sql).map_err(be)?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version) VALUES (?1)",
-                params![target],
-            )
-            .map_err(be)?;
-            tx.commit().map_err(be)?;
+        )
+        .map_err(be)?;
+        let found = stored_version(&tx)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::SchemaTooNew {
+                found,
+                known: SCHEMA_VERSION,
+            });
         }
-        Ok(())
+        if found >= target {
+            continue; // dropping `tx` rolls back the no-op
+        }
+        tx.execute_batch(sql).map_err(be)?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version) VALUES (?1)",
+            params![target],
+        )
+        .map_err(be)?;
+        tx.commit().map_err(be)?;
     }
+    Ok(())
+}
 
+impl SqliteStore {
     fn upsert_one(conn: &Connection, table: Table, r: &Row) -> Result<(), StoreError> {
         let mut st = conn.prepare_cached(upsert_sql(table)).map_err(be)?;
         if r.payload.len() <= STREAMED_PAYLOAD {
@@ -294,36 +337,19 @@ impl SqliteStore {
     }
 }
 
-/// Inserts one checked deposit. `Err((e, true))`: only this statement
-/// failed (its seq is logged under another token), a surrounding
-/// transaction is intact.
-fn insert_deposit(conn: &Connection, entry: &DepositEntry) -> Result<bool, (StoreError, bool)> {
-    let mut st = conn
-        .prepare_cached(
-            "INSERT INTO deposits (seq, token, payload) VALUES (?1, ?2, ?3)
-             ON CONFLICT(token) DO NOTHING",
-        )
-        .map_err(|e| (be(e), false))?;
-    match st.execute(params![entry.seq as i64, entry.token, entry.payload]) {
-        Ok(n) => Ok(n == 1),
-        Err(rusqlite::Error::SqliteFailure(e, _))
-            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY =>
-        {
-            Err((
-                StoreError::Backend(format!(
-                    "deposit seq {} is already logged with another token",
-                    entry.seq
-                )),
-                true,
-            ))
-        }
-        Err(e) => Err((be(e), false)),
-    }
-}
-
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    /// A second store on the same files, with connections of its own: the
+    /// store writer's deposits and leases' rows commit to the log file
+    /// while a snapshot holds the main file ([`log`]). `None` if it cannot
+    /// be opened (the caller then shares this handle).
+    fn concurrent_handle(&self) -> Option<Box<dyn Store>> {
+        SqliteStore::open_with(&self.path, self.sync)
+            .ok()
+            .map(|s| Box::new(s) as Box<dyn Store>)
     }
 
     fn schema_version(&mut self) -> Result<u32, StoreError> {
@@ -334,12 +360,15 @@ impl Store for SqliteStore {
         for r in rows {
             check_row(r)?;
         }
+        let conn = match table {
+            Table::Leases => &mut self.log,
+            _ => &mut self.conn,
+        };
         match rows {
             [] => Ok(()),
-            [r] => SqliteStore::upsert_one(&self.conn, table, r),
+            [r] => SqliteStore::upsert_one(conn, table, r),
             _ => {
-                let tx = self
-                    .conn
+                let tx = conn
                     .transaction_with_behavior(TransactionBehavior::Immediate)
                     .map_err(be)?;
                 for r in rows {
@@ -354,7 +383,10 @@ impl Store for SqliteStore {
         if check_key(key).is_err() {
             return Ok(None);
         }
-        let mut st = self.conn.prepare_cached(get_sql(table)).map_err(be)?;
+        let mut st = self
+            .conn_of(table)
+            .prepare_cached(get_sql(table))
+            .map_err(be)?;
         let got = st.query_row(params![key], row_of).optional().map_err(be)?;
         match got {
             None => Ok(None),
@@ -367,7 +399,7 @@ impl Store for SqliteStore {
     }
 
     fn load(&mut self, table: Table) -> Result<Vec<Row>, StoreError> {
-        rows_of(&self.conn, load_sql(table), [])
+        rows_of(self.conn_of(table), load_sql(table), [])
     }
 
     fn load_page(
@@ -379,144 +411,79 @@ impl Store for SqliteStore {
         // Every key sorts after the empty string (keys are non-empty).
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let params = params![after.unwrap_or(""), limit];
-        rows_of(&self.conn, page_sql(table), params)
+        rows_of(self.conn_of(table), page_sql(table), params)
     }
 
+    /// The main file's writes in one immediate transaction, then the log
+    /// file's (the leases' rows) in another: atomic within each file, the
+    /// main file first. A crash between the two leaves rows of leases that
+    /// ended, which a restart reads as ended or expired ([`log`]).
     fn write_all(&mut self, writes: &[Write<'_>]) -> Result<(), StoreError> {
         check_writes(writes)?;
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(be)?;
-        for w in writes {
-            match *w {
-                Write::Upsert(table, rows) => {
-                    for r in rows {
-                        SqliteStore::upsert_one(&tx, table, r)?;
-                    }
-                }
-                Write::Delete(table, keys) => delete_keys(&tx, table, keys)?,
+        let in_log = |w: &Write<'_>| {
+            matches!(
+                w,
+                Write::Upsert(Table::Leases, _) | Write::Delete(Table::Leases, _)
+            )
+        };
+        for (conn, log_side) in [(&mut self.conn, false), (&mut self.log, true)] {
+            let mine: Vec<&Write<'_>> = writes.iter().filter(|w| in_log(w) == log_side).collect();
+            if mine.is_empty() {
+                continue;
             }
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(be)?;
+            for w in mine {
+                match *w {
+                    Write::Upsert(table, rows) => {
+                        for r in rows {
+                            SqliteStore::upsert_one(&tx, table, r)?;
+                        }
+                    }
+                    Write::Delete(table, keys) => delete_keys(&tx, table, keys)?,
+                }
+            }
+            tx.commit().map_err(be)?;
         }
-        tx.commit().map_err(be)
+        Ok(())
     }
 
     fn append_deposit(&mut self, entry: &DepositEntry) -> Result<bool, StoreError> {
-        check_deposit(entry)?;
-        insert_deposit(&self.conn, entry).map_err(|(e, _)| e)
+        log::append(&self.log, entry)
     }
 
-    /// One immediate transaction for the batch: one commit, one fsync.
-    /// Entries apply in order as [`Store::append_deposit`] would; an entry
-    /// refused on its own (bad value, seq taken) fails alone, and any other
-    /// error or a failed commit fails every entry that was not refused on
-    /// its own, with nothing written.
+    /// One immediate transaction for the batch: one commit, one fsync
+    /// (`log::append_all`).
     fn append_deposits(&mut self, entries: &[DepositEntry]) -> Vec<Result<bool, StoreError>> {
-        if entries.len() < 2 {
-            return entries.iter().map(|e| self.append_deposit(e)).collect();
-        }
-        let mut results: Vec<Option<Result<bool, StoreError>>> = entries
-            .iter()
-            .map(|e| check_deposit(e).err().map(Err))
-            .collect();
-        let tx = match self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-        {
-            Ok(tx) => tx,
-            Err(e) => return fill_failed(results, &be(e)),
-        };
-        for (e, slot) in entries.iter().zip(results.iter_mut()) {
-            if slot.is_some() {
-                continue;
-            }
-            match insert_deposit(&tx, e) {
-                Ok(fresh) => *slot = Some(Ok(fresh)),
-                Err((err, true)) => *slot = Some(Err(err)),
-                Err((err, false)) => {
-                    drop(tx); // rolls back
-                    return fill_failed(
-                        results
-                            .into_iter()
-                            .map(|r| r.filter(|r| r.is_err()))
-                            .collect(),
-                        &err,
-                    );
-                }
-            }
-        }
-        match tx.commit() {
-            Ok(()) => fill_failed(results, &StoreError::Backend("entry skipped".into())),
-            Err(e) => fill_failed(
-                results
-                    .into_iter()
-                    .map(|r| r.filter(|r| r.is_err()))
-                    .collect(),
-                &be(e),
-            ),
-        }
+        log::append_all(&mut self.log, entries)
     }
 
     fn deposits_after(&mut self, after: u64) -> Result<Vec<DepositEntry>, StoreError> {
-        let Ok(after) = i64::try_from(after) else {
-            return Ok(Vec::new()); // no stored seq exceeds i64::MAX
-        };
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT seq, token, payload FROM deposits WHERE seq > ?1 ORDER BY seq")
-            .map_err(be)?;
-        let rows = st
-            .query_map(params![after], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get(2)?))
-            })
-            .map_err(be)?;
-        let mut out = Vec::new();
-        for r in rows {
-            let (seq, token, payload) = r.map_err(be)?;
-            out.push(DepositEntry {
-                seq: to_u64("seq", seq)?,
-                token,
-                payload,
-            });
-        }
-        Ok(out)
+        log::read_deposits(&self.log, after)
     }
 
     fn has_deposit(&mut self, token: &str) -> Result<bool, StoreError> {
         if check_key(token).is_err() {
             return Ok(false);
         }
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT EXISTS (SELECT 1 FROM deposits WHERE token = ?1)")
-            .map_err(be)?;
-        st.query_row(params![token], |r| r.get(0)).map_err(be)
+        log::has(&self.log, token)
     }
 
     fn last_seq(&mut self) -> Result<u64, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM deposits")
-            .map_err(be)?;
-        let v: i64 = st.query_row([], |r| r.get(0)).map_err(be)?;
-        to_u64("seq", v)
+        log::last_seq(&self.log)
     }
 
     fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
-        let up_to = i64::try_from(up_to).unwrap_or(i64::MAX);
-        let n = self
-            .conn
-            .execute(
-                "DELETE FROM deposits WHERE seq <= ?1
-                 AND seq < (SELECT COALESCE(MAX(seq), 0) FROM deposits)",
-                params![up_to],
-            )
-            .map_err(be)?;
-        Ok(n as u64)
+        log::prune(&self.log, up_to)
     }
 
     fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
-        let tx = self.conn.transaction().map_err(be)?;
+        let conn = match table {
+            Table::Leases => &mut self.log,
+            _ => &mut self.conn,
+        };
+        let tx = conn.transaction().map_err(be)?;
         delete_keys(&tx, table, keys)?;
         tx.commit().map_err(be)
     }
