@@ -131,6 +131,30 @@ fn of_two_snapshots_taken_before_either_was_written_the_newer_alone_is_complete(
     assert_eq!(restarted.targets_table(), at_s2);
 }
 
+/// A snapshot's clone of the state is dropped once serialized (while it
+/// lives, every record the router changes is copied): it serializes once,
+/// a second try is refused rather than writing nothing, and what the
+/// retention reads of it (time, folded seq, version) outlives the clone.
+#[test]
+fn a_snapshot_serializes_once_and_keeps_its_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut r, devices) = seeded(dir.path(), 50);
+    assert!(!work(&mut r, &devices, 3.0).is_empty());
+    let snap = r.take_snapshot_now(3.5).expect("changed");
+    let figures = (snap.t_s(), snap.applied_seq(), snap.version());
+    assert!(figures.1 > 0, "the work's deposits were folded");
+    let rows = snap.rows().unwrap();
+    assert!(!rows.targets.is_empty());
+    assert_eq!((snap.t_s(), snap.applied_seq(), snap.version()), figures);
+    let again = snap.rows().unwrap_err();
+    assert!(
+        matches!(again, router::store::StoreError::BadValue(_)),
+        "{again:?}"
+    );
+    let store = r.store_handle();
+    assert!(Router::write_snapshot(&store, &snap).is_err());
+}
+
 #[test]
 fn a_state_row_that_holds_the_targets_is_read_and_its_targets_written_as_rows() {
     let dir = tempfile::tempdir().unwrap();

@@ -48,7 +48,10 @@ impl Router {
         self.d.snapshot_seq += 1;
         self.dirty = false;
         Some(Snapshot {
-            state: Box::new(self.d.clone()),
+            state: parking_lot::Mutex::new(Some(Box::new(self.d.clone()))),
+            t_s: self.d.t_s,
+            applied_seq: self.d.applied_seq,
+            version: self.d.snapshot_seq,
             changed_targets,
             changed_devices,
             departed: std::mem::take(&mut self.departed),
@@ -211,9 +214,22 @@ pub(super) fn restore_devices(
 
 /// One snapshot: a clone of the durable state at the moment it was taken
 /// (cheap: its large maps are shared), serialized only when written.
-#[derive(Debug, Clone)]
+///
+/// The clone is dropped as soon as [`Snapshot::rows`] has serialized it,
+/// before the rows are written: while it lives, every target or device
+/// the router changes is copied (the maps share their records, and a
+/// shared record is copied on write), and a write can take seconds
+/// (docs/router.md, "The log in its own file").
+#[derive(Debug)]
 pub struct Snapshot {
-    state: Box<Durable>,
+    /// The state's clone, until [`Snapshot::rows`] takes it.
+    state: parking_lot::Mutex<Option<Box<Durable>>>,
+    /// The state's router-clock time, seconds.
+    t_s: f64,
+    /// The highest deposit seq folded into the state.
+    applied_seq: u64,
+    /// The state's snapshot sequence.
+    version: u64,
     /// Targets changed since the last snapshot: the rows this one writes.
     changed_targets: Vec<String>,
     /// Devices changed since the last snapshot: the rows this one writes.
@@ -230,12 +246,12 @@ pub struct Snapshot {
 impl Snapshot {
     /// Router-clock time it was taken at, seconds.
     pub fn t_s(&self) -> f64 {
-        self.state.t_s
+        self.t_s
     }
 
     /// The highest deposit seq folded into it.
     pub fn applied_seq(&self) -> u64 {
-        self.state.applied_seq
+        self.applied_seq
     }
 
     /// Bytes of its snapshot row, once serialized ([`Snapshot::rows`]).
@@ -266,29 +282,41 @@ impl Snapshot {
     /// The snapshot's version: the state's snapshot sequence (a store keeps
     /// the row with the higher version, so a late write never wins).
     pub fn version(&self) -> u64 {
-        self.state.snapshot_seq
+        self.version
     }
 
     /// The rows to write: one [`Table::Targets`] row per changed target,
     /// the [`Table::Meta`] snapshot row and one [`Table::Devices`] row per
-    /// changed device ([`device_payload`]). Errors: `BadValue` when the
-    /// state does not serialize.
+    /// changed device ([`device_payload`]). Takes the state's clone and
+    /// drops it once serialized, so a snapshot serializes once. Errors:
+    /// `BadValue` when the state does not serialize, or was serialized
+    /// before.
     pub fn rows(&self) -> Result<Rows, StoreError> {
+        let Some(state) = self.state.lock().take() else {
+            return Err(StoreError::BadValue(format!(
+                "snapshot {} was serialized before",
+                self.version
+            )));
+        };
+        self.rows_of(&state)
+    }
+
+    fn rows_of(&self, st: &Durable) -> Result<Rows, StoreError> {
         let version = self.version();
         let bad = |e: serde_json::Error| StoreError::BadValue(format!("snapshot: {e}"));
         let mut targets = Vec::with_capacity(self.changed_targets.len());
         for name in &self.changed_targets {
-            if let Some(rec) = self.state.targets.get(name) {
+            if let Some(rec) = st.targets.get(name) {
                 targets.push(Row {
                     key: name.clone(),
                     version,
-                    payload: target_rows::payload(&self.state, name, rec).map_err(bad)?,
+                    payload: target_rows::payload(st, name, rec).map_err(bad)?,
                 });
             }
         }
         let mut devices = Vec::with_capacity(self.changed_devices.len());
         for id in &self.changed_devices {
-            if let Some(rec) = self.state.devices.get(id) {
+            if let Some(rec) = st.devices.get(id) {
                 devices.push(Row {
                     key: id.clone(),
                     version,
@@ -297,8 +325,8 @@ impl Snapshot {
             }
         }
         // The state row leaves out the task cells the targets' rows carry.
-        let mut state = (*self.state).clone();
-        state.field = target_rows::state_field(&self.state);
+        let mut state = st.clone();
+        state.field = target_rows::state_field(st);
         let payload = json_exact(&state)?;
         drop(state);
         let rows_bytes: usize = targets

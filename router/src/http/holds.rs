@@ -161,7 +161,9 @@ impl Shell {
 }
 
 /// A snapshot write that held the store at least this long is logged
-/// (each lease and deposit waiting for the writer waits it out).
+/// (whatever goes through the shared handle meanwhile, a registration or
+/// a read, waits it out; the store writer's leases and deposits wait only
+/// where the store has no handle for them of their own).
 pub(super) const SLOW_SNAPSHOT: Duration = Duration::from_millis(100);
 
 /// Logs a snapshot write that held the store [`SLOW_SNAPSHOT`] or
@@ -175,7 +177,7 @@ fn log_slow_snapshot(snap: &Snapshot, held: Duration) {
             departed = snap.departed().len(),
             ended_leases = snap.ended_leases().len(),
             state_bytes = snap.bytes().unwrap_or(0),
-            "a snapshot write held the store: leases and deposits waited for it"
+            "a snapshot write held the store's shared handle"
         );
     }
 }

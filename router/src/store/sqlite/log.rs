@@ -94,6 +94,10 @@ pub(super) fn open(path: &Path, sync: Synchronous) -> Result<Connection, StoreEr
     conn.pragma_update(None, "synchronous", sync.pragma())
         .map_err(be)?;
     conn.set_prepared_statement_cache_capacity(16);
+    // The log is written at its end and read back only at a restart: a
+    // small page cache (512 KiB, against SQLite's 2 MiB) holds what its
+    // commits touch, and each of its connections keeps one.
+    conn.pragma_update(None, "cache_size", -512).map_err(be)?;
     conn.execute_batch(&format!(
         "BEGIN IMMEDIATE; {LOG_SCHEMA} PRAGMA user_version = {LOG_VERSION}; COMMIT;"
     ))
