@@ -67,7 +67,10 @@ impl Router {
     /// per device changed since the last snapshot (its identity, trust and
     /// state), all at the snapshot's version, then the departed devices' and ended leases' rows deleted. A crash
     /// leaves either all of it or none, so the state row never covers
-    /// deposits whose target or device rows are missing. Errors: the store's, or
+    /// deposits whose target or device rows are missing (on SQLite the
+    /// ended leases' deletions commit after the rest, in the log file: a
+    /// crash between leaves rows a restart reads as ended or expired;
+    /// decision 0030). Errors: the store's, or
     /// `BadValue` when the state does not serialize (the next snapshot
     /// carries the state again).
     pub fn write_snapshot(store: &SharedStore, snap: &Snapshot) -> Result<(), StoreError> {

@@ -254,7 +254,9 @@ pub trait Store: Send {
     /// Applies `writes` in order as one atomic batch where the backend has
     /// transactions: after a crash either all of them are in the store or
     /// none is (a snapshot's state row and the target rows it covers,
-    /// `core::snapshot`). Every row is checked ([`check_row`]) before any
+    /// `core::snapshot`). SQLite keeps [`Table::Leases`] in a file of its
+    /// own: there the writes to the other tables are one atomic batch,
+    /// committed first, and those to the leases another (decision 0030). Every row is checked ([`check_row`]) before any
     /// is written. The default applies them one call at a time (the
     /// memory store, which a crash empties anyway).
     fn write_all(&mut self, writes: &[Write<'_>]) -> Result<(), StoreError> {
