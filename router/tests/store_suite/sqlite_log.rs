@@ -97,15 +97,10 @@ fn a_batch_writes_both_files() {
 /// 3, deposits and leases in the main file).
 fn version_3_file(f: &std::path::Path) {
     let c = rusqlite::Connection::open(f).unwrap();
+    c.execute_batch(super::sqlite_only::VERSION_1_TABLES)
+        .unwrap();
     c.execute_batch(
-        "PRAGMA journal_mode = WAL;
-         CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL,
-             applied_at TEXT NOT NULL DEFAULT 'then');
-         CREATE TABLE devices (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-         CREATE TABLE targets (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-         CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-         CREATE TABLE deposits (seq INTEGER PRIMARY KEY NOT NULL, token TEXT NOT NULL UNIQUE, payload TEXT NOT NULL);
-         CREATE TABLE leases (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+        "CREATE TABLE leases (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
          CREATE TABLE leadership (id INTEGER PRIMARY KEY NOT NULL CHECK (id = 1), term INTEGER NOT NULL,
              holder TEXT NOT NULL, url TEXT NOT NULL, expires_at REAL NOT NULL);
          INSERT INTO schema_migrations (version) VALUES (1), (2), (3);

@@ -163,15 +163,9 @@ fn a_version_1_file_gains_the_leases_table_and_keeps_its_rows() {
     let f = tmp.path().join("router.db");
     {
         let c = rusqlite::Connection::open(&f).unwrap();
+        c.execute_batch(VERSION_1_TABLES).unwrap();
         c.execute_batch(
-            "PRAGMA journal_mode = WAL;
-             CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL,
-                 applied_at TEXT NOT NULL DEFAULT 'then');
-             CREATE TABLE devices (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-             CREATE TABLE targets (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-             CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
-             CREATE TABLE deposits (seq INTEGER PRIMARY KEY NOT NULL, token TEXT NOT NULL UNIQUE, payload TEXT NOT NULL);
-             INSERT INTO schema_migrations (version) VALUES (1);
+            "INSERT INTO schema_migrations (version) VALUES (1);
              INSERT INTO meta VALUES ('snapshot', 3, '{}');
              INSERT INTO deposits VALUES (7, 'tok-7', '{}');",
         )
@@ -190,3 +184,13 @@ fn a_version_1_file_gains_the_leases_table_and_keeps_its_rows() {
     s.upsert(Table::Leases, std::slice::from_ref(&row)).unwrap();
     assert_eq!(s.load(Table::Leases).unwrap(), vec![row]);
 }
+
+/// The tables of a file schema version 1 wrote (an older build's), in WAL
+/// mode, empty.
+pub(super) const VERSION_1_TABLES: &str = "PRAGMA journal_mode = WAL;
+    CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY NOT NULL,
+        applied_at TEXT NOT NULL DEFAULT 'then');
+    CREATE TABLE devices (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+    CREATE TABLE targets (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, version INTEGER NOT NULL, payload TEXT NOT NULL);
+    CREATE TABLE deposits (seq INTEGER PRIMARY KEY NOT NULL, token TEXT NOT NULL UNIQUE, payload TEXT NOT NULL);";
