@@ -137,6 +137,8 @@ fn end_to_end_on_sqlite_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     end_to_end(dir.path(), &[]);
     assert!(dir.path().join("router.db").exists());
+    // The deposit log and the leases' rows, beside it (decision 0030).
+    assert!(dir.path().join("router-log.db").exists());
 }
 
 #[test]
