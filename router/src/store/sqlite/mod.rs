@@ -260,6 +260,14 @@ impl SqliteStore {
         }
     }
 
+    /// As [`SqliteStore::conn_of`], mutable (to open a transaction).
+    fn conn_of_mut(&mut self, table: Table) -> &mut Connection {
+        match table {
+            Table::Leases => &mut self.log,
+            _ => &mut self.conn,
+        }
+    }
+
     /// The path of the main database file.
     pub fn path(&self) -> &Path {
         &self.path
@@ -360,10 +368,7 @@ impl Store for SqliteStore {
         for r in rows {
             check_row(r)?;
         }
-        let conn = match table {
-            Table::Leases => &mut self.log,
-            _ => &mut self.conn,
-        };
+        let conn = self.conn_of_mut(table);
         match rows {
             [] => Ok(()),
             [r] => SqliteStore::upsert_one(conn, table, r),
@@ -479,10 +484,7 @@ impl Store for SqliteStore {
     }
 
     fn delete(&mut self, table: Table, keys: &[String]) -> Result<(), StoreError> {
-        let conn = match table {
-            Table::Leases => &mut self.log,
-            _ => &mut self.conn,
-        };
+        let conn = self.conn_of_mut(table);
         let tx = conn.transaction().map_err(be)?;
         delete_keys(&tx, table, keys)?;
         tx.commit().map_err(be)
