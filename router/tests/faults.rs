@@ -5,6 +5,7 @@
 //! fault it once lost work to.
 
 use crate::support;
+use crate::support::in_process::InProcess;
 
 use serde_json::json;
 
@@ -253,95 +254,6 @@ fn registration_survives_sigkill(data: &std::path::Path, store_args: &[&str]) {
     r.stop();
 }
 
-/// routerd in this process over real loopback HTTP, so the test can hold
-/// its store (the writer then cannot append) without a timer.
-struct InProcess {
-    base: String,
-    agent: ureq::Agent,
-    store: router::core::SharedStore,
-    _rt: tokio::runtime::Runtime,
-}
-
-impl InProcess {
-    fn start(deposit_queue: usize) -> InProcess {
-        let cfg = router::config::RouterConfig {
-            operator_key: support::routerd::OPERATOR_KEY.into(),
-            registration_token: TOKEN.into(),
-            deposit_queue,
-            ..Default::default()
-        };
-        let manual = router::http::clock::ManualClock::new(CLOCK_START_S).unwrap();
-        let store: Box<dyn router::store::Store> = Box::new(router::store::MemoryStore::new());
-        let core = router::core::Router::open(cfg, store, CLOCK_START_S).unwrap();
-        let store = core.store_handle();
-        let shell = router::http::Shell::new_manual(core, manual, None).unwrap();
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        rt.spawn(async move { axum::serve(listener, router::http::app(shell)).await });
-        // The bound only stops a broken build from hanging the suite.
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(std::time::Duration::from_secs(20)))
-            .build()
-            .into();
-        InProcess {
-            base,
-            agent,
-            store,
-            _rt: rt,
-        }
-    }
-
-    /// POSTs (PUT for the facts) `body`; (status, JSON body, Retry-After).
-    fn send(
-        &self,
-        path: &str,
-        body: &serde_json::Value,
-    ) -> (u16, serde_json::Value, Option<String>) {
-        let url = format!("{}{path}", self.base);
-        let req = match path {
-            "/v1/facts" => self.agent.put(&url),
-            _ => self.agent.post(&url),
-        };
-        let mut resp = req
-            .header("content-type", "application/json")
-            .header("x-operator-key", support::routerd::OPERATOR_KEY)
-            .send(body.to_string())
-            .expect("the request reaches routerd");
-        let retry = resp
-            .headers()
-            .get("retry-after")
-            .map(|v| v.to_str().unwrap().to_string());
-        let text = resp.body_mut().read_to_string().unwrap();
-        (
-            resp.status().as_u16(),
-            serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
-            retry,
-        )
-    }
-
-    fn metric(&self, name: &str) -> f64 {
-        let mut resp = self
-            .agent
-            .get(format!("{}/metrics", self.base))
-            .call()
-            .unwrap();
-        let text = resp.body_mut().read_to_string().unwrap();
-        let key = format!("router_{name} ");
-        text.lines()
-            .find_map(|l| l.strip_prefix(&key))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no {key} in /metrics"))
-    }
-}
-
 /// The deposit channel was unbounded: a store slower than the deposits
 /// grew routerd's memory without limit. Now deposits waiting for the store
 /// are capped: with the store held, the cap's worth wait, the next is
@@ -419,44 +331,4 @@ fn a_full_deposit_queue_answers_503_with_retry_after_and_loses_nothing() {
         text.contains("router_refused_total{kind=\"overloaded\"} 1"),
         "{text}"
     );
-}
-
-/// A new identity's durable write held the router's lock: with the store
-/// slow, every lease and `/metrics` waited behind one registration. Now
-/// the write happens outside the lock: with the store held, the
-/// registration waits (`router_registrations_pending` 1) while another
-/// device's lease and `/metrics` answer; freed, the registration answers
-/// and the identity is known, while a second registration of the same id
-/// during the wait is refused.
-#[test]
-fn a_registration_waiting_for_the_store_holds_up_no_one_else() {
-    let r = InProcess::start(16);
-    let f = support::routerd::facts(3);
-    assert_eq!(r.send("/v1/facts", &f).0, 200);
-    let (s, v, _) = r.send("/v1/register", &registration("dev-a", TOKEN, None));
-    assert_eq!(s, 200, "{v}");
-    let secret = v["device_secret"].as_str().unwrap().to_string();
-    let held = r.store.lock();
-    let (s, v) = std::thread::scope(|scope| {
-        let new = scope.spawn(|| r.send("/v1/register", &registration("dev-b", TOKEN, None)));
-        // Wait on the event: the registration is waiting for the store.
-        while r.metric("registrations_pending") < 1.0 {
-            std::thread::yield_now();
-        }
-        let (s, l, _) = r.send(
-            "/v1/lease",
-            &json!({"device_id": "dev-a", "device_secret": secret, "max_items": 1}),
-        );
-        assert_eq!(s, 200, "a lease answers while a registration waits: {l}");
-        let (s, v, _) = r.send("/v1/register", &registration("dev-b", TOKEN, None));
-        assert_eq!((s, v["error"].as_str()), (401, Some("unauthorized")), "{v}");
-        drop(held);
-        let (s, v, _) = new.join().unwrap();
-        (s, v)
-    });
-    assert_eq!(s, 200, "{v}");
-    assert_eq!(r.metric("registrations_pending"), 0.0);
-    let b = v["device_secret"].as_str().unwrap();
-    let (s, v, _) = r.send("/v1/register", &registration("dev-b", TOKEN, Some(b)));
-    assert_eq!(s, 200, "the identity is known: {v}");
 }

@@ -7,17 +7,16 @@
 //! an injected clock, then routerd killed with SIGKILL over loopback on
 //! SQLite and on PostgreSQL.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
 use crate::router_core::{cfg, deposit_req, lease, register, Dev};
 use crate::support;
-use crate::support::core::SharedMemory;
+use crate::support::core::{RefusingTable, SharedMemory};
 use crate::support::routerd::{deposit_body, Routerd, CLOCK_START_S};
 use router::api::{ApiError, LeaseRequest, ProtestRequest, RegisterRequest};
-use router::store::{DepositEntry, Row, Store, StoreError, Table};
+use router::store::{Store, Table};
 use router::Router;
 
 fn opened(store: &SharedMemory, now: f64) -> Router {
@@ -169,55 +168,9 @@ fn a_restart_gives_no_host_a_second_helping_of_politeness() {
     assert_eq!(lease(&mut r, &b, 4, 103.0).items.len(), 1);
 }
 
-/// A store whose lease writes fail while `fail` is set.
-#[derive(Clone, Default)]
-struct RefusingLeases {
-    inner: SharedMemory,
-    fail: Arc<AtomicBool>,
-}
-
-impl Store for RefusingLeases {
-    fn backend(&self) -> &'static str {
-        "memory"
-    }
-    fn schema_version(&mut self) -> Result<u32, StoreError> {
-        self.inner.schema_version()
-    }
-    fn upsert(&mut self, t: Table, rows: &[Row]) -> Result<(), StoreError> {
-        if t == Table::Leases && self.fail.load(Ordering::SeqCst) {
-            return Err(StoreError::Backend("disk full".into()));
-        }
-        self.inner.upsert(t, rows)
-    }
-    fn get(&mut self, t: Table, k: &str) -> Result<Option<Row>, StoreError> {
-        self.inner.get(t, k)
-    }
-    fn load(&mut self, t: Table) -> Result<Vec<Row>, StoreError> {
-        self.inner.load(t)
-    }
-    fn append_deposit(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
-        self.inner.append_deposit(e)
-    }
-    fn deposits_after(&mut self, s: u64) -> Result<Vec<DepositEntry>, StoreError> {
-        self.inner.deposits_after(s)
-    }
-    fn has_deposit(&mut self, t: &str) -> Result<bool, StoreError> {
-        self.inner.has_deposit(t)
-    }
-    fn last_seq(&mut self) -> Result<u64, StoreError> {
-        self.inner.last_seq()
-    }
-    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
-        self.inner.prune_deposits(up_to)
-    }
-    fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
-        self.inner.delete(t, keys)
-    }
-}
-
 #[test]
 fn a_lease_the_store_refused_is_undone_and_its_items_are_offered_again() {
-    let store = RefusingLeases::default();
+    let store = RefusingTable::new(Table::Leases);
     let mut r = Router::open(cfg(), Box::new(store.clone()), 0.0).unwrap();
     r.put_facts(&support::core::board_facts(3, 100.0), 0.0)
         .unwrap();

@@ -16,6 +16,7 @@ mod lease_restart;
 mod load_devices;
 mod operator_reads;
 mod pg_connection;
+mod registrar;
 mod replicas;
 mod reports;
 mod retention;

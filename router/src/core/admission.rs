@@ -11,7 +11,7 @@ use super::{Live, Router, SharedStore};
 use crate::api::{ApiError, RegisterRequest, RegisterResponse};
 use crate::config::{check_id, check_label};
 use crate::ids;
-use crate::store::{Row, Table, Write};
+use crate::store::{Row, Store, Table, Write};
 
 /// The field of a [`Table::Devices`] row that holds a registered identity.
 pub const IDENTITY_FIELD: &str = "identity";
@@ -98,17 +98,33 @@ impl Router {
     /// keep its higher version and win over the new one. [`Router::open`]
     /// restores the device from it. Needs only the store. Errors: `Store`.
     pub fn write_identity(store: &SharedStore, n: &NewIdentity) -> Result<(), ApiError> {
-        let payload = super::device_payload(&n.rec).map_err(|e| ApiError::Store(e.to_string()))?;
-        let row = Row {
-            key: n.id.clone(),
-            version: 0,
-            payload,
-        };
+        Self::write_identities(&mut **store.lock(), &[n])
+    }
+
+    /// [`Router::write_identity`] of several new identities at once: every
+    /// row in one atomic write, so one durable commit (one fsync) answers
+    /// them all (the HTTP shell's registrar groups concurrent
+    /// registrations so). Their ids are distinct: a second registration of
+    /// an id is refused while its first is being saved
+    /// ([`Router::register_prepare`]). Errors: `Store`, and then none of
+    /// the rows is written.
+    pub fn write_identities(store: &mut dyn Store, new: &[&NewIdentity]) -> Result<(), ApiError> {
+        let mut ids = Vec::with_capacity(new.len());
+        let mut rows = Vec::with_capacity(new.len());
+        for n in new {
+            let payload =
+                super::device_payload(&n.rec).map_err(|e| ApiError::Store(e.to_string()))?;
+            ids.push(n.id.clone());
+            rows.push(Row {
+                key: n.id.clone(),
+                version: 0,
+                payload,
+            });
+        }
         store
-            .lock()
             .write_all(&[
-                Write::Delete(Table::Devices, std::slice::from_ref(&n.id)),
-                Write::Upsert(Table::Devices, &[row]),
+                Write::Delete(Table::Devices, &ids),
+                Write::Upsert(Table::Devices, &rows),
             ])
             .map_err(|e| ApiError::Store(e.to_string()))
     }

@@ -30,10 +30,18 @@ pub(super) enum Op {
     Leases,
     /// The writer's batch of deposits.
     Deposits,
+    /// The registrar's batch of new identities' rows.
+    Registrations,
 }
 
 impl Op {
-    const ALL: [Op; 4] = [Op::Snapshot, Op::Prune, Op::Leases, Op::Deposits];
+    const ALL: [Op; 5] = [
+        Op::Snapshot,
+        Op::Prune,
+        Op::Leases,
+        Op::Deposits,
+        Op::Registrations,
+    ];
 
     fn label(self) -> &'static str {
         match self {
@@ -41,6 +49,7 @@ impl Op {
             Op::Prune => "prune",
             Op::Leases => "leases",
             Op::Deposits => "deposits",
+            Op::Registrations => "registrations",
         }
     }
 }
@@ -48,8 +57,8 @@ impl Op {
 /// The longest wait for, and hold of, the store by each [`Op`], µs.
 #[derive(Debug, Default)]
 pub(super) struct Holds {
-    wait_us: [AtomicU64; 4],
-    hold_us: [AtomicU64; 4],
+    wait_us: [AtomicU64; Op::ALL.len()],
+    hold_us: [AtomicU64; Op::ALL.len()],
 }
 
 impl Holds {
@@ -209,7 +218,7 @@ mod tests {
         holds.with(Op::Snapshot, &store, |_| ());
         assert_eq!(holds.hold_max_us(Op::Snapshot), long);
         // The others are untouched.
-        for op in [Op::Prune, Op::Leases, Op::Deposits] {
+        for op in [Op::Prune, Op::Leases, Op::Deposits, Op::Registrations] {
             assert_eq!((holds.hold_max_us(op), holds.wait_max_us(op)), (0, 0));
         }
         let text = holds.metrics_text();
@@ -217,6 +226,7 @@ mod tests {
             "router_store_hold_max_us{{op=\"snapshot\"}} {long}\n"
         )));
         assert!(text.contains("router_store_wait_max_us{op=\"prune\"} 0\n"));
-        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 8);
+        assert!(text.contains("router_store_hold_max_us{op=\"registrations\"} 0\n"));
+        assert_eq!(text.lines().filter(|l| !l.starts_with('#')).count(), 10);
     }
 }

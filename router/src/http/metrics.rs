@@ -1,6 +1,6 @@
 //! `GET /metrics`: the core's counters and gauges (Prometheus text,
 //! version 0.0.4), the deposit queue's fill, the longest waits for and
-//! holds of the store (`holds.rs`), and, on a replica, the term
+//! holds of the store (`holds.rs`), the registrar's writes, and, on a replica, the term
 //! of the lead it answers under.
 
 use std::sync::Arc;
@@ -24,6 +24,10 @@ pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         s.held.load(std::sync::atomic::Ordering::Relaxed),
         s.held_cap,
         s.held_refused.load(std::sync::atomic::Ordering::Relaxed)
+    ));
+    text.push_str(&format!(
+        "# HELP router_registration_writes_total Durable writes of new identities' rows, one for every identity waiting when the registrar wrote.\n# TYPE router_registration_writes_total counter\nrouter_registration_writes_total {}\n",
+        s.registration_writes.load(std::sync::atomic::Ordering::Relaxed)
     ));
     if let Some(c) = s.connections.get() {
         text.push_str(&format!(

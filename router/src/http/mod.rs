@@ -33,6 +33,7 @@ mod listener_tests;
 mod long_poll;
 mod metrics;
 mod records;
+mod registrar;
 pub mod serve;
 mod writer;
 
@@ -66,6 +67,11 @@ pub struct Shell {
     /// Leases' rows and prepared deposits for the store writer thread,
     /// deposits in sequence order.
     writer: Mutex<std::sync::mpsc::Sender<WriterJob>>,
+    /// New identities waiting for their durable write, for the registrar
+    /// thread (`registrar.rs`).
+    registrar: Mutex<std::sync::mpsc::Sender<registrar::Job>>,
+    /// The registrar's writes so far, one per batch of new identities.
+    registration_writes: std::sync::atomic::AtomicU64,
     /// Deposits accepted and not yet answered (queued for the writer or
     /// in its batch); raised under the router's lock, so it never passes
     /// [`Shell::deposit_queue`] and the queue's memory stays bounded.
@@ -144,6 +150,7 @@ impl Shell {
         let deposit_queue = router.config().deposit_queue.max(1);
         let held_cap = router.config().held_polls;
         let (tx, rx) = std::sync::mpsc::channel::<WriterJob>();
+        let (reg_tx, reg_rx) = std::sync::mpsc::channel::<registrar::Job>();
         let shell = Arc::new(Shell {
             router: Mutex::new(router),
             clock,
@@ -153,6 +160,8 @@ impl Shell {
             operator_key,
             store,
             writer: Mutex::new(tx),
+            registrar: Mutex::new(reg_tx),
+            registration_writes: std::sync::atomic::AtomicU64::new(0),
             pending: std::sync::atomic::AtomicUsize::new(0),
             deposit_queue,
             held: std::sync::atomic::AtomicUsize::new(0),
@@ -166,6 +175,7 @@ impl Shell {
             connections: std::sync::OnceLock::new(),
         });
         writer::spawn(&shell, rx)?;
+        registrar::spawn(&shell, reg_rx)?;
         Ok(shell)
     }
 
@@ -447,24 +457,7 @@ async fn register(State(s): State<Arc<Shell>>, req: Request) -> Response {
         .get::<axum::extract::ConnectInfo<listener::Peer>>()
         .map(|c| c.0 .0.ip().to_string());
     match parsed::<crate::api::RegisterRequest>(&s, req).await {
-        Ok(r) => {
-            // A new identity's durable write happens between two short
-            // holds of the router's lock, not under it.
-            run_unlocked(s, move |shell, now| {
-                let prepared = shell
-                    .router
-                    .lock()
-                    .register_prepare(&r, now, source.as_deref())?;
-                match prepared {
-                    crate::core::Registration::Done(resp) => Ok(resp),
-                    crate::core::Registration::New(n) => {
-                        let written = Router::write_identity(&shell.store, &n);
-                        shell.router.lock().register_commit(n, written)
-                    }
-                }
-            })
-            .await
-        }
+        Ok(r) => registrar::register(s, r, source).await,
         Err(resp) => resp,
     }
 }

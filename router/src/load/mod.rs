@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 pub mod fleet;
 mod measure;
 mod population;
+mod seed;
 pub use fleet::FleetSpec;
 pub use measure::{agent, check_durable, cpu_s, dir_bytes, group_cpu_s, rss_kib};
 use measure::{percentiles, probe_field, probe_metrics, quantile, MetricsProbe, Pick};
@@ -21,6 +22,7 @@ pub use population::{
     lapsed, population_facts, population_facts_in_batches, register_in_process, registration_body,
     success_deposit, FACTS_BATCH, LOAD_ARCHETYPES,
 };
+pub use seed::{resume, seed};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -250,56 +252,6 @@ pub fn post(
         .read_to_string()
         .map_err(|e| e.to_string())?;
     Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
-}
-
-/// Declares the load's sources and targets and registers its devices:
-/// their ids and secrets, and the seconds the registrations took.
-///
-/// Errors: routerd refused the facts or a registration.
-pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
-    let a = agent();
-    for facts in population_facts_in_batches(spec.targets, spec.sources, FACTS_BATCH) {
-        let facts = serde_json::to_string(&facts).map_err(|e| e.to_string())?;
-        let mut resp = a
-            .put(format!("{}/v1/facts", spec.base))
-            .header("content-type", "application/json")
-            .header("x-operator-key", &spec.operator_key)
-            .send(facts)
-            .map_err(|e| e.to_string())?;
-        if resp.status().as_u16() != 200 {
-            return Err(format!(
-                "facts refused: {}",
-                resp.body_mut().read_to_string().unwrap_or_default()
-            ));
-        }
-    }
-    let mut devices = Vec::with_capacity(spec.devices);
-    let t0 = Instant::now();
-    for i in 0..spec.devices {
-        let body = registration_body(i, &spec.registration_token, None);
-        let (s, v) = post(&a, &format!("{}/v1/register", spec.base), &body, None)?;
-        if s != 200 {
-            return Err(format!("registration refused: {v}"));
-        }
-        let secret = v["device_secret"].as_str().unwrap_or("").to_string();
-        devices.push((format!("load-dev-{i}"), secret));
-    }
-    Ok((devices, t0.elapsed().as_secs_f64()))
-}
-
-/// Registers load device `index` again at `base` with the `secret` it
-/// holds and the registration `token`, as a device told `404
-/// unknown_device` does ([`lapsed`]): it resumes its identity and its
-/// trust. Returns (status, JSON body). Errors: no answer.
-pub fn resume(
-    agent: &ureq::Agent,
-    base: &str,
-    token: &str,
-    index: usize,
-    secret: &str,
-) -> Result<(u16, Value), String> {
-    let body = registration_body(index, token, Some(secret));
-    post(agent, &format!("{base}/v1/register"), &body, None)
 }
 
 /// What one load thread (or, in fleet mode, one device) measured.

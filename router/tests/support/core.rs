@@ -1,5 +1,6 @@
 //! Support for tests of the core in process (no HTTP).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use router::config::{Facts, SourceFact, TargetFact};
@@ -66,5 +67,65 @@ impl Store for SharedMemory {
     }
     fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
         self.0.lock().unwrap().delete(t, keys)
+    }
+}
+
+/// A memory store whose upserts into one table fail
+/// (`Backend("disk full")`) while `fail` is set; everything else passes
+/// through to `inner`.
+#[derive(Clone)]
+pub struct RefusingTable {
+    pub inner: SharedMemory,
+    pub table: Table,
+    pub fail: Arc<AtomicBool>,
+}
+
+impl RefusingTable {
+    /// A store refusing upserts into `table` once `fail` is set.
+    pub fn new(table: Table) -> RefusingTable {
+        RefusingTable {
+            inner: SharedMemory::default(),
+            table,
+            fail: Arc::default(),
+        }
+    }
+}
+
+impl Store for RefusingTable {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+    fn schema_version(&mut self) -> Result<u32, StoreError> {
+        self.inner.schema_version()
+    }
+    fn upsert(&mut self, t: Table, rows: &[Row]) -> Result<(), StoreError> {
+        if t == self.table && self.fail.load(Ordering::SeqCst) {
+            return Err(StoreError::Backend("disk full".into()));
+        }
+        self.inner.upsert(t, rows)
+    }
+    fn get(&mut self, t: Table, k: &str) -> Result<Option<Row>, StoreError> {
+        self.inner.get(t, k)
+    }
+    fn load(&mut self, t: Table) -> Result<Vec<Row>, StoreError> {
+        self.inner.load(t)
+    }
+    fn append_deposit(&mut self, e: &DepositEntry) -> Result<bool, StoreError> {
+        self.inner.append_deposit(e)
+    }
+    fn deposits_after(&mut self, s: u64) -> Result<Vec<DepositEntry>, StoreError> {
+        self.inner.deposits_after(s)
+    }
+    fn has_deposit(&mut self, t: &str) -> Result<bool, StoreError> {
+        self.inner.has_deposit(t)
+    }
+    fn last_seq(&mut self) -> Result<u64, StoreError> {
+        self.inner.last_seq()
+    }
+    fn prune_deposits(&mut self, up_to: u64) -> Result<u64, StoreError> {
+        self.inner.prune_deposits(up_to)
+    }
+    fn delete(&mut self, t: Table, keys: &[String]) -> Result<(), StoreError> {
+        self.inner.delete(t, keys)
     }
 }

@@ -2,5 +2,6 @@
 #![allow(dead_code)]
 
 pub mod core;
+pub mod in_process;
 pub mod pg;
 pub mod routerd;
