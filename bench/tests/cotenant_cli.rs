@@ -172,6 +172,74 @@ fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
     assert!(!o.status.success(), "a zero wake period is refused");
 }
 
+/// `compare --halt-poll-ns` sets the guest's halt-polling window for the
+/// comparison, records it in the host state and puts the old value back;
+/// where the window cannot be set (no haltpoll driver, not root) the
+/// comparison is refused before any run, saying why. Out of range is
+/// refused either way.
+#[test]
+fn a_comparison_sets_the_halt_polling_window_when_asked_and_puts_it_back() {
+    const WINDOW: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    let out = dir.path().join("polled");
+    let before = std::fs::read_to_string(WINDOW).ok();
+    let ns: u64 = if before.as_deref().map(str::trim) == Some("12345") {
+        23456
+    } else {
+        12345
+    };
+    let ns_arg = ns.to_string();
+    let o = lab(
+        &[
+            "compare",
+            "--quiet",
+            "--fleet-only",
+            "--rounds",
+            "1",
+            "--corpus",
+            &c,
+            "--cycles",
+            "2",
+            "--scale",
+            "0.01",
+            "--halt-poll-ns",
+            &ns_arg,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        dir.path(),
+    );
+    let writable = before.is_some() && std::fs::OpenOptions::new().write(true).open(WINDOW).is_ok();
+    if writable {
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            text(&o).contains(&format!("halt polling up to {ns} ns")),
+            "{}",
+            text(&o)
+        );
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(out.join("compare.json")).unwrap()).unwrap();
+        assert_eq!(
+            v["host"]["halt_poll_ns"],
+            serde_json::json!(ns),
+            "{}",
+            v["host"]
+        );
+        assert_eq!(std::fs::read_to_string(WINDOW).ok(), before, "put back");
+    } else {
+        assert!(!o.status.success());
+        assert!(
+            text(&o).contains("cannot set --halt-poll-ns"),
+            "{}",
+            text(&o)
+        );
+        assert!(!out.join("compare.json").exists());
+    }
+    let o = lab(&["compare", "--halt-poll-ns", "10000001"], dir.path());
+    assert!(!o.status.success(), "out of range is refused");
+}
+
 /// The scheduling policy and nice value of each thread of process `pid`
 /// (fields 41 and 19 of `/proc/PID/task/TID/stat`).
 fn classes(pid: u32) -> Vec<(u32, i64)> {

@@ -45,6 +45,13 @@ pub struct CompareArgs {
     /// it the host is as it is (on a quiet VM: deep idle between wake-ups).
     #[arg(long)]
     pub host_awake: bool,
+    /// Set the guest's halt-polling window (`haltpoll.guest_halt_poll_ns`,
+    /// 0..=10,000,000 ns) for the whole comparison and put the value it
+    /// had back at the end: how long an idle vCPU polls before it halts
+    /// (docs/lab.md, "The host's state"). Needs root on a guest with the
+    /// haltpoll cpuidle driver; refused before any run otherwise.
+    #[arg(long, value_name = "NS", value_parser = clap::value_parser!(u64).range(0..=10_000_000))]
+    pub halt_poll_ns: Option<u64>,
     /// Rounds: each contender runs once per round, in an order rotated
     /// each round (1..=50; default 5, or the `[compare]` table's with --gate).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=50))]
@@ -71,6 +78,15 @@ pub struct CompareArgs {
 /// a second, a few percent of a core, far more often than any idle
 /// governor's poll window lets a CPU go deep.
 pub const HOST_AWAKE_WAKE_US: u64 = 200;
+
+/// The halt-polling window of `--halt-poll-ns`, set until the value is
+/// dropped (`None` without the flag). Errors: it cannot be set.
+fn set_halt_poll(args: &CompareArgs) -> Result<Option<crate::probe::haltpoll::HaltPollSet>> {
+    args.halt_poll_ns
+        .map(crate::probe::haltpoll::HaltPollSet::set)
+        .transpose()
+        .context("cannot set --halt-poll-ns")
+}
 
 /// The rounds a comparison runs when neither --rounds nor --gate says.
 pub const DEFAULT_ROUNDS: u32 = 5;
@@ -424,6 +440,8 @@ pub fn run(args: CompareArgs) -> Result<()> {
         None => None,
     };
     let table = contenders(args.fleet_only, budget.is_some());
+    // Held until the comparison's end, so the host state read then is it.
+    let _halt_poll = set_halt_poll(&args)?;
     let waker = if args.host_awake {
         let exe =
             std::env::current_exe().context("cannot find this fleet-lab to start the waker")?;

@@ -29,6 +29,12 @@ pub struct HostState {
     pub cpuidle_driver: Option<String>,
     /// The cpuidle governor (`menu`, `teo`, `haltpoll`, `ladder`).
     pub cpuidle_governor: Option<String>,
+    /// The guest's halt-polling window, ns (`haltpoll.guest_halt_poll_ns`):
+    /// how long an idle vCPU polls for work before it halts and the
+    /// hypervisor must wake it; 0 is no polling. `None` where the haltpoll
+    /// driver's module is absent (not a guest with it).
+    #[serde(default)]
+    pub halt_poll_ns: Option<u64>,
     /// The clock source (`tsc`, `kvm-clock`, `hpet`).
     pub clocksource: Option<String>,
     /// Transparent huge pages: the bracketed mode of
@@ -78,6 +84,9 @@ pub fn steal_ticks(proc_stat: &str) -> Option<u64> {
     let line = proc_stat.lines().find(|l| l.starts_with("cpu "))?;
     line.split_whitespace().nth(8)?.parse().ok()
 }
+
+/// The haltpoll cpuidle driver's polling window (ns), a module parameter.
+pub const HALT_POLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
 fn read(path: &str) -> Option<String> {
     fs::read_to_string(path).ok()
@@ -134,6 +143,7 @@ impl HostWatch {
             cpuidle_driver: read_trim("/sys/devices/system/cpu/cpuidle/current_driver"),
             cpuidle_governor: read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
                 .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro")),
+            halt_poll_ns: read_trim(HALT_POLL_NS).and_then(|v| v.parse().ok()),
             clocksource: read_trim(
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
             ),
@@ -161,18 +171,29 @@ impl HostState {
             None => "as it was (no waker)".into(),
         };
         format!(
-            "Host: {} CPUs, {}; kernel {}\n  cpuidle driver {}, governor {}; clock source {}; transparent huge pages {}\n  over the comparison ({:.0} s): steal {} cores, other processes {} cores; host {state}\n",
+            "Host: {} CPUs, {}; kernel {}\n  cpuidle driver {}, governor {}, halt polling {}; clock source {}; transparent huge pages {}\n  over the comparison ({:.0} s): steal {} cores, other processes {} cores; host {state}\n",
             self.cpus,
             s(&self.cpu_model),
             s(&self.kernel),
             s(&self.cpuidle_driver),
             s(&self.cpuidle_governor),
+            halt_poll(self.halt_poll_ns),
             s(&self.clocksource),
             s(&self.transparent_hugepage),
             self.wall_s,
             f(self.steal_cpus),
             f(self.other_cpus),
         )
+    }
+}
+
+/// The halt-polling window as the summary prints it: `off (0 ns)`, `up
+/// to N ns`, or `-` where unknown.
+fn halt_poll(ns: Option<u64>) -> String {
+    match ns {
+        Some(0) => "off (0 ns)".into(),
+        Some(n) => format!("up to {n} ns"),
+        None => "-".into(),
     }
 }
 
@@ -216,6 +237,23 @@ mod tests {
     }
 
     #[test]
+    fn the_halt_polling_window_is_printed_in_words() {
+        assert_eq!(halt_poll(Some(0)), "off (0 ns)");
+        assert_eq!(halt_poll(Some(200_000)), "up to 200000 ns");
+        assert_eq!(halt_poll(None), "-");
+    }
+
+    #[test]
+    fn a_report_without_the_halt_polling_window_still_reads() {
+        let mut h = HostWatch::begin().finish();
+        h.halt_poll_ns = None;
+        let mut v = serde_json::to_value(&h).unwrap();
+        v.as_object_mut().unwrap().remove("halt_poll_ns");
+        let back: HostState = serde_json::from_value(v).unwrap();
+        assert_eq!(back, h, "an older compare.json reads as unknown");
+    }
+
+    #[test]
     fn a_watch_reads_this_hosts_state() {
         let h = HostWatch::begin().finish();
         assert!(h.cpus >= 1);
@@ -226,6 +264,13 @@ mod tests {
         assert!(
             text.starts_with("Host: ") && text.contains("cpuidle driver"),
             "{text}"
+        );
+        // Where the driver's module is there, its window is read (its
+        // value may be changed meanwhile by a comparison that sets it).
+        assert_eq!(
+            h.halt_poll_ns.is_some(),
+            std::path::Path::new(HALT_POLL_NS).exists(),
+            "{h:?}"
         );
     }
 }

@@ -2,6 +2,7 @@
 //! other processes' load on the host, the host's state.
 
 pub mod cgroup;
+pub mod haltpoll;
 pub mod heap;
 pub mod hostload;
 pub mod hoststate;
