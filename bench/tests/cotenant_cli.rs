@@ -118,21 +118,7 @@ fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
     let c = corpus();
     for (name, awake) in [("as-is", false), ("awake", true)] {
         let out = dir.path().join(name);
-        let mut args = vec![
-            "compare",
-            "--quiet",
-            "--fleet-only",
-            "--rounds",
-            "1",
-            "--corpus",
-            &c,
-            "--cycles",
-            "3",
-            "--scale",
-            "0.01",
-            "--out",
-            out.to_str().unwrap(),
-        ];
+        let mut args = tiny_compare(&c, "3", &out);
         if awake {
             args.push("--host-awake");
         }
@@ -190,26 +176,9 @@ fn a_comparison_sets_the_halt_polling_window_when_asked_and_puts_it_back() {
         12345
     };
     let ns_arg = ns.to_string();
-    let o = lab(
-        &[
-            "compare",
-            "--quiet",
-            "--fleet-only",
-            "--rounds",
-            "1",
-            "--corpus",
-            &c,
-            "--cycles",
-            "2",
-            "--scale",
-            "0.01",
-            "--halt-poll-ns",
-            &ns_arg,
-            "--out",
-            out.to_str().unwrap(),
-        ],
-        dir.path(),
-    );
+    let mut args = tiny_compare(&c, "2", &out);
+    args.extend(["--halt-poll-ns", &ns_arg]);
+    let o = lab(&args, dir.path());
     let writable = before.is_some() && std::fs::OpenOptions::new().write(true).open(WINDOW).is_ok();
     if writable {
         assert!(o.status.success(), "{}", text(&o));
@@ -238,6 +207,26 @@ fn a_comparison_sets_the_halt_polling_window_when_asked_and_puts_it_back() {
     }
     let o = lab(&["compare", "--halt-poll-ns", "10000001"], dir.path());
     assert!(!o.status.success(), "out of range is refused");
+}
+
+/// The arguments of a one-round, fleet-only comparison of `cycles` cycles
+/// of `corpus` at scale 0.01, its report in `out`.
+fn tiny_compare<'a>(corpus: &'a str, cycles: &'a str, out: &'a std::path::Path) -> Vec<&'a str> {
+    vec![
+        "compare",
+        "--quiet",
+        "--fleet-only",
+        "--rounds",
+        "1",
+        "--corpus",
+        corpus,
+        "--cycles",
+        cycles,
+        "--scale",
+        "0.01",
+        "--out",
+        out.to_str().unwrap(),
+    ]
 }
 
 /// The scheduling policy and nice value of each thread of process `pid`

@@ -63,24 +63,8 @@ fn registrations_waiting_together_share_one_durable_write() {
     assert_eq!(r.send("/v1/facts", &support::routerd::facts(3)).0, 200);
     let before = r.metric("registration_writes_total");
     let ids: Vec<String> = (0..5).map(|i| format!("dev-{i}")).collect();
-    let held = r.store.lock();
-    let answers = std::thread::scope(|scope| {
-        let sent: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let r = &r;
-                scope.spawn(move || r.send("/v1/register", &registration(id, TOKEN, None)))
-            })
-            .collect();
-        // Wait on the event: every registration is waiting for the store.
-        while r.metric("registrations_pending") < 5.0 {
-            std::thread::yield_now();
-        }
+    let answers = register_together(&r, &ids, || {
         assert_eq!(r.metric("registration_writes_total"), before);
-        drop(held);
-        sent.into_iter()
-            .map(|h| h.join().unwrap())
-            .collect::<Vec<_>>()
     });
     for (id, (s, v, _)) in ids.iter().zip(&answers) {
         assert_eq!(*s, 200, "{id}: {v}");
@@ -108,22 +92,7 @@ fn a_group_of_registrations_the_store_refused_keeps_nothing() {
     assert_eq!(r.send("/v1/facts", &support::routerd::facts(3)).0, 200);
     store.fail.store(true, std::sync::atomic::Ordering::SeqCst);
     let ids: Vec<String> = (0..3).map(|i| format!("dev-{i}")).collect();
-    // Held, so the three wait together and share the registrar's writes.
-    let held = r.store.lock();
-    let answers: Vec<_> = std::thread::scope(|scope| {
-        let sent: Vec<_> = ids
-            .iter()
-            .map(|id| {
-                let r = &r;
-                scope.spawn(move || r.send("/v1/register", &registration(id, TOKEN, None)))
-            })
-            .collect();
-        while r.metric("registrations_pending") < 3.0 {
-            std::thread::yield_now();
-        }
-        drop(held);
-        sent.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let answers = register_together(&r, &ids, || ());
     for (id, (s, v, _)) in ids.iter().zip(&answers) {
         assert_eq!(
             (*s, v["error"].as_str()),
@@ -137,4 +106,28 @@ fn a_group_of_registrations_the_store_refused_keeps_nothing() {
         let (s, v, _) = r.send("/v1/register", &registration(id, TOKEN, None));
         assert_eq!(s, 200, "{id} registers as new: {v}");
     }
+}
+
+/// Registers `ids` as new devices at once while the store is held, so all
+/// of them wait together (`router_registrations_pending` reaches their
+/// number, waited for as an event); runs `meanwhile`, frees the store and
+/// returns each answer (status, body, Retry-After) in `ids`' order.
+fn register_together(
+    r: &InProcess,
+    ids: &[String],
+    meanwhile: impl FnOnce(),
+) -> Vec<(u16, serde_json::Value, Option<String>)> {
+    let held = r.store.lock();
+    std::thread::scope(|scope| {
+        let sent: Vec<_> = ids
+            .iter()
+            .map(|id| scope.spawn(move || r.send("/v1/register", &registration(id, TOKEN, None))))
+            .collect();
+        while r.metric("registrations_pending") < ids.len() as f64 {
+            std::thread::yield_now();
+        }
+        meanwhile();
+        drop(held);
+        sent.into_iter().map(|h| h.join().unwrap()).collect()
+    })
 }

@@ -22,7 +22,7 @@ use crate::core::{NewIdentity, Registration};
 use crate::Router;
 
 use super::holds::Op;
-use super::writer::WRITER_BATCH;
+use super::writer::{next_batch, WRITER_BATCH};
 use super::{error, ok, Shell};
 
 /// Where a registration's answer goes.
@@ -44,14 +44,7 @@ pub(super) fn spawn(shell: &Arc<Shell>, rx: std::sync::mpsc::Receiver<Job>) -> s
 /// one write of every row, then each identity committed, or released on
 /// a failed write, under the router's lock, and every handler answered.
 fn registrar(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<Job>) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < WRITER_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&rx) {
         let Some(shell) = shell.upgrade() else {
             return;
         };

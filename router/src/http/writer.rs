@@ -59,14 +59,7 @@ fn writer(
     rx: std::sync::mpsc::Receiver<WriterJob>,
     store: SharedStore,
 ) {
-    while let Ok(first) = rx.recv() {
-        let mut batch = vec![first];
-        while batch.len() < WRITER_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = next_batch(&rx) {
         let Some(shell) = shell.upgrade() else {
             return;
         };
@@ -81,6 +74,20 @@ fn writer(
         write_leases(&shell, &store, leases);
         write_deposits(&shell, &store, deposits);
     }
+}
+
+/// The next batch of a writer thread's queue: the first job waited for,
+/// then every job already queued, at most [`WRITER_BATCH`]; `None` once
+/// every sender is gone.
+pub(super) fn next_batch<T>(rx: &std::sync::mpsc::Receiver<T>) -> Option<Vec<T>> {
+    let mut batch = vec![rx.recv().ok()?];
+    while batch.len() < WRITER_BATCH {
+        match rx.try_recv() {
+            Ok(job) => batch.push(job),
+            Err(_) => break,
+        }
+    }
+    Some(batch)
 }
 
 /// Upserts the leases' rows at once; on failure every lease of the batch
