@@ -21,10 +21,7 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
     };
     let (tx, rx) = tokio::sync::oneshot::channel();
     let token = body.deposit_token.clone();
-    let shell = s.clone();
-    let queued = tokio::task::spawn_blocking(move || {
-        let now = (shell.clock)();
-        let mut r = shell.router.lock();
+    let queued = super::on_router::with_router(&s, move |shell, r, now| {
         let p = match r.deposit_prepare(&body, now)? {
             crate::core::Prepared::Acknowledged(answer) => return Ok(Some(answer)),
             crate::core::Prepared::Fresh(p) => p,
@@ -60,8 +57,7 @@ pub(super) async fn deposit(State(s): State<Arc<Shell>>, req: Request) -> Respon
             Err(_) => error(&ApiError::Store("the store writer stopped".into())),
         },
         Ok(Err(ApiError::UnknownLease)) => error(&logged_or_unknown(&s, token).await),
-        Ok(Err(e)) => error(&e),
-        Err(_) => error(&ApiError::Store("the request's worker failed".into())),
+        Ok(Err(e)) | Err(e) => error(&e),
     }
 }
 

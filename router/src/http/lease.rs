@@ -20,10 +20,7 @@ pub(super) async fn lease_once(
     shell: &Arc<Shell>,
     req: Arc<LeaseRequest>,
 ) -> Result<LeaseResponse, ApiError> {
-    let s = shell.clone();
-    let joined = tokio::task::spawn_blocking(move || {
-        let now = (s.clock)();
-        let mut core = s.router.lock();
+    let joined = super::on_router::with_router(shell, move |s, core, now| {
         let out = core.lease_prepare(&req, now).map(|p| {
             let written = p.row.map(|row| {
                 let (tx, rx) = tokio::sync::oneshot::channel();
@@ -39,10 +36,7 @@ pub(super) async fn lease_once(
         (out, core.drain_events())
     })
     .await;
-    let (out, events) = match joined {
-        Ok(v) => v,
-        Err(_) => return Err(ApiError::Store("the request's worker failed".into())),
-    };
+    let (out, events) = joined?;
     shell.write_events(events);
     let (response, written) = out?;
     match written {

@@ -32,6 +32,7 @@ pub mod listener;
 mod listener_tests;
 mod long_poll;
 mod metrics;
+mod on_router;
 mod records;
 mod registrar;
 pub mod serve;

@@ -22,7 +22,7 @@ use crate::core::{NewIdentity, Registration};
 use crate::Router;
 
 use super::holds::Op;
-use super::writer::{next_batch, WRITER_BATCH};
+use super::writer::next_batch;
 use super::{error, ok, Shell};
 
 /// Where a registration's answer goes.
@@ -40,7 +40,8 @@ pub(super) fn spawn(shell: &Arc<Shell>, rx: std::sync::mpsc::Receiver<Job>) -> s
     Ok(())
 }
 
-/// The registrar: per batch (every job queued, at most [`WRITER_BATCH`]),
+/// The registrar: per batch (every job queued, at most
+/// [`WRITER_BATCH`](super::writer::WRITER_BATCH)),
 /// one write of every row, then each identity committed, or released on
 /// a failed write, under the router's lock, and every handler answered.
 fn registrar(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<Job>) {
