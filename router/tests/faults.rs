@@ -332,3 +332,44 @@ fn a_full_deposit_queue_answers_503_with_retry_after_and_loses_nothing() {
         "{text}"
     );
 }
+
+/// Every lease and deposit held the router's lock from a thread of the
+/// blocking pool, two context switches a request. Now the hold runs on
+/// the request's own task when the lock is free, and only a request that
+/// must wait for it goes to the pool, so a wait blocks no async worker:
+/// with the router's lock held, four leases wait (`Shell::lock_waits` 4,
+/// more than the runtime's two workers), and the operator page, which
+/// needs no lock, still answers; freed, every lease is answered.
+#[test]
+fn leases_waiting_for_the_routers_lock_hold_up_no_async_worker() {
+    let r = InProcess::start(16);
+    assert_eq!(r.send("/v1/facts", &support::routerd::facts(3)).0, 200);
+    let (s, v, _) = r.send("/v1/register", &registration("dev-a", TOKEN, None));
+    assert_eq!(s, 200, "{v}");
+    let secret = v["device_secret"].as_str().unwrap().to_string();
+    let lease = json!({"device_id": "dev-a", "device_secret": secret, "max_items": 1});
+    let before = r.shell.lock_waits();
+    let (s, _, _) = r.send("/v1/lease", &lease);
+    assert_eq!(s, 200);
+    assert_eq!(
+        r.shell.lock_waits(),
+        before,
+        "a free lock is taken on the task"
+    );
+    let held = r.shell.router.lock();
+    let answers: Vec<u16> = std::thread::scope(|scope| {
+        let sent: Vec<_> = (0..4)
+            .map(|_| scope.spawn(|| r.send("/v1/lease", &lease).0))
+            .collect();
+        // Wait on the event: every lease is waiting for the lock.
+        while r.shell.lock_waits() < before + 4 {
+            std::thread::yield_now();
+        }
+        let mut page = r.agent.get(&r.base).call().expect("the page answers");
+        assert_eq!(page.status().as_u16(), 200);
+        assert!(page.body_mut().read_to_string().unwrap().contains("<html"));
+        drop(held);
+        sent.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(answers, [200; 4]);
+}

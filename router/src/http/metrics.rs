@@ -29,6 +29,10 @@ pub(super) async fn metrics(State(s): State<Arc<Shell>>) -> Response {
         "# HELP router_registration_writes_total Durable writes of new identities' rows, one for every identity waiting when the registrar wrote.\n# TYPE router_registration_writes_total counter\nrouter_registration_writes_total {}\n",
         s.registration_writes.load(std::sync::atomic::Ordering::Relaxed)
     ));
+    text.push_str(&format!(
+        "# HELP router_lock_waits_total Leases and deposits that found the router's lock held and waited for it on the blocking pool.\n# TYPE router_lock_waits_total counter\nrouter_lock_waits_total {}\n",
+        s.lock_waits()
+    ));
     if let Some(c) = s.connections.get() {
         text.push_str(&format!(
             "# HELP router_connections_open Connections open now.\n# TYPE router_connections_open gauge\nrouter_connections_open {}\n# HELP router_connections_cap Most connections accepted now: --max-connections, or fewer where only fewer fit under the memory limit (--memory-limit-mib).\n# TYPE router_connections_cap gauge\nrouter_connections_cap {}\n",

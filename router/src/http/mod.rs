@@ -73,6 +73,9 @@ pub struct Shell {
     registrar: Mutex<std::sync::mpsc::Sender<registrar::Job>>,
     /// The registrar's writes so far, one per batch of new identities.
     registration_writes: std::sync::atomic::AtomicU64,
+    /// Requests that found the router's lock held and waited for it on
+    /// the blocking pool (`on_router.rs`).
+    lock_waits: std::sync::atomic::AtomicU64,
     /// Deposits accepted and not yet answered (queued for the writer or
     /// in its batch); raised under the router's lock, so it never passes
     /// [`Shell::deposit_queue`] and the queue's memory stays bounded.
@@ -163,6 +166,7 @@ impl Shell {
             writer: Mutex::new(tx),
             registrar: Mutex::new(reg_tx),
             registration_writes: std::sync::atomic::AtomicU64::new(0),
+            lock_waits: std::sync::atomic::AtomicU64::new(0),
             pending: std::sync::atomic::AtomicUsize::new(0),
             deposit_queue,
             held: std::sync::atomic::AtomicUsize::new(0),

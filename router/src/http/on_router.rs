@@ -8,6 +8,15 @@ use super::Shell;
 use crate::api::ApiError;
 use crate::Router;
 
+impl Shell {
+    /// Leases and deposits so far that found the router's lock held and
+    /// waited for it on the blocking pool instead of on their own task
+    /// (`router_lock_waits_total` in `/metrics`).
+    pub fn lock_waits(&self) -> u64 {
+        self.lock_waits.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Runs `f` on the router under its lock at the clock's now: at once on
 /// this task where the lock is free, else on the blocking pool. A hold
 /// the hot paths make is tens of µs, less than the hand-off to a pool
@@ -24,6 +33,9 @@ where
         let now = (shell.clock)();
         return Ok(f(shell, &mut core, now));
     }
+    shell
+        .lock_waits
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let s = shell.clone();
     tokio::task::spawn_blocking(move || {
         let now = (s.clock)();

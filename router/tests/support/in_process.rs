@@ -10,6 +10,7 @@ pub struct InProcess {
     pub base: String,
     pub agent: ureq::Agent,
     pub store: router::core::SharedStore,
+    pub shell: std::sync::Arc<router::http::Shell>,
     _rt: tokio::runtime::Runtime,
 }
 
@@ -39,7 +40,8 @@ impl InProcess {
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        rt.spawn(async move { axum::serve(listener, router::http::app(shell)).await });
+        let app = router::http::app(shell.clone());
+        rt.spawn(async move { axum::serve(listener, app).await });
         // The bound only stops a broken build from hanging the suite.
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
@@ -50,6 +52,7 @@ impl InProcess {
             base,
             agent,
             store,
+            shell,
             _rt: rt,
         }
     }
