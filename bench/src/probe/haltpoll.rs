@@ -10,7 +10,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::hoststate::HALT_POLL_NS;
+use super::hoststate::{CPUIDLE_DRIVER, HALTPOLL_DRIVER, HALT_POLL_NS};
 
 /// Why the window could not be set.
 #[derive(Debug, thiserror::Error)]
@@ -18,6 +18,10 @@ pub enum HaltPollError {
     /// The parameter is not there: not a guest with the haltpoll driver.
     #[error("no halt-polling window at {0} (not a guest with the haltpoll cpuidle driver)")]
     Missing(PathBuf),
+    /// The parameter is there but the haltpoll driver is not the cpuidle
+    /// driver in use, so the window would govern nothing.
+    #[error("the halt-polling window is not in effect here: the cpuidle driver in use is {driver}, not haltpoll")]
+    NotInEffect { driver: String },
     /// The parameter could not be written (not root, or read-only).
     #[error("cannot set the halt-polling window at {path}: {source}")]
     Write {
@@ -37,6 +41,8 @@ impl HaltPollSet {
     /// Sets this guest's window to `ns` until the value is dropped.
     /// Errors: [`HaltPollError`]; nothing is changed then.
     pub fn set(ns: u64) -> Result<Self, HaltPollError> {
+        let driver = fs::read_to_string(CPUIDLE_DRIVER).ok();
+        check_driver(driver.as_deref().map(str::trim))?;
         Self::set_at(Path::new(HALT_POLL_NS), ns)
     }
 
@@ -59,6 +65,18 @@ impl HaltPollSet {
     /// The value the window had before it was set.
     pub fn before(&self) -> &str {
         &self.before
+    }
+}
+
+/// Whether a window set under cpuidle driver `driver` would govern the
+/// guest's idle: only under `haltpoll`. A host without cpuidle (`None`)
+/// is refused as [`HaltPollError::NotInEffect`] with driver `none`.
+fn check_driver(driver: Option<&str>) -> Result<(), HaltPollError> {
+    match driver {
+        Some(HALTPOLL_DRIVER) => Ok(()),
+        other => Err(HaltPollError::NotInEffect {
+            driver: other.unwrap_or("none").to_string(),
+        }),
     }
 }
 
@@ -88,6 +106,24 @@ mod tests {
         assert_eq!(set.before(), "0");
         drop(set);
         assert_eq!(fs::read_to_string(&p).unwrap(), "0");
+    }
+
+    #[test]
+    fn only_the_haltpoll_driver_takes_a_window() {
+        assert!(check_driver(Some("haltpoll")).is_ok());
+        for (driver, named) in [
+            (Some("none"), "none"),
+            (Some("intel_idle"), "intel_idle"),
+            (Some("acpi_idle"), "acpi_idle"),
+            (None, "none"),
+        ] {
+            let e = check_driver(driver).unwrap_err();
+            assert!(
+                matches!(&e, HaltPollError::NotInEffect { driver } if driver == named),
+                "{e}"
+            );
+            assert!(e.to_string().contains("not in effect"), "{e}");
+        }
     }
 
     #[test]

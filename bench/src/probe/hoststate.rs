@@ -32,7 +32,9 @@ pub struct HostState {
     /// The guest's halt-polling window, ns (`haltpoll.guest_halt_poll_ns`):
     /// how long an idle vCPU polls for work before it halts and the
     /// hypervisor must wake it; 0 is no polling. `None` where the haltpoll
-    /// driver's module is absent (not a guest with it).
+    /// cpuidle driver is not the one in use: its parameter may be there
+    /// (the driver built in) and still govern nothing, as under driver
+    /// `none`, where an idle vCPU halts at once.
     #[serde(default)]
     pub halt_poll_ns: Option<u64>,
     /// The clock source (`tsc`, `kvm-clock`, `hpet`).
@@ -88,6 +90,12 @@ pub fn steal_ticks(proc_stat: &str) -> Option<u64> {
 /// The haltpoll cpuidle driver's polling window (ns), a module parameter.
 pub const HALT_POLL_NS: &str = "/sys/module/haltpoll/parameters/guest_halt_poll_ns";
 
+/// The cpuidle driver in use (`haltpoll`, `intel_idle`, `none`, ...).
+pub const CPUIDLE_DRIVER: &str = "/sys/devices/system/cpu/cpuidle/current_driver";
+
+/// The name of the cpuidle driver whose window [`HALT_POLL_NS`] is.
+pub const HALTPOLL_DRIVER: &str = "haltpoll";
+
 fn read(path: &str) -> Option<String> {
     fs::read_to_string(path).ok()
 }
@@ -136,14 +144,18 @@ impl HostWatch {
             (Some(a), Some(b)) if wall_s > 0.0 => Some(b.saturating_sub(a) as f64 / hz() / wall_s),
             _ => None,
         };
+        let driver = read_trim(CPUIDLE_DRIVER);
         HostState {
             kernel: read_trim("/proc/sys/kernel/osrelease"),
             cpu_model: read("/proc/cpuinfo").as_deref().and_then(cpu_model),
             cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            cpuidle_driver: read_trim("/sys/devices/system/cpu/cpuidle/current_driver"),
+            cpuidle_driver: driver.clone(),
             cpuidle_governor: read_trim("/sys/devices/system/cpu/cpuidle/current_governor")
                 .or_else(|| read_trim("/sys/devices/system/cpu/cpuidle/current_governor_ro")),
-            halt_poll_ns: read_trim(HALT_POLL_NS).and_then(|v| v.parse().ok()),
+            halt_poll_ns: halt_poll_in_effect(
+                driver.as_deref(),
+                read_trim(HALT_POLL_NS).and_then(|v| v.parse().ok()),
+            ),
             clocksource: read_trim(
                 "/sys/devices/system/clocksource/clocksource0/current_clocksource",
             ),
@@ -177,7 +189,7 @@ impl HostState {
             s(&self.kernel),
             s(&self.cpuidle_driver),
             s(&self.cpuidle_governor),
-            halt_poll(self.halt_poll_ns),
+            halt_poll(self.cpuidle_driver.as_deref(), self.halt_poll_ns),
             s(&self.clocksource),
             s(&self.transparent_hugepage),
             self.wall_s,
@@ -188,12 +200,24 @@ impl HostState {
 }
 
 /// The halt-polling window as the summary prints it: `off (0 ns)`, `up
-/// to N ns`, or `-` where unknown.
-fn halt_poll(ns: Option<u64>) -> String {
-    match ns {
-        Some(0) => "off (0 ns)".into(),
-        Some(n) => format!("up to {n} ns"),
-        None => "-".into(),
+/// to N ns`, `not in effect` under another known cpuidle driver, or `-`
+/// where unknown.
+fn halt_poll(driver: Option<&str>, ns: Option<u64>) -> String {
+    match (driver, ns) {
+        (_, Some(0)) => "off (0 ns)".into(),
+        (_, Some(n)) => format!("up to {n} ns"),
+        (Some(d), None) if d != HALTPOLL_DRIVER => "not in effect".into(),
+        _ => "-".into(),
+    }
+}
+
+/// The window that governs this guest's idle: `window` where the cpuidle
+/// driver in use is `haltpoll`, else `None` (the parameter of a driver not
+/// in use governs nothing).
+pub fn halt_poll_in_effect(driver: Option<&str>, window: Option<u64>) -> Option<u64> {
+    match driver {
+        Some(HALTPOLL_DRIVER) => window,
+        _ => None,
     }
 }
 
@@ -238,9 +262,34 @@ mod tests {
 
     #[test]
     fn the_halt_polling_window_is_printed_in_words() {
-        assert_eq!(halt_poll(Some(0)), "off (0 ns)");
-        assert_eq!(halt_poll(Some(200_000)), "up to 200000 ns");
-        assert_eq!(halt_poll(None), "-");
+        assert_eq!(halt_poll(Some("haltpoll"), Some(0)), "off (0 ns)");
+        assert_eq!(
+            halt_poll(Some("haltpoll"), Some(200_000)),
+            "up to 200000 ns"
+        );
+        assert_eq!(halt_poll(Some("none"), None), "not in effect");
+        assert_eq!(halt_poll(Some("haltpoll"), None), "-");
+        assert_eq!(halt_poll(None, None), "-");
+    }
+
+    #[test]
+    fn the_window_counts_only_under_the_haltpoll_driver() {
+        for (driver, window, want) in [
+            (Some("haltpoll"), Some(0), Some(0)),
+            (Some("haltpoll"), Some(200_000), Some(200_000)),
+            (Some("haltpoll"), None, None),
+            (Some("none"), Some(200_000), None),
+            (Some("intel_idle"), Some(200_000), None),
+            (Some("acpi_idle"), Some(0), None),
+            (None, Some(200_000), None),
+            (None, None, None),
+        ] {
+            assert_eq!(
+                halt_poll_in_effect(driver, window),
+                want,
+                "{driver:?} {window:?}"
+            );
+        }
     }
 
     #[test]
@@ -265,11 +314,13 @@ mod tests {
             text.starts_with("Host: ") && text.contains("cpuidle driver"),
             "{text}"
         );
-        // Where the driver's module is there, its window is read (its
-        // value may be changed meanwhile by a comparison that sets it).
+        // Where the haltpoll driver is in use, its window is read (its
+        // value may be changed meanwhile by a comparison that sets it);
+        // under any other driver it is not in effect and not recorded.
+        let in_use = h.cpuidle_driver.as_deref() == Some(HALTPOLL_DRIVER);
         assert_eq!(
             h.halt_poll_ns.is_some(),
-            std::path::Path::new(HALT_POLL_NS).exists(),
+            in_use && std::path::Path::new(HALT_POLL_NS).exists(),
             "{h:?}"
         );
     }
