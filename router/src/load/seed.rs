@@ -3,7 +3,7 @@
 //! device's registration again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -18,22 +18,54 @@ pub fn seed(spec: &LoadSpec) -> Result<(Vec<(String, String)>, f64), String> {
     let a = agent();
     for facts in population_facts_in_batches(spec.targets, spec.sources, FACTS_BATCH) {
         let facts = serde_json::to_string(&facts).map_err(|e| e.to_string())?;
-        let mut resp = a
-            .put(format!("{}/v1/facts", spec.base))
-            .header("content-type", "application/json")
-            .header("x-operator-key", &spec.operator_key)
-            .send(facts)
-            .map_err(|e| e.to_string())?;
-        if resp.status().as_u16() != 200 {
-            return Err(format!(
-                "facts refused: {}",
-                resp.body_mut().read_to_string().unwrap_or_default()
-            ));
-        }
+        again_while_unavailable(FACTS_TRIES, FACTS_PAUSE, || {
+            let mut resp = a
+                .put(format!("{}/v1/facts", spec.base))
+                .header("content-type", "application/json")
+                .header("x-operator-key", &spec.operator_key)
+                .send(&facts)
+                .map_err(|e| e.to_string())?;
+            let body = resp.body_mut().read_to_string().unwrap_or_default();
+            Ok((resp.status().as_u16(), body))
+        })
+        .map_err(|e| format!("facts refused: {e}"))?;
     }
     let t0 = Instant::now();
     let devices = register_all(spec)?;
     Ok((devices, t0.elapsed().as_secs_f64()))
+}
+
+/// How many times the setup sends a batch of facts in all, where routerd
+/// answers 503 (its store unavailable for now: a typed, retryable answer,
+/// docs/router.md "Bad input"), and the first pause between two sends
+/// (doubled each time, at most 2 s: about 11.5 s in all).
+const FACTS_TRIES: u32 = 8;
+const FACTS_PAUSE: Duration = Duration::from_millis(250);
+
+/// Runs `send` (an answer's status and body) until it answers other than
+/// 503, at most `tries` times, pausing `pause` before the second send and
+/// twice as long before each next one (at most 2 s). Errors: the body of
+/// an answer other than 200, the last 503's after `tries`, or `send`'s own
+/// error (no answer), at once.
+fn again_while_unavailable(
+    tries: u32,
+    pause: Duration,
+    mut send: impl FnMut() -> Result<(u16, String), String>,
+) -> Result<(), String> {
+    let mut wait = pause;
+    let mut last = String::new();
+    for k in 0..tries.max(1) {
+        if k > 0 {
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+        match send()? {
+            (200, _) => return Ok(()),
+            (503, body) => last = body,
+            (status, body) => return Err(format!("{status} {body}")),
+        }
+    }
+    Err(format!("503 {tries} times, the last: {last}"))
 }
 
 /// Registers the load's devices `0..spec.devices` from
@@ -107,4 +139,65 @@ pub fn resume(
 ) -> Result<(u16, Value), String> {
     let body = registration_body(index, token, Some(secret));
     post(agent, &format!("{base}/v1/register"), &body, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A send answering `answers` in turn, counting its calls.
+    fn scripted<'a>(
+        answers: &'a [(u16, &'a str)],
+    ) -> (
+        impl FnMut() -> Result<(u16, String), String> + 'a,
+        std::rc::Rc<std::cell::Cell<usize>>,
+    ) {
+        let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+        let seen = calls.clone();
+        let send = move || {
+            let k = seen.get();
+            seen.set(k + 1);
+            let (s, b) = answers[k];
+            Ok((s, b.to_string()))
+        };
+        (send, calls)
+    }
+
+    #[test]
+    fn a_503_is_sent_again_until_it_is_taken() {
+        let (send, calls) = scripted(&[(503, "busy"), (503, "busy"), (200, "{}")]);
+        assert_eq!(again_while_unavailable(8, Duration::ZERO, send), Ok(()));
+        assert_eq!(calls.get(), 3);
+    }
+
+    #[test]
+    fn another_refusal_ends_at_once() {
+        let (send, calls) = scripted(&[(503, "busy"), (400, "bad facts"), (200, "{}")]);
+        assert_eq!(
+            again_while_unavailable(8, Duration::ZERO, send),
+            Err("400 bad facts".to_string())
+        );
+        assert_eq!(calls.get(), 2);
+    }
+
+    #[test]
+    fn the_tries_are_bounded() {
+        let (send, calls) = scripted(&[(503, "a"), (503, "b"), (503, "c"), (200, "{}")]);
+        assert_eq!(
+            again_while_unavailable(3, Duration::ZERO, send),
+            Err("503 3 times, the last: c".to_string())
+        );
+        assert_eq!(calls.get(), 3);
+    }
+
+    #[test]
+    fn no_answer_ends_at_once() {
+        let mut calls = 0;
+        let r = again_while_unavailable(8, Duration::ZERO, || {
+            calls += 1;
+            Err("connection refused".to_string())
+        });
+        assert_eq!(r, Err("connection refused".to_string()));
+        assert_eq!(calls, 1);
+    }
 }
