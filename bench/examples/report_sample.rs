@@ -35,6 +35,7 @@ fn main() -> anyhow::Result<()> {
             runs: vec![fleet, pile],
             rounds: Vec::new(),
             host: None,
+            host_floor: Vec::new(),
         },
         &sims,
     )?;

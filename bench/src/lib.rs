@@ -21,6 +21,7 @@
 pub mod baseline;
 pub mod budgets;
 pub mod cmd;
+pub mod compare_floor;
 pub mod compare_gate;
 pub mod compare_paired;
 pub mod compare_rounds;

@@ -116,11 +116,18 @@ fn contention_runs_in_a_separate_process_and_ends_with_the_run() {
 fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
     let dir = tempfile::tempdir().unwrap();
     let c = corpus();
-    for (name, awake) in [("as-is", false), ("awake", true)] {
+    for (name, awake, period) in [
+        ("as-is", false, None),
+        ("awake", true, None),
+        ("awake-20", true, Some("20")),
+    ] {
         let out = dir.path().join(name);
         let mut args = tiny_compare(&c, "3", &out);
         if awake {
             args.push("--host-awake");
+        }
+        if let Some(us) = period {
+            args.extend(["--awake-wake-us", us]);
         }
         let o = lab(&args, dir.path());
         assert!(o.status.success(), "{name}: {}", text(&o));
@@ -138,10 +145,10 @@ fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
             "{host}"
         );
         assert!(host["wall_s"].as_f64().unwrap() > 0.0, "{host}");
-        let want = if awake {
-            serde_json::json!(200)
-        } else {
-            serde_json::Value::Null
+        let want = match (awake, period) {
+            (false, _) => serde_json::Value::Null,
+            (true, None) => serde_json::json!(200),
+            (true, Some(us)) => serde_json::json!(us.parse::<u64>().unwrap()),
         };
         assert_eq!(host["awake_wake_us"], want, "{name}: {host}");
     }
@@ -156,6 +163,21 @@ fn a_comparison_records_the_hosts_state_and_holds_it_awake_when_asked() {
     );
     let o = lab(&["spin", "--threads", "1", "--wake-us", "0"], dir.path());
     assert!(!o.status.success(), "a zero wake period is refused");
+    // A waker's period without the waker, or out of range, is refused
+    // before any run.
+    for bad in [
+        vec!["compare", "--awake-wake-us", "20"],
+        vec!["compare", "--host-awake", "--awake-wake-us", "0"],
+        vec!["compare", "--host-awake", "--awake-wake-us", "100001"],
+    ] {
+        let o = lab(&bad, dir.path());
+        assert!(!o.status.success(), "{bad:?}: {}", text(&o));
+        assert!(
+            text(&o).contains("--awake-wake-us"),
+            "{bad:?}: {}",
+            text(&o)
+        );
+    }
 }
 
 /// `compare --halt-poll-ns` sets the guest's halt-polling window for the

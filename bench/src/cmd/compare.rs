@@ -45,6 +45,20 @@ pub struct CompareArgs {
     /// it the host is as it is (on a quiet VM: deep idle between wake-ups).
     #[arg(long)]
     pub host_awake: bool,
+    /// With --host-awake: the waker's period, µs (1..=100,000; default
+    /// 200). On a VM whose idle vCPUs halt at once (cpuidle driver
+    /// `none`) a 200 µs waker still lets them halt between its wakes; a
+    /// shorter one halts them less, and preempts the fleet's idle-class
+    /// cycle threads more (decision 0033).
+    #[arg(long, value_name = "US", requires = "host_awake", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub awake_wake_us: Option<u64>,
+    /// Leave out the host floor: by default each round also runs the
+    /// host's own work alone on the same arrivals, no contender, in the
+    /// rotation (one run's time more a round), and the rounds' block shows
+    /// each contender's co-tenant p99 over it (docs/lab.md, "The host
+    /// floor"; decision 0033).
+    #[arg(long)]
+    pub no_host_floor: bool,
     /// Set the guest's halt-polling window (`haltpoll.guest_halt_poll_ns`,
     /// 0..=10,000,000 ns) for the whole comparison and put the value it
     /// had back at the end: how long an idle vCPU polls before it halts
@@ -74,10 +88,25 @@ pub struct CompareArgs {
     pub inject_fleet_slowdown: Option<f64>,
 }
 
-/// The waker's period under `--host-awake`, µs: each CPU wakes 5,000 times
-/// a second, a few percent of a core, far more often than any idle
-/// governor's poll window lets a CPU go deep.
+/// The waker's default period under `--host-awake`, µs: each CPU wakes
+/// 5,000 times a second, a few percent of a core, far more often than any
+/// idle governor's poll window lets a CPU go deep (`--awake-wake-us`
+/// changes it: where idle vCPUs halt at once, 200 µs still lets them
+/// halt; decision 0033).
 pub const HOST_AWAKE_WAKE_US: u64 = 200;
+
+/// The waker of `--host-awake` (one thread per CPU every `wake_us`), or
+/// `None` without it. Errors: this binary cannot be found or started.
+fn start_waker(host_awake: bool, wake_us: u64) -> Result<Option<crate::lab::contend::Contention>> {
+    if !host_awake {
+        return Ok(None);
+    }
+    let exe = std::env::current_exe().context("cannot find this fleet-lab to start the waker")?;
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    crate::lab::contend::Contention::start_waker(&exe, cpus, wake_us)
+        .map(Some)
+        .context("cannot start the waker of --host-awake")
+}
 
 /// The halt-polling window of `--halt-poll-ns`, set until the value is
 /// dropped (`None` without the flag). Errors: it cannot be set.
@@ -267,11 +296,13 @@ struct Rounds {
     all: Vec<Vec<RunReport>>,
     sims: Vec<Vec<Option<hdrhistogram::Histogram<u64>>>>,
     order: Vec<Vec<String>>,
+    floors: Vec<crate::compare_floor::FloorRound>,
 }
 
-/// Runs `rounds` rounds of every contender of `table`, each round in an
-/// order rotated from the last, and measures the paired blocks after each
-/// round when a reference is given.
+/// Runs `rounds` rounds of every contender of `table` (and the host floor,
+/// a slot of its own in the rotation, unless `--no-host-floor`), each
+/// round in an order rotated from the last, and measures the paired
+/// blocks after each round when a reference is given.
 fn run_rounds(
     args: &CompareArgs,
     table: &[Contender],
@@ -283,11 +314,31 @@ fn run_rounds(
     let mut all: Vec<Vec<RunReport>> = Vec::new();
     let mut all_sims = Vec::new();
     let mut order = Vec::new();
+    let mut floors = Vec::new();
+    let mut slots: Vec<Option<Contender>> = table.iter().copied().map(Some).collect();
+    if !args.no_host_floor {
+        slots.push(None);
+    }
     for round in 0..rounds {
-        let ran = crate::compare_rounds::rotated(table, round);
-        order.push(ran.iter().map(|c| c.label()).collect::<Vec<_>>());
+        let ran = crate::compare_rounds::rotated(&slots, round);
+        order.push(
+            ran.iter()
+                .map(|c| c.map_or(lab::floor::FLOOR_LABEL.to_string(), |c| c.label()))
+                .collect::<Vec<_>>(),
+        );
         let mut by_contender = Vec::new();
-        for contender in ran {
+        for (position, slot) in ran.into_iter().enumerate() {
+            let Some(contender) = slot else {
+                let spec = args.replay.spec(table[0], path.to_path_buf())?;
+                let f = lab::floor::host_floor(&spec, corpus)
+                    .with_context(|| format!("the host floor (round {})", round + 1))?;
+                floors.push(crate::compare_floor::FloorRound::of(
+                    round + 1,
+                    position as u32 + 1,
+                    &f,
+                ));
+                continue;
+            };
             let mut spec = args.replay.spec(contender, path.to_path_buf())?;
             if matches!(contender, Contender::Fleet(_)) {
                 spec.injection.slowdown = args.inject_fleet_slowdown;
@@ -331,6 +382,7 @@ fn run_rounds(
         all,
         sims: all_sims,
         order,
+        floors,
     })
 }
 
@@ -442,22 +494,14 @@ pub fn run(args: CompareArgs) -> Result<()> {
     let table = contenders(args.fleet_only, budget.is_some());
     // Held until the comparison's end, so the host state read then is it.
     let _halt_poll = set_halt_poll(&args)?;
-    let waker = if args.host_awake {
-        let exe =
-            std::env::current_exe().context("cannot find this fleet-lab to start the waker")?;
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
-        Some(
-            crate::lab::contend::Contention::start_waker(&exe, cpus, HOST_AWAKE_WAKE_US)
-                .context("cannot start the waker of --host-awake")?,
-        )
-    } else {
-        None
-    };
+    let wake_us = args.awake_wake_us.unwrap_or(HOST_AWAKE_WAKE_US);
+    let waker = start_waker(args.host_awake, wake_us)?;
     let watch = crate::probe::hoststate::HostWatch::begin();
     let Rounds {
         all,
         sims: all_sims,
         order,
+        floors,
     } = run_rounds(&args, &table, rounds, &path, &corpus, &mut paired)?;
     let shown = crate::compare_rounds::median_round(&all);
     let runs = all[shown].clone();
@@ -471,10 +515,11 @@ pub fn run(args: CompareArgs) -> Result<()> {
     if rounds > 1 {
         print!("{}", crate::compare_rounds::render_rounds(&all));
     }
+    print!("{}", crate::compare_floor::render_floor(&all, &floors));
     let mut host = watch.finish();
     host.awake_wake_us = waker.map(|w| {
         w.stop();
-        HOST_AWAKE_WAKE_US
+        wake_us
     });
     print!("{}", host.render());
     print_timer_slack(&runs);
@@ -483,6 +528,7 @@ pub fn run(args: CompareArgs) -> Result<()> {
         runs,
         rounds: crate::compare_rounds::figures(&all, &order),
         host: Some(host),
+        host_floor: floors,
     };
     write_compare_dir(&args.out, &compare, &all_sims[shown])
         .with_context(|| format!("cannot write the compare report to {}", args.out.display()))?;

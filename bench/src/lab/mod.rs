@@ -10,6 +10,7 @@ pub mod contend;
 pub mod cotenant;
 mod cycle_stats;
 pub mod feeder;
+pub mod floor;
 mod hooks;
 pub mod inject;
 mod probes;

@@ -7,7 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fleet_workloads::replay::CycleHost;
 use fleet_workloads::Corpus;
 
 use crate::lab::contend::Contention;
@@ -44,12 +43,14 @@ pub(crate) struct ProbeFigures {
 
 impl Probes {
     /// Starts the sim I/O timer, the co-tenant, `spec.contend` busy
-    /// processes, then the thread monitor. Errors: the co-tenant or the
-    /// contention process cannot start ([`LabError::Harness`]).
+    /// processes, then the thread monitor; `spawned_before` is the count of
+    /// threads the contender's host has spawned so far (0 with no host).
+    /// Errors: the co-tenant or the contention process cannot start
+    /// ([`LabError::Harness`]).
     pub(crate) fn start(
         spec: &RunSpec,
         corpus: &Corpus,
-        host: &dyn CycleHost,
+        spawned_before: u64,
     ) -> Result<Probes, LabError> {
         fleet_workloads::simio::start();
         let simio0 = fleet_workloads::simio::lateness();
@@ -69,7 +70,7 @@ impl Probes {
             simio0,
             cotenant,
             contention,
-            spawned_before: host.threads_spawned(),
+            spawned_before,
             monitor: ThreadMonitor::start(Duration::from_millis(2)).ok(),
             cpu0: rusage_cpu_seconds(),
         })
@@ -80,12 +81,14 @@ impl Probes {
         self.cotenant.trigger()
     }
 
-    /// Stops every probe and reads its figures; `host_load` is the other
-    /// processes' load counted from the run's start (a warning naming
-    /// `label` is printed when they kept the host busy).
+    /// Stops every probe and reads its figures; `spawned_now` is the count
+    /// of threads the contender's host has spawned by now (0 with no host),
+    /// `host_load` is the other processes' load counted from the run's
+    /// start (a warning naming `label` is printed when they kept the host
+    /// busy).
     pub(crate) fn finish(
         self,
-        host: &dyn CycleHost,
+        spawned_now: u64,
         host_load: Option<&HostLoad>,
         label: &str,
     ) -> ProbeFigures {
@@ -107,7 +110,7 @@ impl Probes {
         let mut threads = self.monitor.map(|m| m.finish()).unwrap_or_default();
         // The sampler's own CPU is the lab's, not the contender's.
         let cpu_seconds = (cpu_total - threads.own_cpu_seconds - cotenant.cpu_seconds).max(0.0);
-        let self_spawned = host.threads_spawned().saturating_sub(self.spawned_before);
+        let self_spawned = spawned_now.saturating_sub(self.spawned_before);
         threads.created_during_run = threads.created_during_run.max(self_spawned as u32);
         ProbeFigures {
             cotenant,

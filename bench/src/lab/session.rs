@@ -152,7 +152,7 @@ fn start(
         .map(|_| ThreadCounters::attach("work-fleet-"));
     // The lab's own threads start before the thread monitor, so they are
     // not counted as the contender's: the sim I/O timer, the co-tenant.
-    let probes = Probes::start(spec, corpus, &*host)?;
+    let probes = Probes::start(spec, corpus, host.threads_spawned())?;
     let started = Started {
         label,
         load_average,
@@ -202,10 +202,11 @@ fn finish(
         pb.finish_and_clear();
     }
     let wall = started.t0.elapsed();
+    let spawned = started.host.threads_spawned();
     let probed: ProbeFigures =
         started
             .probes
-            .finish(&*started.host, started.host_load.as_ref(), &started.label);
+            .finish(spawned, started.host_load.as_ref(), &started.label);
     let own_cgroup = started
         .feeder
         .is_some()

@@ -49,6 +49,7 @@ pub fn load_runs(paths: &[PathBuf]) -> Result<CompareReport, ReportError> {
         runs,
         rounds: Vec::new(),
         host: None,
+        host_floor: Vec::new(),
     })
 }
 
@@ -124,4 +125,9 @@ pub struct CompareReport {
     /// ([`crate::probe::hoststate`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<crate::probe::hoststate::HostState>,
+    /// `fleet-lab compare`: each round's host floor, the host's own work
+    /// alone on the same arrivals ([`crate::compare_floor`]; empty with
+    /// `--no-host-floor` and in older reports).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub host_floor: Vec<crate::compare_floor::FloorRound>,
 }

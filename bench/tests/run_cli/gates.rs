@@ -225,6 +225,59 @@ fn compare_ends_with_the_verdict_and_a_legend_of_its_columns() {
             .unwrap()
     };
     assert_ne!(first(1), first(2));
+    // The host floor ran once a round, a slot of its own in the rotation:
+    // last of three in round 1, second in round 2.
+    let floors = report["host_floor"].as_array().expect("the host floor");
+    let at: Vec<_> = floors
+        .iter()
+        .map(|f| (f["round"].as_u64(), f["position"].as_u64()))
+        .collect();
+    assert_eq!(at, [(Some(1), Some(3)), (Some(2), Some(2))], "{floors:?}");
+    assert!(
+        floors.iter().all(|f| f["probe_p99_us"].as_f64().is_some()),
+        "{floors:?}"
+    );
+    assert!(
+        out.contains("The host floor (the host's own work alone on the same arrivals"),
+        "{out}"
+    );
+    assert!(
+        out.contains("each contender's co-tenant p99 ÷ the host floor"),
+        "{out}"
+    );
     let page = std::fs::read_to_string(dir.path().join("cmp/report.html")).unwrap();
     assert!(page.contains("<li>Best cycle tail (lowest makespan p99): "));
+}
+
+#[test]
+fn compare_leaves_the_host_floor_out_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = corpus();
+    let o = lab(
+        &[
+            "compare",
+            "--quiet",
+            "--fleet-only",
+            "--rounds",
+            "1",
+            "--no-host-floor",
+            "--corpus",
+            &c,
+            "--cycles",
+            "2",
+            "--scale",
+            "0.02",
+            "--out",
+            "cmp",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("host floor"), "{out}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("cmp/compare.json")).unwrap())
+            .unwrap();
+    assert!(report.get("host_floor").is_none(), "{report}");
+    assert_eq!(report["rounds"].as_array().unwrap().len(), 2);
 }
