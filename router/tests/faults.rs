@@ -373,3 +373,56 @@ fn leases_waiting_for_the_routers_lock_hold_up_no_async_worker() {
     });
     assert_eq!(answers, [200; 4]);
 }
+
+/// The registrar and the deposit writer answered each handler while
+/// still holding the router's lock (and a deposit before it was counted
+/// off the pending ones), so a client that sent its next request on the
+/// answer could find the lock held: a lease after a registration waited
+/// on the blocking pool, once in a CI run. Now each answer goes after the
+/// lock is released and the count settled: after every answer here the
+/// test takes the lock at once and no deposit is pending.
+#[test]
+fn an_answer_comes_after_the_routers_lock_is_released() {
+    let r = InProcess::start(16);
+    let mut f = support::routerd::facts(3);
+    f["sources"][0]["bucket"] = json!([10.0, 10.0]);
+    assert_eq!(r.send("/v1/facts", &f).0, 200);
+    let free = |what: &str| {
+        assert!(
+            r.shell.router.try_lock().is_some(),
+            "{what}: the lock is free once answered"
+        );
+    };
+    let mut devices = Vec::new();
+    for i in 0..20 {
+        let id = format!("dev-{i}");
+        let (s, v, _) = r.send("/v1/register", &registration(&id, TOKEN, None));
+        assert_eq!(s, 200, "{v}");
+        free("a new identity");
+        devices.push((id, v["device_secret"].as_str().unwrap().to_string()));
+    }
+    for _ in 0..4 {
+        assert_eq!(r.send("/v1/clock", &json!({"advance_s": 0.05})).0, 200);
+    }
+    let before = r.shell.lock_waits();
+    let (id, secret) = &devices[0];
+    let (s, l, _) = r.send(
+        "/v1/lease",
+        &json!({"device_id": id, "device_secret": secret, "max_items": 3}),
+    );
+    assert_eq!(s, 200, "{l}");
+    free("a lease");
+    let lid = l["lease_id"].as_str().unwrap().to_string();
+    for it in l["items"].as_array().unwrap() {
+        let body = support::routerd::deposit_body(id, secret, &lid, it, "h");
+        let (s, v, _) = r.send("/v1/deposit", &body);
+        assert_eq!(s, 200, "{v}");
+        free("a deposit");
+        assert_eq!(r.metric("deposits_pending"), 0.0, "counted off first");
+    }
+    assert_eq!(
+        r.shell.lock_waits(),
+        before,
+        "nothing here waits for the lock"
+    );
+}

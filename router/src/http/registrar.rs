@@ -43,7 +43,8 @@ pub(super) fn spawn(shell: &Arc<Shell>, rx: std::sync::mpsc::Receiver<Job>) -> s
 /// The registrar: per batch (every job queued, at most
 /// [`WRITER_BATCH`](super::writer::WRITER_BATCH)),
 /// one write of every row, then each identity committed, or released on
-/// a failed write, under the router's lock, and every handler answered.
+/// a failed write, under the router's lock, and every handler answered
+/// once the lock is released.
 fn registrar(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<Job>) {
     while let Some(batch) = next_batch(&rx) {
         let Some(shell) = shell.upgrade() else {
@@ -56,13 +57,19 @@ fn registrar(shell: std::sync::Weak<Shell>, rx: std::sync::mpsc::Receiver<Job>) 
         shell
             .registration_writes
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let events = {
+        // Committed under the lock, answered after it is released: a
+        // handler woken by its answer finds the lock free.
+        let (answers, events) = {
             let mut r = shell.router.lock();
-            for (n, reply) in batch {
-                let _ = reply.send(r.register_commit(n, written.clone()));
-            }
-            r.drain_events()
+            let answers: Vec<_> = batch
+                .into_iter()
+                .map(|(n, reply)| (reply, r.register_commit(n, written.clone())))
+                .collect();
+            (answers, r.drain_events())
         };
+        for (reply, answer) in answers {
+            let _ = reply.send(answer);
+        }
         shell.write_events(events);
     }
 }

@@ -119,7 +119,8 @@ fn write_leases(shell: &Shell, store: &SharedStore, leases: Vec<(Row, Reply<()>)
 }
 
 /// Appends the deposits at once (one flush where the store supports it),
-/// then commits them in sequence order under the router's lock.
+/// then commits them in sequence order under the router's lock and
+/// answers them once it is released.
 fn write_deposits(
     shell: &Shell,
     store: &SharedStore,
@@ -133,8 +134,12 @@ fn write_deposits(
     let results = shell
         .holds
         .with(Op::Deposits, store, |s| s.append_deposits(&entries));
-    let events = {
+    // Committed under the lock, answered after it is released (a handler
+    // woken by its answer finds the lock free), each counted off the
+    // pending deposits before its answer goes.
+    let (answers, events) = {
         let mut r = shell.router.lock();
+        let mut answers = Vec::with_capacity(batch.len());
         for ((p, reply), res) in batch.into_iter().zip(results) {
             let answer = match res {
                 Ok(true) => Ok(r.deposit_commit(p)),
@@ -150,12 +155,15 @@ fn write_deposits(
             if let Err(e) = &answer {
                 r.refused(e);
             }
-            let _ = reply.send(answer);
-            shell
-                .pending
-                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            answers.push((reply, answer));
         }
-        r.drain_events()
+        (answers, r.drain_events())
     };
+    for (reply, answer) in answers {
+        shell
+            .pending
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = reply.send(answer);
+    }
     shell.write_events(events);
 }
